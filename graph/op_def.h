@@ -1,0 +1,200 @@
+// Op definitions: what a node of a given op type is, at build time (its shape
+// function) and at run time (its kernel).
+//
+// An OpRegistry maps op type names ("MatMul") to OpDefs. There is no static
+// registration: ops/ fills the standard registry from one visible list of
+// plain functions (RegisterMathOps(OpRegistry&), ...), and a test can build its
+// own registry with fake ops and hand it to a Session.
+//
+// Build time: Scope::AddNode calls the OpDef's shape function with an
+// InferenceContext that holds the input dtypes and (partially known) shapes;
+// the function checks them and sets the output dtypes and shapes. An error it
+// returns becomes the scope's sticky error, prefixed with the node's name.
+//
+// Run time: the Session asks the OpDef's kernel factory once per (session,
+// node) for a Kernel, a callable that computes the outputs from the inputs.
+// Factories parse attributes once, so the step loop does not.
+//
+// Thread safety: an OpRegistry is filled before use and then read-only. A
+// Kernel may be called from several threads at once (concurrent Session::Run
+// calls), so a kernel with mutable state guards it itself.
+
+#ifndef CKFLOW_GRAPH_OP_DEF_H_
+#define CKFLOW_GRAPH_OP_DEF_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <span>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "runtime/resource.h"
+#include "runtime/status.h"
+#include "runtime/tensor.h"
+#include "runtime/types.h"
+
+namespace ckflow {
+
+class Node;
+
+// A shape known up to some dimensions (-1) or not at all (unknown rank).
+class PartialShape {
+ public:
+  PartialShape() : known_rank_(false) {}  // unknown rank
+  PartialShape(std::initializer_list<int64_t> dims)  // -1 = unknown dim
+      : known_rank_(true), dims_(dims) {}
+  explicit PartialShape(std::vector<int64_t> dims)
+      : known_rank_(true), dims_(std::move(dims)) {}
+  PartialShape(const TensorShape& shape)  // NOLINT: every TensorShape is one
+      : known_rank_(true), dims_(shape.dims()) {}
+  static PartialShape Unknown() { return PartialShape(); }
+  static PartialShape Scalar() { return PartialShape(std::vector<int64_t>{}); }
+
+  bool known_rank() const { return known_rank_; }
+  int rank() const { return known_rank_ ? static_cast<int>(dims_.size()) : -1; }
+  int64_t dim(int i) const { return dims_[i]; }  // REQUIRES: known_rank()
+  const std::vector<int64_t>& dims() const { return dims_; }
+  bool IsFullyDefined() const;
+  // REQUIRES: IsFullyDefined().
+  TensorShape ToTensorShape() const;
+  // True if `shape` could be a value of this partial shape.
+  bool IsCompatibleWith(const TensorShape& shape) const;
+  bool IsCompatibleWith(const PartialShape& other) const;
+  // The most specific shape compatible with both; InvalidArgument if none.
+  StatusOr<PartialShape> Merge(const PartialShape& other) const;
+  std::string ToString() const;  // "[2,?]", "<unknown>"
+
+  friend bool operator==(const PartialShape& a, const PartialShape& b) {
+    return a.known_rank_ == b.known_rank_ && a.dims_ == b.dims_;
+  }
+
+ private:
+  bool known_rank_;
+  std::vector<int64_t> dims_;
+};
+
+// Attribute values of a node (TensorFlow's AttrValue, as a C++ variant).
+using AttrValue = std::variant<bool, int64_t, float, std::string, DataType,
+                               PartialShape, Tensor, std::vector<int64_t>,
+                               std::vector<DataType>, std::vector<std::string>>;
+
+class AttrMap {
+ public:
+  void Set(std::string name, AttrValue value) { attrs_[std::move(name)] = std::move(value); }
+  bool Has(std::string_view name) const { return attrs_.find(name) != attrs_.end(); }
+  const AttrValue* Find(std::string_view name) const {
+    auto it = attrs_.find(name);
+    return it == attrs_.end() ? nullptr : &it->second;
+  }
+  // The attribute as T; InvalidArgument naming it if missing or of another
+  // type.
+  template <typename T>
+  StatusOr<T> Get(std::string_view name) const {
+    const AttrValue* v = Find(name);
+    if (v == nullptr) return InvalidArgumentError("missing attribute '", name, "'");
+    if (const T* t = std::get_if<T>(v)) return *t;
+    return InvalidArgumentError("attribute '", name, "' has the wrong type");
+  }
+  template <typename T>
+  T GetOr(std::string_view name, T fallback) const {
+    const AttrValue* v = Find(name);
+    if (v == nullptr) return fallback;
+    if (const T* t = std::get_if<T>(v)) return *t;
+    return fallback;
+  }
+  const std::map<std::string, AttrValue, std::less<>>& all() const { return attrs_; }
+
+ private:
+  std::map<std::string, AttrValue, std::less<>> attrs_;
+};
+
+// What a shape function sees and sets.
+struct InferenceContext {
+  std::string_view node_name;
+  std::string_view op_type;
+  const AttrMap* attrs = nullptr;
+  std::vector<DataType> input_types;
+  std::vector<PartialShape> input_shapes;
+  // The value of input i when it is produced by a Const node, else nullptr:
+  // lets Reshape, Fill, Sum... infer shapes from constant arguments.
+  std::vector<const Tensor*> input_constants;
+
+  std::vector<DataType> output_types;     // set by the shape function
+  std::vector<PartialShape> output_shapes;  // same length as output_types
+
+  void AddOutput(DataType dtype, PartialShape shape) {
+    output_types.push_back(dtype);
+    output_shapes.push_back(std::move(shape));
+  }
+};
+using ShapeFn = std::function<Status(InferenceContext&)>;
+
+// What a kernel sees and sets for one execution of one node.
+class KernelContext {
+ public:
+  KernelContext(const Node& node, std::span<const Tensor* const> inputs,
+                std::span<Tensor> outputs, ResourceMgr& resources)
+      : node_(node), inputs_(inputs), outputs_(outputs), resources_(resources) {}
+
+  const Node& node() const { return node_; }
+  int num_inputs() const { return static_cast<int>(inputs_.size()); }
+  const Tensor& input(int i) const { return *inputs_[i]; }
+  int num_outputs() const { return static_cast<int>(outputs_.size()); }
+  void set_output(int i, Tensor t) { outputs_[i] = std::move(t); }
+  // Allocates output i, sets it and returns it for filling.
+  StatusOr<Tensor*> AllocateOutput(int i, DataType dtype, const TensorShape& shape) {
+    CKFLOW_ASSIGN_OR_RETURN(outputs_[i], Tensor::Allocate(dtype, shape));
+    return &outputs_[i];
+  }
+  // Session-owned state (variables) that outlives one run.
+  ResourceMgr& resources() const { return resources_; }
+
+ private:
+  const Node& node_;
+  std::span<const Tensor* const> inputs_;
+  std::span<Tensor> outputs_;
+  ResourceMgr& resources_;
+};
+
+using Kernel = std::function<Status(KernelContext&)>;
+// Called once per (session, node). May read the node's attributes and input
+// types; returns the kernel or an error naming what is wrong.
+using KernelFactory = std::function<StatusOr<Kernel>(const Node&)>;
+
+struct OpDef {
+  std::string type;
+  // Stateful ops (variables, random, save/restore) are never constant-folded
+  // and each run executes them again.
+  bool stateful = false;
+  ShapeFn shape_fn;
+  KernelFactory kernel_factory;
+};
+
+class OpRegistry {
+ public:
+  OpRegistry() = default;
+  OpRegistry(const OpRegistry&) = delete;
+  OpRegistry& operator=(const OpRegistry&) = delete;
+
+  // AlreadyExists if the type is registered already.
+  Status Register(OpDef def);
+  // nullptr if unknown.
+  const OpDef* Find(std::string_view type) const;
+  std::vector<std::string> ListTypes() const;
+
+ private:
+  std::map<std::string, std::unique_ptr<OpDef>, std::less<>> defs_;
+};
+
+// Convenience for kernels that need no attributes.
+inline KernelFactory StatelessKernel(Kernel kernel) {
+  return [kernel = std::move(kernel)](const Node&) -> StatusOr<Kernel> { return kernel; };
+}
+
+}  // namespace ckflow
+
+#endif  // CKFLOW_GRAPH_OP_DEF_H_

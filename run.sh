@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# ckflow's one entry point. On a fresh Debian 12 machine (as root) each
+# command installs what is missing with apt-get, configures and builds with
+# CMake, and runs.
+#
+#   ./run.sh demo    build (Release) and run the example, then inspect its checkpoint
+#   ./run.sh test    build with ASan+UBSan and run the whole suite through ctest
+#   ./run.sh bench   build (Release) and run the benchmarks, PyTorch side by side
+#   ./run.sh tsan    build with ThreadSanitizer and run the concurrency tests
+set -euo pipefail
+cd "$(dirname "$0")"
+ROOT=$(pwd)
+JOBS=${JOBS:-$(nproc)}
+
+PACKAGES=(build-essential cmake ninja-build ccache pkg-config python3
+  libeigen3-dev libprotobuf-dev protobuf-compiler libtbb-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libleveldb-dev libsnappy-dev libisal-dev libcli11-dev liburing-dev)
+
+install_packages() {
+  local missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "run.sh: installing ${missing[*]}"
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  fi
+}
+
+# configure DIR [cmake args...]
+configure() {
+  local dir=$1; shift
+  cmake -S "$ROOT" -B "$dir" -G Ninja "$@" >/dev/null
+}
+
+release_build() {
+  configure build/release -DCMAKE_BUILD_TYPE=Release -DCKFLOW_BUILD_TESTS=OFF "$@"
+  cmake --build build/release -j "$JOBS"
+}
+
+export CCACHE_DIR=${CCACHE_DIR:-$ROOT/.ccache}
+
+cmd=${1:-help}
+shift || true
+case "$cmd" in
+  demo)
+    install_packages "${PACKAGES[@]}"
+    release_build -DCKFLOW_BUILD_BENCH=OFF
+    if [ -x build/release/examples/regress ]; then
+      build/release/examples/regress --dir runs/regress "$@"
+      build/release/examples/regress --dir runs/regress "$@"
+      if [ -x build/release/tools/ckflow ] && [ -f runs/regress/checkpoint ]; then
+        build/release/tools/ckflow tree runs/regress
+      fi
+    else
+      build/release/examples/hello_graph
+    fi
+    ;;
+  test)
+    install_packages "${PACKAGES[@]}"
+    configure build/test -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
+      -DCKFLOW_SANITIZE="address;undefined" -DCKFLOW_BUILD_BENCH=ON
+    cmake --build build/test -j "$JOBS"
+    export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+    cd build/test && ctest --output-on-failure -j "$JOBS" "$@"
+    ;;
+  tsan)
+    install_packages "${PACKAGES[@]}"
+    configure build/tsan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
+      -DCKFLOW_SANITIZE=thread -DCKFLOW_BUILD_BENCH=OFF -DCKFLOW_BUILD_EXAMPLES=OFF
+    cmake --build build/tsan -j "$JOBS"
+    cd build/tsan && ctest --output-on-failure -j "$JOBS" -R 'Concurren|Parallel|Thread|Session' "$@"
+    ;;
+  bench)
+    install_packages "${PACKAGES[@]}" python3-torch python3-matplotlib
+    release_build -DCKFLOW_BUILD_BENCH=ON
+    for b in build/release/bench/*_bench; do
+      [ -x "$b" ] && "$b" "$@"
+    done
+    if [ -f bench/side_by_side.py ]; then
+      python3 bench/side_by_side.py --build build/release
+    fi
+    ;;
+  *)
+    sed -n '2,10p' "$0"
+    exit 2
+    ;;
+esac

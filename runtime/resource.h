@@ -1,0 +1,68 @@
+// ResourceMgr: state that lives in a Session across runs (variables).
+//
+// Two sessions over one graph have two ResourceMgrs, so they are independent.
+// Resources are found by name (a variable's shared name) and shared by
+// shared_ptr, so a kernel that holds one keeps it alive.
+//
+// Thread safety: all methods may be called concurrently.
+
+#ifndef CKFLOW_RUNTIME_RESOURCE_H_
+#define CKFLOW_RUNTIME_RESOURCE_H_
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/status.h"
+#include "runtime/tensor.h"
+
+namespace ckflow {
+
+class ResourceMgr {
+ public:
+  // The resource named `name`, created by `create` if there is none yet.
+  // InvalidArgument if one exists with another type.
+  template <typename T>
+  StatusOr<std::shared_ptr<T>> LookupOrCreate(const std::string& name,
+                                              const std::function<std::shared_ptr<T>()>& create) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = resources_.find(name);
+    if (it == resources_.end()) {
+      std::shared_ptr<T> made = create();
+      resources_.emplace(name, made);
+      return made;
+    }
+    auto typed = std::dynamic_pointer_cast<T>(it->second);
+    if (!typed) return InvalidArgumentError("resource '", name, "' exists with another type");
+    return typed;
+  }
+
+  // NotFound if absent.
+  template <typename T>
+  StatusOr<std::shared_ptr<T>> Lookup(const std::string& name) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = resources_.find(name);
+    if (it == resources_.end()) return NotFoundError("resource '", name, "' does not exist");
+    auto typed = std::dynamic_pointer_cast<T>(it->second);
+    if (!typed) return InvalidArgumentError("resource '", name, "' exists with another type");
+    return typed;
+  }
+
+  std::vector<std::string> ListNames() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::string> names;
+    for (const auto& [name, r] : resources_) names.push_back(name);
+    return names;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<ResourceBase>> resources_;  // guarded by mu_
+};
+
+}  // namespace ckflow
+
+#endif  // CKFLOW_RUNTIME_RESOURCE_H_

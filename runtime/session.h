@@ -1,0 +1,84 @@
+// Session: runs a Graph, step after step, in parallel on oneTBB.
+//
+//   CKFLOW_ASSIGN_OR_RETURN(auto session, Session::Create(root.graph()));
+//   CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> out,
+//                           session->Run({{x, batch}}, {loss}, {train_op}));
+//
+// Run prunes the graph to what the fetches and targets need (an unfed
+// Placeholder outside that subgraph is no error), lets a feed replace any
+// node's output, and runs each node once its data and control inputs are
+// done, independent branches at the same time. The plan for a (feeds,
+// fetches, targets) signature is computed once and cached, so a step loop
+// does no graph analysis. The graph may grow after the session is created
+// (checkpoint ops are added lazily); new nodes are picked up by new plans.
+//
+// State that ops keep across runs (variables) lives in the session's
+// ResourceMgr: two sessions over one graph are independent.
+//
+// Errors: an op's error stops the run and is returned prefixed with the
+// node's name and op type ("dense/MatMul (MatMul): ..."); feeds of the wrong
+// dtype or shape, and feeds or fetches of nodes from another graph, are
+// InvalidArgument. Nothing escapes as an exception.
+//
+// Thread safety: Run may be called from many threads at once. The Graph
+// must outlive the Session and must not be extended while a Run is being
+// planned on another thread.
+
+#ifndef CKFLOW_RUNTIME_SESSION_H_
+#define CKFLOW_RUNTIME_SESSION_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "graph/graph.h"
+#include "runtime/resource.h"
+#include "runtime/status.h"
+#include "runtime/tensor.h"
+
+namespace ckflow {
+
+struct SessionOptions {
+  // Where kernels come from; nullptr means the standard ops.
+  const OpRegistry* registry = nullptr;
+};
+
+// A fed value: for an Output, or for a tensor named "node" / "node:1".
+struct Feed {
+  Feed(Output output, Tensor value) : target(output), value(std::move(value)) {}
+  Feed(std::string name, Tensor value) : target(std::move(name)), value(std::move(value)) {}
+  Feed(const char* name, Tensor value) : target(std::string(name)), value(std::move(value)) {}
+  std::variant<Output, std::string> target;
+  Tensor value;
+};
+
+class Session {
+ public:
+  // Fails with the graph's first build error, if any.
+  static StatusOr<std::unique_ptr<Session>> Create(const Graph& graph,
+                                                   SessionOptions options = {});
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Runs the subgraph that `fetches` and `targets` need, with `feeds`
+  // replacing node outputs; returns the fetched tensors in order.
+  StatusOr<std::vector<Tensor>> Run(const std::vector<Feed>& feeds,
+                                    const std::vector<Output>& fetches,
+                                    const std::vector<Output>& targets = {});
+
+  const Graph& graph() const;
+  ResourceMgr& resources();
+
+  class Impl;
+
+ private:
+  explicit Session(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ckflow
+
+#endif  // CKFLOW_RUNTIME_SESSION_H_

@@ -1,0 +1,46 @@
+// Helpers shared by the tests: where ../shared lives, fresh temp dirs, and
+// gtest matchers for Status.
+
+#ifndef CKFLOW_TESTS_TEST_UTIL_H_
+#define CKFLOW_TESTS_TEST_UTIL_H_
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "runtime/status.h"
+
+namespace ckflow::testing {
+
+// The repository root, and ../shared beside it (fixtures, describe.py).
+std::string SourceDir();
+std::string SharedDir();
+std::string FixturesDir();  // SharedDir() + "/fixtures"
+// A new empty directory under the system temp dir, removed at exit of the
+// test binary unless CKFLOW_KEEP_TEST_DIRS is set.
+std::string NewTempDir(const std::string& tag = "t");
+// Runs a shell command; returns its exit code and fills *output with stdout.
+int RunCommand(const std::string& command, std::string* output);
+std::string ReadFileOrDie(const std::string& path);
+
+}  // namespace ckflow::testing
+
+#define CKFLOW_ASSERT_OK(expr)                              \
+  do {                                                      \
+    ::ckflow::Status ckflow_test_s_ = (expr);               \
+    ASSERT_TRUE(ckflow_test_s_.ok()) << ckflow_test_s_;     \
+  } while (0)
+#define CKFLOW_EXPECT_OK(expr)                              \
+  do {                                                      \
+    ::ckflow::Status ckflow_test_s_ = (expr);               \
+    EXPECT_TRUE(ckflow_test_s_.ok()) << ckflow_test_s_;     \
+  } while (0)
+// `auto x = CKFLOW_ASSERT_OK_AND_ASSIGN_VALUE(expr)` is not possible in gtest;
+// use this two-step form instead.
+#define CKFLOW_ASSERT_OK_AND_ASSIGN(lhs, expr)                                 \
+  auto CKFLOW_STATUS_CONCAT_(ckflow_test_or_, __LINE__) = (expr);              \
+  ASSERT_TRUE(CKFLOW_STATUS_CONCAT_(ckflow_test_or_, __LINE__).ok())           \
+      << CKFLOW_STATUS_CONCAT_(ckflow_test_or_, __LINE__).status();            \
+  lhs = std::move(CKFLOW_STATUS_CONCAT_(ckflow_test_or_, __LINE__)).value()
+
+#endif  // CKFLOW_TESTS_TEST_UTIL_H_
