@@ -1,0 +1,280 @@
+#include "graph/graph.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+namespace ckflow {
+
+DataType Output::dtype() const { return node_->output_type(index_); }
+
+const PartialShape& Output::shape() const { return node_->output_shape(index_); }
+
+std::string Output::name() const {
+  if (node_ == nullptr) return "<invalid>";
+  return node_->name() + ":" + std::to_string(index_);
+}
+
+StatusOr<Node*> Graph::AddNode(NodeSpec spec) {
+  if (spec.op_def == nullptr) return InvalidArgumentError(spec.name, ": no op definition");
+  const std::string where = spec.name + " (" + spec.op_def->type + ")";
+  InferenceContext ctx;
+  ctx.node_name = spec.name;
+  ctx.op_type = spec.op_def->type;
+  ctx.attrs = &spec.attrs;
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    const Output& in = spec.inputs[i];
+    if (!in.valid()) {
+      return InvalidArgumentError(where, ": input ", i, " is invalid (an earlier build step failed)");
+    }
+    if (&in.node()->graph() != this) {
+      return InvalidArgumentError(where, ": input ", i, " (", in.name(), ") is from another graph");
+    }
+    if (in.index() < 0 || in.index() >= in.node()->num_outputs()) {
+      return InvalidArgumentError(where, ": input ", i, " refers to output ", in.index(), " of ",
+                                  in.node()->name(), ", which has ", in.node()->num_outputs(),
+                                  " outputs");
+    }
+    ctx.input_types.push_back(in.dtype());
+    ctx.input_shapes.push_back(in.shape());
+    const Tensor* constant = nullptr;
+    if (in.node()->type() == "Const") {
+      if (const AttrValue* v = in.node()->attrs().Find("value")) constant = std::get_if<Tensor>(v);
+    }
+    ctx.input_constants.push_back(constant);
+  }
+  for (Node* dep : spec.control_inputs) {
+    if (dep == nullptr || &dep->graph() != this) {
+      return InvalidArgumentError(where, ": control input is invalid or from another graph");
+    }
+  }
+  if (Status s = spec.op_def->shape_fn(ctx); !s.ok()) return s.WithContext(where);
+  if (ctx.output_types.size() != ctx.output_shapes.size()) {
+    return InternalError(where, ": shape function set ", ctx.output_types.size(), " types but ",
+                         ctx.output_shapes.size(), " shapes");
+  }
+
+  std::lock_guard<std::mutex> lock(mu_);
+  if (by_name_.count(spec.name)) {
+    return AlreadyExistsError("node name '", spec.name, "' is already used in the graph");
+  }
+  auto node = std::unique_ptr<Node>(new Node());
+  node->graph_ = this;
+  node->id_ = static_cast<int>(nodes_.size());
+  node->name_ = std::move(spec.name);
+  node->op_def_ = spec.op_def;
+  node->device_ = std::move(spec.device);
+  node->attrs_ = std::move(spec.attrs);
+  node->inputs_ = std::move(spec.inputs);
+  // A node depends on each other node once; duplicates only cost the executor.
+  std::sort(spec.control_inputs.begin(), spec.control_inputs.end());
+  spec.control_inputs.erase(std::unique(spec.control_inputs.begin(), spec.control_inputs.end()),
+                            spec.control_inputs.end());
+  node->control_inputs_ = std::move(spec.control_inputs);
+  node->output_types_ = std::move(ctx.output_types);
+  node->output_shapes_ = std::move(ctx.output_shapes);
+  names_.emplace(node->name_, 1);
+  by_name_.emplace(node->name_, node.get());
+  nodes_.push_back(std::move(node));
+  return nodes_.back().get();
+}
+
+int Graph::num_nodes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(nodes_.size());
+}
+
+Node* Graph::node(int id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  CKFLOW_CHECK(id >= 0 && id < static_cast<int>(nodes_.size()));
+  return nodes_[id].get();
+}
+
+Node* Graph::FindNode(std::string_view name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = by_name_.find(std::string(name));
+  return it == by_name_.end() ? nullptr : it->second;
+}
+
+bool Graph::IsNameUsed(std::string_view name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return names_.count(std::string(name)) > 0;
+}
+
+std::string Graph::UniqueName(std::string_view base) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string name(base);
+  auto it = names_.find(name);
+  if (it == names_.end()) {
+    names_.emplace(name, 1);
+    return name;
+  }
+  // TensorFlow's rule: base_N with the first N not yet taken, remembering
+  // where the search stopped so repeated names stay linear.
+  for (int n = it->second;; ++n) {
+    std::string candidate = name + "_" + std::to_string(n);
+    if (!names_.count(candidate)) {
+      names_[name] = n + 1;
+      names_.emplace(candidate, 1);
+      return candidate;
+    }
+  }
+}
+
+Status Graph::status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return status_;
+}
+
+void Graph::RecordError(const Status& error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (status_.ok()) status_ = error;
+}
+
+namespace {
+
+std::string DotEscape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// Name-scope tree for clusters: scope path -> child scopes and nodes.
+struct ScopeTree {
+  std::map<std::string, ScopeTree> children;
+  std::vector<const Node*> nodes;
+};
+
+void EmitScope(const ScopeTree& tree, const std::string& path, int depth, std::ostringstream& os) {
+  std::string indent(2 * depth, ' ');
+  for (const auto& [name, child] : tree.children) {
+    std::string child_path = path.empty() ? name : path + "/" + name;
+    os << indent << "subgraph \"cluster_" << DotEscape(child_path) << "\" {\n";
+    os << indent << "  label=\"" << DotEscape(name) << "\";\n";
+    EmitScope(child, child_path, depth + 1, os);
+    os << indent << "}\n";
+  }
+  for (const Node* n : tree.nodes) {
+    os << indent << "\"" << DotEscape(n->name()) << "\" [label=\""
+       << DotEscape(n->name().substr(n->name().rfind('/') + 1)) << "\\n" << DotEscape(n->type())
+       << "\"];\n";
+  }
+}
+
+}  // namespace
+
+std::string Graph::ToDot() const {
+  std::vector<const Node*> nodes;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& n : nodes_) nodes.push_back(n.get());
+  }
+  ScopeTree root;
+  for (const Node* n : nodes) {
+    ScopeTree* t = &root;
+    const std::string& name = n->name();
+    size_t start = 0;
+    for (size_t slash = name.find('/'); slash != std::string::npos;
+         slash = name.find('/', start)) {
+      t = &t->children[name.substr(start, slash - start)];
+      start = slash + 1;
+    }
+    t->nodes.push_back(n);
+  }
+  std::ostringstream os;
+  os << "digraph ckflow {\n  node [shape=box, fontname=\"Helvetica\"];\n";
+  EmitScope(root, "", 1, os);
+  for (const Node* n : nodes) {
+    for (const Output& in : n->inputs()) {
+      os << "  \"" << DotEscape(in.node()->name()) << "\" -> \"" << DotEscape(n->name())
+         << "\" [label=\"" << DataTypeName(in.dtype()) << in.shape().ToString() << "\"];\n";
+    }
+    for (const Node* dep : n->control_inputs()) {
+      os << "  \"" << DotEscape(dep->name()) << "\" -> \"" << DotEscape(n->name())
+         << "\" [style=dashed];\n";
+    }
+  }
+  os << "}\n";
+  return os.str();
+}
+
+// ---------------------------------------------------------------- Scope
+
+Scope Scope::NewRootScope() { return Scope(std::make_shared<Graph>()); }
+
+Scope Scope::NewSubScope(std::string_view name) const {
+  Scope s = *this;
+  s.op_name_.clear();
+  if (name.empty()) return s;
+  std::string full = prefix_.empty() ? std::string(name) : prefix_ + "/" + std::string(name);
+  s.prefix_ = graph_->UniqueName(full);
+  return s;
+}
+
+Scope Scope::WithOpName(std::string_view name) const {
+  Scope s = *this;
+  s.op_name_ = std::string(name);
+  return s;
+}
+
+Scope Scope::WithControlDependencies(const std::vector<Output>& deps) const {
+  Scope s = *this;
+  for (const Output& d : deps) {
+    if (!d.valid()) {
+      UpdateStatus(InvalidArgumentError("control dependency is invalid (an earlier build step failed)"));
+      continue;
+    }
+    s.control_deps_.push_back(d.node());
+  }
+  return s;
+}
+
+Scope Scope::WithNoControlDependencies() const {
+  Scope s = *this;
+  s.control_deps_.clear();
+  return s;
+}
+
+Scope Scope::WithDevice(std::string_view device) const {
+  Scope s = *this;
+  s.device_ = std::string(device);
+  return s;
+}
+
+StatusOr<std::string> Scope::NameForNode(std::string_view op_type) const {
+  if (!op_name_.empty()) {
+    std::string full = prefix_.empty() ? op_name_ : prefix_ + "/" + op_name_;
+    if (graph_->IsNameUsed(full)) {
+      return AlreadyExistsError("node name '", full, "' is already used in the graph");
+    }
+    return graph_->UniqueName(full);  // free, so reserved unchanged
+  }
+  std::string base = prefix_.empty() ? std::string(op_type) : prefix_ + "/" + std::string(op_type);
+  return graph_->UniqueName(base);
+}
+
+Node* Scope::AddNode(const OpDef& def, std::vector<Output> inputs, AttrMap attrs) const {
+  if (!ok()) return nullptr;
+  StatusOr<std::string> name = NameForNode(def.type);
+  if (!name.ok()) {
+    UpdateStatus(name.status());
+    return nullptr;
+  }
+  NodeSpec spec{.name = *std::move(name),
+                .op_def = &def,
+                .inputs = std::move(inputs),
+                .control_inputs = control_deps_,
+                .attrs = std::move(attrs),
+                .device = device_};
+  StatusOr<Node*> node = graph_->AddNode(std::move(spec));
+  if (!node.ok()) {
+    UpdateStatus(node.status());
+    return nullptr;
+  }
+  return *node;
+}
+
+}  // namespace ckflow

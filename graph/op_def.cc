@@ -1,0 +1,75 @@
+#include "graph/op_def.h"
+
+namespace ckflow {
+
+bool PartialShape::IsFullyDefined() const {
+  if (!known_rank_) return false;
+  for (int64_t d : dims_) {
+    if (d < 0) return false;
+  }
+  return true;
+}
+
+TensorShape PartialShape::ToTensorShape() const {
+  CKFLOW_CHECK(IsFullyDefined());
+  return TensorShape(dims_);
+}
+
+bool PartialShape::IsCompatibleWith(const TensorShape& shape) const {
+  return IsCompatibleWith(PartialShape(shape));
+}
+
+bool PartialShape::IsCompatibleWith(const PartialShape& other) const {
+  if (!known_rank_ || !other.known_rank_) return true;
+  if (dims_.size() != other.dims_.size()) return false;
+  for (size_t i = 0; i < dims_.size(); ++i) {
+    if (dims_[i] >= 0 && other.dims_[i] >= 0 && dims_[i] != other.dims_[i]) return false;
+  }
+  return true;
+}
+
+StatusOr<PartialShape> PartialShape::Merge(const PartialShape& other) const {
+  if (!IsCompatibleWith(other)) {
+    return InvalidArgumentError("shapes ", ToString(), " and ", other.ToString(),
+                                " are incompatible");
+  }
+  if (!known_rank_) return other;
+  if (!other.known_rank_) return *this;
+  std::vector<int64_t> dims = dims_;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] < 0) dims[i] = other.dims_[i];
+  }
+  return PartialShape(std::move(dims));
+}
+
+std::string PartialShape::ToString() const {
+  if (!known_rank_) return "<unknown>";
+  std::string out = "[";
+  for (size_t i = 0; i < dims_.size(); ++i) {
+    if (i) out += ",";
+    out += dims_[i] < 0 ? "?" : std::to_string(dims_[i]);
+  }
+  return out + "]";
+}
+
+Status OpRegistry::Register(OpDef def) {
+  if (def.type.empty()) return InvalidArgumentError("op type must not be empty");
+  if (!def.shape_fn) return InvalidArgumentError("op '", def.type, "' has no shape function");
+  if (defs_.count(def.type)) return AlreadyExistsError("op '", def.type, "' is already registered");
+  std::string type = def.type;
+  defs_.emplace(std::move(type), std::make_unique<OpDef>(std::move(def)));
+  return OkStatus();
+}
+
+const OpDef* OpRegistry::Find(std::string_view type) const {
+  auto it = defs_.find(type);
+  return it == defs_.end() ? nullptr : it->second.get();
+}
+
+std::vector<std::string> OpRegistry::ListTypes() const {
+  std::vector<std::string> types;
+  for (const auto& [type, def] : defs_) types.push_back(type);
+  return types;
+}
+
+}  // namespace ckflow
