@@ -31,6 +31,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <typeindex>
 #include <unordered_map>
 #include <vector>
 
@@ -104,6 +105,13 @@ class Node {
   std::vector<PartialShape> output_shapes_;
 };
 
+// Per-graph state that higher layers keep with the graph (the list of
+// variables, creation hooks). Subclass it; Graph::Attachment<T>() owns one T.
+class GraphAttachment {
+ public:
+  virtual ~GraphAttachment() = default;
+};
+
 // What Graph::AddNode needs to create a node.
 struct NodeSpec {
   std::string name;  // exact, must be free
@@ -144,6 +152,15 @@ class Graph {
   std::optional<int64_t> seed() const { return seed_; }
   void set_seed(int64_t seed) { seed_ = seed; }
 
+  // The graph's one T (a GraphAttachment subclass), created on first use.
+  template <typename T>
+  T& Attachment() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_ptr<GraphAttachment>& slot = attachments_[std::type_index(typeid(T))];
+    if (!slot) slot = std::make_unique<T>();
+    return static_cast<T&>(*slot);
+  }
+
   // Graphviz DOT text: one node per op, edges for data (solid) and control
   // (dashed) inputs, name scopes as nested clusters.
   std::string ToDot() const;
@@ -155,6 +172,7 @@ class Graph {
   std::unordered_map<std::string, int> names_;  // reserved names → next suffix
   Status status_;
   std::optional<int64_t> seed_;
+  std::unordered_map<std::type_index, std::unique_ptr<GraphAttachment>> attachments_;
 };
 
 // A position in a graph for building: name scope, control dependencies and

@@ -1,0 +1,76 @@
+#include "graph/trackable.h"
+
+#include <algorithm>
+
+namespace ckflow {
+namespace {
+
+// Newest restore first, as TensorFlow pops deferred positions.
+void RunNewestFirst(std::vector<std::shared_ptr<DeferredRestore>> restores,
+                    const std::shared_ptr<Trackable>& object) {
+  std::stable_sort(restores.begin(), restores.end(),
+                   [](const auto& a, const auto& b) { return a->restore_uid() > b->restore_uid(); });
+  for (const auto& r : restores) r->Restore(object);
+}
+
+}  // namespace
+
+void Trackable::TrackImpl(std::string name, const std::shared_ptr<Trackable>& child, bool owned) {
+  CKFLOW_CHECK(child != nullptr);
+  TrackedChild entry{.name = name, .owned = owned ? child : nullptr, .reference = child};
+  auto it = std::find_if(children_.begin(), children_.end(),
+                         [&](const TrackedChild& c) { return c.name == name; });
+  if (it != children_.end()) {
+    *it = std::move(entry);
+  } else {
+    children_.push_back(std::move(entry));
+  }
+  auto deferred = deferred_.find(name);
+  if (deferred != deferred_.end()) {
+    std::vector<std::shared_ptr<DeferredRestore>> restores = std::move(deferred->second);
+    deferred_.erase(deferred);
+    RunNewestFirst(std::move(restores), child);
+  }
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Trackable>>> Trackable::Children() const {
+  std::vector<std::pair<std::string, std::shared_ptr<Trackable>>> out;
+  out.reserve(children_.size());
+  for (const TrackedChild& c : children_) {
+    if (auto p = c.get()) out.emplace_back(c.name, std::move(p));
+  }
+  return out;
+}
+
+std::shared_ptr<Trackable> Trackable::LookupChild(std::string_view name) const {
+  for (const auto& [child_name, child] : Children()) {
+    if (child_name == name) return child;
+  }
+  return nullptr;
+}
+
+void Trackable::AddDeferredRestore(const std::string& child_name,
+                                   std::shared_ptr<DeferredRestore> restore) {
+  deferred_[child_name].push_back(std::move(restore));
+}
+
+void SlotOwner::CreateOrRestoreSlot(const std::shared_ptr<Trackable>& variable,
+                                    const std::string& slot_name,
+                                    std::shared_ptr<DeferredRestore> restore) {
+  if (std::shared_ptr<Trackable> slot = GetSlot(*variable, slot_name)) {
+    restore->Restore(slot);
+    return;
+  }
+  deferred_slots_[{slot_name, variable.get()}].push_back(std::move(restore));
+}
+
+void SlotOwner::OnSlotCreated(const Trackable& variable, const std::string& slot_name,
+                              const std::shared_ptr<Trackable>& slot) {
+  auto it = deferred_slots_.find({slot_name, &variable});
+  if (it == deferred_slots_.end()) return;
+  std::vector<std::shared_ptr<DeferredRestore>> restores = std::move(it->second);
+  deferred_slots_.erase(it);
+  RunNewestFirst(std::move(restores), slot);
+}
+
+}  // namespace ckflow

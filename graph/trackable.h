@@ -1,0 +1,159 @@
+// Trackable: an object in the object graph that checkpoints save.
+//
+// Layers, models, optimizers, variables and Checkpoint itself are Trackable.
+// Each lists its named children (the edges of the object graph, in tracking
+// order) and the values it owns directly (its attributes: a variable owns
+// VARIABLE_VALUE). A checkpoint records that graph and matches values by
+// their path in it ("model/dense/kernel"), not by variable names.
+//
+//   class Regress : public Model {
+//    public:
+//     Regress() { input_transform_ = Track("input_transform", Dense::Make(10)); }
+//     ...
+//   };
+//
+// Restore-on-create: when a restore finds a child in the checkpoint that the
+// object does not have yet (a layer's weights before its first call, an
+// optimizer's slot before Minimize), it leaves a DeferredRestore on the
+// parent under the child's name. Track() hands the new child to it at the
+// moment it appears. Slot variables are deferred on the optimizer
+// (SlotOwner) by (slot name, variable) in the same way.
+//
+// Ownership: a parent owns its children through shared_ptr. An edge that
+// would close a cycle (a child pointing back to its parent) is tracked with
+// TrackReference, which does not own.
+//
+// Thread safety: building the object graph is single-threaded, like graph
+// building.
+
+#ifndef CKFLOW_GRAPH_TRACKABLE_H_
+#define CKFLOW_GRAPH_TRACKABLE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace ckflow {
+
+class Trackable;
+
+// One value an object owns and a checkpoint saves: for a variable, its
+// VARIABLE_VALUE. Saving reads `handle`'s value; restoring assigns to it.
+struct SaveableAttribute {
+  std::string name;       // "VARIABLE_VALUE"
+  std::string full_name;  // the name a name-based (TF1 Saver) checkpoint uses
+  Output handle;          // a DT_RESOURCE output (VarHandleOp)
+  DataType dtype = DT_INVALID;
+  PartialShape shape;
+  std::string device;
+};
+
+// A pending restore of a child that did not exist when the checkpoint was
+// restored. Implemented by the checkpoint layer.
+class DeferredRestore {
+ public:
+  virtual ~DeferredRestore() = default;
+  // The restore this belongs to; newer restores (larger uid) win.
+  virtual int64_t restore_uid() const = 0;
+  // Binds `object` to the checkpoint position and creates its restore ops
+  // (and those of its subtree).
+  virtual void Restore(const std::shared_ptr<Trackable>& object) = 0;
+};
+
+struct TrackedChild {
+  std::string name;
+  std::shared_ptr<Trackable> owned;  // null for a reference
+  std::weak_ptr<Trackable> reference;
+  std::shared_ptr<Trackable> get() const { return owned ? owned : reference.lock(); }
+};
+
+class Trackable : public std::enable_shared_from_this<Trackable> {
+ public:
+  Trackable() = default;
+  virtual ~Trackable() = default;
+  Trackable(const Trackable&) = delete;
+  Trackable& operator=(const Trackable&) = delete;
+
+  // Adds `child` under `name`, or replaces the child of that name in place
+  // (the order of children stays the order of first registration). Hands
+  // the child to restores deferred under `name`, newest first. Returns the
+  // child, typed, so a member can be set in the same line.
+  template <typename T>
+  std::shared_ptr<T> Track(std::string name, std::shared_ptr<T> child) {
+    TrackImpl(std::move(name), child, /*owned=*/true);
+    return child;
+  }
+  // Like Track, without ownership: for edges that close a cycle.
+  void TrackReference(std::string name, const std::shared_ptr<Trackable>& child) {
+    TrackImpl(std::move(name), child, /*owned=*/false);
+  }
+
+  // Children in tracking order (checkpoints number them in this order).
+  virtual std::vector<std::pair<std::string, std::shared_ptr<Trackable>>> Children() const;
+  std::shared_ptr<Trackable> LookupChild(std::string_view name) const;
+
+  // Values this object owns directly. Variables return VARIABLE_VALUE.
+  virtual std::vector<SaveableAttribute> Attributes() const { return {}; }
+  // The op that initializes this object's values, if any (variables).
+  virtual Output initializer() const { return Output(); }
+  // A short description for messages ("Dense", "Variable float32[3,10]").
+  virtual std::string TypeName() const { return "Trackable"; }
+
+  // Restore bookkeeping (TensorFlow's _update_uid): the uid of the newest
+  // restore that assigned this object's values; -1 if none.
+  int64_t update_uid() const { return update_uid_; }
+  void set_update_uid(int64_t uid) { update_uid_ = uid; }
+
+  void AddDeferredRestore(const std::string& child_name, std::shared_ptr<DeferredRestore> restore);
+  bool HasDeferredRestores() const { return !deferred_.empty(); }
+
+ protected:
+  // For subclasses whose children are not all Track()ed (e.g. an optimizer
+  // listing its non-slot variables first).
+  const std::vector<TrackedChild>& tracked_children() const { return children_; }
+
+ private:
+  void TrackImpl(std::string name, const std::shared_ptr<Trackable>& child, bool owned);
+
+  std::vector<TrackedChild> children_;
+  std::map<std::string, std::vector<std::shared_ptr<DeferredRestore>>, std::less<>> deferred_;
+  int64_t update_uid_ = -1;
+};
+
+// An object that keeps slot variables per (variable, slot name): optimizers.
+// Slots are not children: a checkpoint records them separately, and restores
+// them when both the optimizer and the variable are bound.
+class SlotOwner : public Trackable {
+ public:
+  // Slot names this optimizer creates, sorted ("m", "v").
+  virtual std::vector<std::string> SlotNames() const = 0;
+  // The slot `slot_name` of `variable`, or null if not created (yet).
+  virtual std::shared_ptr<Trackable> GetSlot(const Trackable& variable,
+                                             std::string_view slot_name) const = 0;
+
+  // Restores the slot now if it exists, else when it is created.
+  void CreateOrRestoreSlot(const std::shared_ptr<Trackable>& variable,
+                           const std::string& slot_name,
+                           std::shared_ptr<DeferredRestore> restore);
+
+ protected:
+  // Subclasses call this right after creating a slot: it runs the restores
+  // waiting for it (newest first). The one place slot creation goes through.
+  void OnSlotCreated(const Trackable& variable, const std::string& slot_name,
+                     const std::shared_ptr<Trackable>& slot);
+
+ private:
+  // (slot name, variable) -> pending restores.
+  std::map<std::pair<std::string, const Trackable*>, std::vector<std::shared_ptr<DeferredRestore>>>
+      deferred_slots_;
+};
+
+}  // namespace ckflow
+
+#endif  // CKFLOW_GRAPH_TRACKABLE_H_

@@ -1,0 +1,102 @@
+#include "graph/trackable.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace ckflow {
+namespace {
+
+class Obj : public Trackable {
+ public:
+  std::string TypeName() const override { return "Obj"; }
+};
+
+std::string ChildNames(const Trackable& t) {
+  std::string out;
+  for (const auto& [name, child] : t.Children()) out += name + ",";
+  return out;
+}
+
+class RecordingRestore : public DeferredRestore {
+ public:
+  RecordingRestore(int64_t uid, std::vector<int64_t>* log) : uid_(uid), log_(log) {}
+  int64_t restore_uid() const override { return uid_; }
+  void Restore(const std::shared_ptr<Trackable>&) override { log_->push_back(uid_); }
+
+ private:
+  int64_t uid_;
+  std::vector<int64_t>* log_;
+};
+
+TEST(Trackable, ChildrenKeepFirstRegistrationOrderAndReplaceInPlace) {
+  auto root = std::make_shared<Obj>();
+  auto a = root->Track("a", std::make_shared<Obj>());
+  root->Track("b", std::make_shared<Obj>());
+  auto a2 = root->Track("a", std::make_shared<Obj>());
+  EXPECT_EQ(ChildNames(*root), "a,b,");
+  EXPECT_EQ(root->LookupChild("a"), a2);
+  EXPECT_NE(root->LookupChild("a"), a);
+  EXPECT_EQ(root->LookupChild("missing"), nullptr);
+}
+
+TEST(Trackable, DeferredRestoresRunOnTrackNewestFirstAndOnce) {
+  auto root = std::make_shared<Obj>();
+  std::vector<int64_t> log;
+  root->AddDeferredRestore("late", std::make_shared<RecordingRestore>(1, &log));
+  root->AddDeferredRestore("late", std::make_shared<RecordingRestore>(3, &log));
+  root->AddDeferredRestore("other", std::make_shared<RecordingRestore>(2, &log));
+  root->Track("late", std::make_shared<Obj>());
+  EXPECT_EQ(log, (std::vector<int64_t>{3, 1}));
+  root->Track("late", std::make_shared<Obj>());  // already handed over
+  EXPECT_EQ(log.size(), 2u);
+  EXPECT_TRUE(root->HasDeferredRestores());  // "other" still waits
+}
+
+TEST(Trackable, ReferencesCloseCyclesWithoutOwning) {
+  std::weak_ptr<Obj> weak_root;
+  {
+    auto root = std::make_shared<Obj>();
+    auto child = root->Track("child", std::make_shared<Obj>());
+    child->TrackReference("parent", root);
+    EXPECT_EQ(child->LookupChild("parent"), root);
+    weak_root = root;
+  }
+  EXPECT_TRUE(weak_root.expired());  // no leak through the cycle
+}
+
+class FakeOptimizer : public SlotOwner {
+ public:
+  std::vector<std::string> SlotNames() const override { return {"m"}; }
+  std::shared_ptr<Trackable> GetSlot(const Trackable& v, std::string_view name) const override {
+    auto it = slots_.find({std::string(name), &v});
+    return it == slots_.end() ? nullptr : it->second;
+  }
+  void MakeSlot(const Trackable& v, const std::string& name) {
+    auto slot = std::make_shared<Obj>();
+    slots_[{name, &v}] = slot;
+    OnSlotCreated(v, name, slot);
+  }
+
+ private:
+  std::map<std::pair<std::string, const Trackable*>, std::shared_ptr<Trackable>> slots_;
+};
+
+TEST(SlotOwner, SlotRestoreWaitsForCreationOrRunsAtOnce) {
+  auto opt = std::make_shared<FakeOptimizer>();
+  auto v1 = std::make_shared<Obj>();
+  auto v2 = std::make_shared<Obj>();
+  std::vector<int64_t> log;
+  opt->CreateOrRestoreSlot(v1, "m", std::make_shared<RecordingRestore>(7, &log));
+  EXPECT_TRUE(log.empty());
+  opt->MakeSlot(*v2, "m");  // another variable's slot: not ours
+  EXPECT_TRUE(log.empty());
+  opt->MakeSlot(*v1, "m");
+  EXPECT_EQ(log, (std::vector<int64_t>{7}));
+  opt->CreateOrRestoreSlot(v2, "m", std::make_shared<RecordingRestore>(8, &log));
+  EXPECT_EQ(log, (std::vector<int64_t>{7, 8}));  // existed already: at once
+}
+
+}  // namespace
+}  // namespace ckflow
