@@ -37,6 +37,7 @@ StatusOr<Node*> Graph::AddNode(NodeSpec spec) {
     }
     ctx.input_types.push_back(in.dtype());
     ctx.input_shapes.push_back(in.shape());
+    ctx.input_names.push_back(in.name());
     const Tensor* constant = nullptr;
     if (in.node()->type() == "Const") {
       if (const AttrValue* v = in.node()->attrs().Find("value")) constant = std::get_if<Tensor>(v);

@@ -119,6 +119,8 @@ struct InferenceContext {
   const AttrMap* attrs = nullptr;
   std::vector<DataType> input_types;
   std::vector<PartialShape> input_shapes;
+  // The input tensors' names ("scope/x:0"), so errors can name them.
+  std::vector<std::string> input_names;
   // The value of input i when it is produced by a Const node, else nullptr:
   // lets Reshape, Fill, Sum... infer shapes from constant arguments.
   std::vector<const Tensor*> input_constants;
