@@ -18,12 +18,11 @@ void RunNewestFirst(std::vector<std::shared_ptr<DeferredRestore>> restores,
 void Trackable::TrackImpl(std::string name, const std::shared_ptr<Trackable>& child, bool owned) {
   CKFLOW_CHECK(child != nullptr);
   TrackedChild entry{.name = name, .owned = owned ? child : nullptr, .reference = child};
-  auto it = std::find_if(children_.begin(), children_.end(),
-                         [&](const TrackedChild& c) { return c.name == name; });
-  if (it != children_.end()) {
-    *it = std::move(entry);
-  } else {
+  auto [it, inserted] = child_index_.emplace(name, children_.size());
+  if (inserted) {
     children_.push_back(std::move(entry));
+  } else {
+    children_[it->second] = std::move(entry);
   }
   auto deferred = deferred_.find(name);
   if (deferred != deferred_.end()) {
@@ -43,10 +42,8 @@ std::vector<std::pair<std::string, std::shared_ptr<Trackable>>> Trackable::Child
 }
 
 std::shared_ptr<Trackable> Trackable::LookupChild(std::string_view name) const {
-  for (const auto& [child_name, child] : Children()) {
-    if (child_name == name) return child;
-  }
-  return nullptr;
+  auto it = child_index_.find(std::string(name));
+  return it == child_index_.end() ? nullptr : children_[it->second].get();
 }
 
 void Trackable::AddDeferredRestore(const std::string& child_name,

@@ -34,6 +34,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -95,7 +96,10 @@ class Trackable : public std::enable_shared_from_this<Trackable> {
   }
 
   // Children in tracking order (checkpoints number them in this order).
+  // Subclasses may override to reorder the tracked children, not to add any.
   virtual std::vector<std::pair<std::string, std::shared_ptr<Trackable>>> Children() const;
+  // The child tracked under `name`, or null. Constant time: restores look up
+  // every checkpointed edge.
   std::shared_ptr<Trackable> LookupChild(std::string_view name) const;
 
   // Values this object owns directly. Variables return VARIABLE_VALUE.
@@ -122,6 +126,7 @@ class Trackable : public std::enable_shared_from_this<Trackable> {
   void TrackImpl(std::string name, const std::shared_ptr<Trackable>& child, bool owned);
 
   std::vector<TrackedChild> children_;
+  std::unordered_map<std::string, size_t> child_index_;  // name -> position in children_
   std::map<std::string, std::vector<std::shared_ptr<DeferredRestore>>, std::less<>> deferred_;
   int64_t update_uid_ = -1;
 };
