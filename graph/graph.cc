@@ -245,6 +245,8 @@ Scope Scope::WithDevice(std::string_view device) const {
   return s;
 }
 
+Scope Scope::Root() const { return Scope(graph_); }
+
 StatusOr<std::string> Scope::NameForNode(std::string_view op_type) const {
   if (!op_name_.empty()) {
     std::string full = prefix_.empty() ? op_name_ : prefix_ + "/" + op_name_;

@@ -193,6 +193,10 @@ class Scope {
   Scope WithControlDependencies(const std::vector<Output>& deps) const;
   Scope WithNoControlDependencies() const;
   Scope WithDevice(std::string_view device) const;
+  // A scope on the same graph with no name scope, control dependencies or
+  // device: where TensorFlow puts variables that belong to no caller's scope
+  // (an optimizer's slots "dense/kernel/Adam", its beta1_power).
+  Scope Root() const;
 
   Graph& graph() const { return *graph_; }
   std::shared_ptr<Graph> shared_graph() const { return graph_; }
