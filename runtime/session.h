@@ -40,6 +40,10 @@
 
 namespace ckflow {
 
+namespace internal {
+class SessionInternals;  // counters for tests and benchmarks (session_internal.h)
+}  // namespace internal
+
 struct SessionOptions {
   // Where kernels come from; nullptr means the standard ops.
   const OpRegistry* registry = nullptr;
@@ -47,9 +51,9 @@ struct SessionOptions {
 
 // A fed value: for an Output, or for a tensor named "node" / "node:1".
 struct Feed {
-  Feed(Output output, Tensor value) : target(output), value(std::move(value)) {}
-  Feed(std::string name, Tensor value) : target(std::move(name)), value(std::move(value)) {}
-  Feed(const char* name, Tensor value) : target(std::string(name)), value(std::move(value)) {}
+  Feed(Output output, Tensor tensor) : target(output), value(std::move(tensor)) {}
+  Feed(std::string name, Tensor tensor) : target(std::move(name)), value(std::move(tensor)) {}
+  Feed(const char* name, Tensor tensor) : target(std::string(name)), value(std::move(tensor)) {}
   std::variant<Output, std::string> target;
   Tensor value;
 };
@@ -72,9 +76,9 @@ class Session {
   const Graph& graph() const;
   ResourceMgr& resources();
 
-  class Impl;
-
  private:
+  class Impl;
+  friend class internal::SessionInternals;
   explicit Session(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

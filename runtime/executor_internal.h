@@ -1,0 +1,131 @@
+// ExecutionPlan: one pruned subgraph of a Graph, flattened for running many
+// times. Internal to the session.
+//
+// A plan is built once per (feeds, fetches, targets) signature by ExecutionPlan::Build
+// and then only read. Every tensor a run produces or is fed lives in a
+// numbered slot of a per-run array:
+//
+//   slot:  0 .. F-1          F .. F+k0-1        F+k0 .. ...
+//          feed 0..F-1       outputs of node 0  outputs of node 1 ...
+//
+// A node's inputs are slot numbers, so a fed output simply reads its feed's
+// slot and the fed node is not run unless something else needs it. Each node
+// has a count of distinct predecessors (data and control) in the plan; a run
+// starts the nodes with none and, as each node finishes, decrements its
+// successors' counts. A node that makes one successor ready runs it in the
+// same task (a chain pays no task spawn); further ready successors are
+// spawned into a oneTBB task_group. A slot is cleared as soon as its last
+// consumer has run (unless it is fetched), so a step does not hold every
+// intermediate tensor until its end.
+//
+// Thread safety: a built plan is immutable; Run may be called from many
+// threads at once (each run takes its own per-run state from a small pool).
+
+#ifndef CKFLOW_RUNTIME_EXECUTOR_INTERNAL_H_
+#define CKFLOW_RUNTIME_EXECUTOR_INTERNAL_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/op_def.h"
+#include "runtime/resource.h"
+#include "runtime/session.h"
+#include "runtime/status.h"
+#include "runtime/tensor.h"
+
+namespace ckflow::internal {
+
+// One node of a plan. Ranges index the plan's flat arrays.
+struct PlanNode {
+  const Node* node = nullptr;
+  const Kernel* kernel = nullptr;
+  int32_t inputs_begin = 0;  // into ExecutionPlan::input_slots_
+  int32_t num_inputs = 0;
+  int32_t first_output_slot = 0;
+  int32_t num_outputs = 0;
+  int32_t successors_begin = 0;  // into ExecutionPlan::successors_
+  int32_t num_successors = 0;
+  int32_t releases_begin = 0;  // into ExecutionPlan::releases_
+  int32_t num_releases = 0;
+  int32_t num_predecessors = 0;  // distinct nodes that must finish first
+};
+
+struct RunState;
+
+// The kernel of a node, created once per (session, node) by the caller.
+using KernelLookup = std::function<StatusOr<const Kernel*>(const Node&)>;
+
+class ExecutionPlan {
+ public:
+  // Prunes the graph to what `fetches` and `targets` need, walking data and
+  // control inputs backwards and stopping at fed outputs, and builds the
+  // plan. REQUIRES: every Output is valid, from one graph, with an output
+  // index in range (targets may name nodes without outputs), and no output
+  // is fed twice; the session checks these with messages in the user's
+  // terms. Errors come from `kernel_for`.
+  static StatusOr<std::unique_ptr<ExecutionPlan>> Build(std::vector<Output> feeds,
+                                                        const std::vector<Output>& fetches,
+                                                        const std::vector<Output>& targets,
+                                                        const KernelLookup& kernel_for);
+  ~ExecutionPlan();
+  ExecutionPlan(const ExecutionPlan&) = delete;
+  ExecutionPlan& operator=(const ExecutionPlan&) = delete;
+
+  // Runs the plan. `feeds[i].value` is the value of the plan's i-th feed
+  // (already checked against its output's dtype and shape). On success
+  // `*fetched` holds the fetched tensors in order. An op's error is returned
+  // as "<node> (<op type>): <message>" with the kernel's code; nothing throws.
+  Status Run(std::span<const Feed> feeds, ResourceMgr& resources,
+             std::vector<Tensor>* fetched) const;
+
+  // The outputs the feeds replace, in feed order.
+  const std::vector<Output>& feeds() const { return feeds_; }
+  int num_nodes() const { return static_cast<int>(nodes_.size()); }
+
+ private:
+  friend class Executor;
+  friend struct RunState;
+  ExecutionPlan() = default;
+
+  std::unique_ptr<RunState> AcquireState() const;
+  void ReleaseState(std::unique_ptr<RunState> state) const;
+
+  // Constant after construction.
+  std::vector<PlanNode> nodes_;
+  std::vector<int32_t> input_slots_;
+  std::vector<int32_t> successors_;
+  // Slots a node's run ends the use of (its distinct, unfetched,
+  // non-feed input slots).
+  std::vector<int32_t> releases_;
+  // Distinct consumers of each slot (how many releases clear it).
+  std::vector<int32_t> slot_consumers_;
+  std::vector<int32_t> roots_;  // nodes without predecessors
+  std::vector<Output> feeds_;
+  std::vector<int32_t> fetch_slots_;
+  int32_t num_slots_ = 0;
+
+  // Per-run state of finished runs, reused so a step allocates nothing but
+  // tensors.
+  mutable std::mutex pool_mu_;
+  mutable std::vector<std::unique_ptr<RunState>> pool_;  // guarded by pool_mu_
+};
+
+// True if `shape` could be a value of `partial`: PartialShape's own check
+// without building a PartialShape, for the per-run paths.
+inline bool ShapeAdmits(const PartialShape& partial, const TensorShape& shape) {
+  if (!partial.known_rank()) return true;
+  if (partial.rank() != shape.rank()) return false;
+  for (int i = 0; i < shape.rank(); ++i) {
+    if (partial.dim(i) >= 0 && partial.dim(i) != shape.dim(i)) return false;
+  }
+  return true;
+}
+
+}  // namespace ckflow::internal
+
+#endif  // CKFLOW_RUNTIME_EXECUTOR_INTERNAL_H_
