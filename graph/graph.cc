@@ -206,6 +206,14 @@ std::string Graph::ToDot() const {
 
 Scope Scope::NewRootScope() { return Scope(std::make_shared<Graph>()); }
 
+StatusOr<Scope> Scope::ForGraph(Graph& graph) {
+  std::shared_ptr<Graph> shared = graph.weak_from_this().lock();
+  if (shared == nullptr) {
+    return FailedPreconditionError("the graph was not made by Scope::NewRootScope");
+  }
+  return Scope(std::move(shared));
+}
+
 Scope Scope::NewSubScope(std::string_view name) const {
   Scope s = *this;
   s.op_name_.clear();

@@ -122,7 +122,7 @@ struct NodeSpec {
   std::string device;
 };
 
-class Graph {
+class Graph : public std::enable_shared_from_this<Graph> {
  public:
   Graph() = default;
   Graph(const Graph&) = delete;
@@ -197,6 +197,10 @@ class Scope {
   // device: where TensorFlow puts variables that belong to no caller's scope
   // (an optimizer's slots "dense/kernel/Adam", its beta1_power).
   Scope Root() const;
+  // A root scope on an existing graph (one made by NewRootScope); for code
+  // that holds graph objects but no scope. FailedPrecondition if the graph is
+  // not owned by a shared_ptr.
+  static StatusOr<Scope> ForGraph(Graph& graph);
 
   Graph& graph() const { return *graph_; }
   std::shared_ptr<Graph> shared_graph() const { return graph_; }
