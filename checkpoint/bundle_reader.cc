@@ -1,0 +1,279 @@
+#include "checkpoint/bundle_reader.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "checkpoint/bundle_coding_internal.h"
+#include "checkpoint/bundle_format.h"
+#include "checkpoint/bundle_index_internal.h"
+#include "checkpoint/crc32c.h"
+
+namespace ckflow {
+namespace {
+
+// Reads are issued in pieces of this size, each checksummed right after its
+// pread while the bytes are still in L2.
+constexpr uint64_t kPieceSize = uint64_t{256} << 10;
+// Tensors larger than this are split into chunks of this size read in
+// parallel.
+constexpr uint64_t kChunkSize = uint64_t{1} << 20;
+
+std::string DescribeShape(const tensorflow::TensorShapeProto& shape) {
+  std::string out = "[";
+  for (int i = 0; i < shape.dim_size(); ++i) {
+    if (i) out += ",";
+    out += std::to_string(shape.dim(i).size());
+  }
+  return out + "]";
+}
+
+// Converts and checks one index entry; errors are DataLoss naming the index
+// file and the key.
+StatusOr<BundleEntry> MakeEntry(const std::string& index_path, int num_shards, std::string key,
+                                const tensorflow::BundleEntryProto& proto) {
+  auto corrupt = [&](auto&&... what) {
+    return DataLossError(index_path, ": key '", key, "': ", what...);
+  };
+  BundleEntry e;
+  e.dtype = static_cast<int>(proto.dtype());
+  if (proto.shape().unknown_rank()) return corrupt("shape has unknown rank");
+  std::vector<int64_t> dims;
+  dims.reserve(proto.shape().dim_size());
+  for (const auto& d : proto.shape().dim()) dims.push_back(d.size());
+  StatusOr<TensorShape> shape = TensorShape::Make(dims);
+  if (!shape.ok()) {
+    return corrupt("invalid shape ", DescribeShape(proto.shape()), ": ", shape.status().message());
+  }
+  e.shape = std::move(shape).value();
+  e.shard_id = proto.shard_id();
+  e.offset = proto.offset();
+  e.size = proto.size();
+  e.masked_crc32c = proto.crc32c();
+  e.num_slices = proto.slices_size();
+  if (e.num_slices == 0) {
+    if (e.shard_id < 0 || e.shard_id >= num_shards) {
+      return corrupt("shard_id ", e.shard_id, " out of range: the checkpoint has ", num_shards,
+                     " shard(s)");
+    }
+    if (e.offset < 0 || e.size < 0) {
+      return corrupt("negative offset ", e.offset, " or size ", e.size);
+    }
+    const int64_t n = e.shape.num_elements();
+    const auto element_size = static_cast<int64_t>(StoredElementSize(e.dtype));
+    if (element_size > 0) {
+      if (n > std::numeric_limits<int64_t>::max() / element_size || n * element_size != e.size) {
+        return corrupt("size ", e.size, " disagrees with ", StoredDataTypeName(e.dtype),
+                       e.shape.ToString());
+      }
+    } else if (e.dtype == DT_STRING && n > 0 && (n > e.size || e.size - n < 4)) {
+      return corrupt("size ", e.size, " is too small for ", n, " strings");
+    }
+  }
+  e.key = std::move(key);
+  return e;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<BundleReader>> BundleReader::Open(const std::string& prefix,
+                                                           const Options& options) {
+  FileSystem* fs = options.fs ? options.fs : FileSystem::Default();
+  CKFLOW_ASSIGN_OR_RETURN(internal::BundleIndex index, internal::ReadBundleIndex(fs, prefix));
+  const int num_shards = index.header.num_shards();
+  std::vector<BundleEntry> entries;
+  entries.reserve(index.entries.size());
+  for (auto& [key, proto] : index.entries) {
+    CKFLOW_ASSIGN_OR_RETURN(BundleEntry e, MakeEntry(index.path, num_shards, std::move(key), proto));
+    entries.push_back(std::move(e));
+  }
+  const bool big_endian = index.header.endianness() == tensorflow::BundleHeaderProto::BIG;
+  return std::unique_ptr<BundleReader>(
+      new BundleReader(prefix, fs, num_shards, big_endian, std::move(entries)));
+}
+
+BundleReader::BundleReader(std::string prefix, FileSystem* fs, int num_shards, bool big_endian,
+                           std::vector<BundleEntry> entries)
+    : prefix_(std::move(prefix)),
+      index_path_(IndexFilename(prefix_)),
+      fs_(fs),
+      num_shards_(num_shards),
+      big_endian_(big_endian),
+      entries_(std::move(entries)) {}
+
+BundleReader::~BundleReader() = default;
+
+std::string BundleReader::DataPath(int shard) const {
+  return DataFilename(prefix_, shard, num_shards_);
+}
+
+const BundleEntry* BundleReader::FindEntry(std::string_view key) const {
+  auto it = std::lower_bound(entries_.begin(), entries_.end(), key,
+                             [](const BundleEntry& e, std::string_view k) { return e.key < k; });
+  return it != entries_.end() && it->key == key ? &*it : nullptr;
+}
+
+StatusOr<const RandomAccessFile*> BundleReader::DataFile(int shard) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_ptr<RandomAccessFile>& file = data_files_[shard];
+  if (!file) {
+    CKFLOW_ASSIGN_OR_RETURN(file, fs_->NewRandomAccessFile(DataPath(shard)));
+  }
+  return file.get();
+}
+
+StatusOr<const RandomAccessFile*> BundleReader::EntryFile(const BundleEntry& e) const {
+  if (e.num_slices > 0) {
+    return UnimplementedError(index_path_, ": key '", e.key,
+                              "' is a partitioned variable saved in ", e.num_slices,
+                              " slices; reading slices is not supported");
+  }
+  if (StoredElementSize(e.dtype) == 0 && e.dtype != DT_STRING) {
+    return InvalidArgumentError(index_path_, ": key '", e.key, "' has ",
+                                IsSupportedDataType(static_cast<DataType>(e.dtype)) ||
+                                        e.dtype == DT_VARIANT
+                                    ? "unsupported dtype "
+                                    : "unknown dtype ",
+                                StoredDataTypeName(e.dtype));
+  }
+  StatusOr<const RandomAccessFile*> file = DataFile(e.shard_id);
+  if (!file.ok()) return file.status().WithContext("key '" + e.key + "'");
+  const uint64_t file_size = (*file)->size();
+  const auto offset = static_cast<uint64_t>(e.offset);
+  const auto size = static_cast<uint64_t>(e.size);
+  if (offset > file_size || size > file_size - offset) {
+    return DataLossError((*file)->path(), ": key '", e.key, "' needs bytes [", offset, ", ",
+                         offset + size, ") but the file has ", file_size, " bytes");
+  }
+  return *file;
+}
+
+Status BundleReader::ReadChecked(const BundleEntry& e, const RandomAccessFile& file,
+                                 char* dst) const {
+  const auto base = static_cast<uint64_t>(e.offset);
+  auto read_and_crc = [&](uint64_t offset, uint64_t length) -> StatusOr<uint32_t> {
+    uint32_t crc = 0;
+    for (uint64_t done = 0; done < length;) {
+      const uint64_t n = std::min(kPieceSize, length - done);
+      char* piece = dst + offset + done;
+      CKFLOW_RETURN_IF_ERROR(file.ReadAt(base + offset + done, n, piece));
+      crc = crc32c::Extend(crc, piece, n);
+      done += n;
+    }
+    return crc;
+  };
+  const auto size = static_cast<uint64_t>(e.size);
+  StatusOr<uint32_t> crc = size <= kChunkSize
+                               ? read_and_crc(0, size)
+                               : internal::ParallelChunkedCrc(size, kChunkSize, read_and_crc);
+  if (!crc.ok()) return crc.status().WithContext("key '" + e.key + "'");
+  return CheckCrc(e, file, *crc);
+}
+
+Status BundleReader::CheckCrc(const BundleEntry& e, const RandomAccessFile& file,
+                              uint32_t crc) const {
+  if (crc == crc32c::Unmask(e.masked_crc32c)) return OkStatus();
+  char msg[64];
+  std::snprintf(msg, sizeof(msg), "stored %08x, computed %08x", e.masked_crc32c,
+                crc32c::Mask(crc));
+  return DataLossError(file.path(), ": checksum mismatch for key '", e.key, "' (", msg, ")");
+}
+
+Status BundleReader::ReadNumeric(const BundleEntry& e, const RandomAccessFile& file,
+                                 char* dst) const {
+  CKFLOW_RETURN_IF_ERROR(ReadChecked(e, file, dst));
+  const auto size = static_cast<size_t>(e.size);
+  if (e.dtype == DT_BOOL) {
+    // Only 0 and 1 are bools; anything else would be undefined behaviour
+    // once read through a bool.
+    const auto* p = reinterpret_cast<const unsigned char*>(dst);
+    const auto* bad = std::find_if(p, p + size, [](unsigned char b) { return b > 1; });
+    if (bad != p + size) {
+      return DataLossError(file.path(), ": key '", e.key, "': byte ", static_cast<int>(*bad),
+                           " at element ", bad - p, " is not a bool");
+    }
+  }
+  if (big_endian_) {
+    const size_t element_size = StoredElementSize(e.dtype);
+    internal::SwapBytes(dst, element_size, size / element_size);
+  }
+  return OkStatus();
+}
+
+Status BundleReader::DecodeStrings(const BundleEntry& e, const RandomAccessFile& file,
+                                   std::string_view bytes, std::span<std::string> dst) const {
+  if (bytes.empty()) return OkStatus();  // as TensorFlow: nothing stored, nothing checked
+  uint32_t crc = 0;
+  Status s = internal::DecodeStringTensor(bytes, dst, big_endian_, &crc);
+  if (!s.ok()) return s.WithContext(file.path() + ": key '" + e.key + "'");
+  return CheckCrc(e, file, crc);
+}
+
+StatusOr<std::string> BundleReader::ReadBytes(const BundleEntry& e,
+                                              const RandomAccessFile& file) const {
+  std::string bytes(static_cast<size_t>(e.size), '\0');
+  Status s = file.ReadAt(static_cast<uint64_t>(e.offset), bytes.size(), bytes.data());
+  if (!s.ok()) return s.WithContext("key '" + e.key + "'");
+  return bytes;
+}
+
+Status BundleReader::ReadValidated(const BundleEntry& e, const RandomAccessFile& file,
+                                   Tensor* dest) const {
+  if (e.dtype != DT_STRING) return ReadNumeric(e, file, static_cast<char*>(dest->raw_data()));
+  CKFLOW_ASSIGN_OR_RETURN(std::string bytes, ReadBytes(e, file));
+  return DecodeStrings(e, file, bytes, dest->flat<std::string>());
+}
+
+Status BundleReader::ReadInto(const BundleEntry& e, Tensor* dest) const {
+  if (dest == nullptr || dest->dtype() != e.dtype || !(dest->shape() == e.shape)) {
+    return InvalidArgumentError(
+        "key '", e.key, "' in ", index_path_, " is ", StoredDataTypeName(e.dtype),
+        e.shape.ToString(), ", the destination is ",
+        dest && dest->IsValid() ? std::string(DataTypeName(dest->dtype())) : "an invalid tensor",
+        dest && dest->IsValid() ? dest->shape().ToString() : "");
+  }
+  CKFLOW_ASSIGN_OR_RETURN(const RandomAccessFile* file, EntryFile(e));
+  return ReadValidated(e, *file, dest);
+}
+
+Status BundleReader::ReadInto(std::string_view key, Tensor* dest) const {
+  const BundleEntry* e = FindEntry(key);
+  if (e == nullptr) return NotFoundError("key '", key, "' not found in ", index_path_);
+  return ReadInto(*e, dest);
+}
+
+StatusOr<Tensor> BundleReader::Lookup(std::string_view key) const {
+  const BundleEntry* e = FindEntry(key);
+  if (e == nullptr) return NotFoundError("key '", key, "' not found in ", index_path_);
+  // Bounds first: the allocation below is then no larger than the file.
+  CKFLOW_ASSIGN_OR_RETURN(const RandomAccessFile* file, EntryFile(*e));
+  if (!IsSupportedDataType(static_cast<DataType>(e->dtype)) || e->dtype == DT_RESOURCE) {
+    return InvalidArgumentError(index_path_, ": key '", e->key, "' has dtype ",
+                                StoredDataTypeName(e->dtype),
+                                ", which a ckflow Tensor cannot hold");
+  }
+  CKFLOW_ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(static_cast<DataType>(e->dtype), e->shape));
+  CKFLOW_RETURN_IF_ERROR(ReadValidated(*e, *file, &t));
+  return t;
+}
+
+StatusOr<std::string> BundleReader::ReadRaw(const BundleEntry& e) const {
+  CKFLOW_ASSIGN_OR_RETURN(const RandomAccessFile* file, EntryFile(e));
+  if (e.dtype != DT_STRING) {
+    std::string bytes(static_cast<size_t>(e.size), '\0');
+    CKFLOW_RETURN_IF_ERROR(ReadChecked(e, *file, bytes.data()));
+    return bytes;
+  }
+  CKFLOW_ASSIGN_OR_RETURN(std::string bytes, ReadBytes(e, *file));
+  // Decoding checks the encoding and computes the entry's CRC. At most one
+  // string per stored byte, so this is bounded by the file.
+  std::vector<std::string> strings(static_cast<size_t>(e.shape.num_elements()));
+  CKFLOW_RETURN_IF_ERROR(DecodeStrings(e, *file, bytes, strings));
+  return bytes;
+}
+
+Status BundleReader::Verify(const BundleEntry& e) const {
+  return ReadRaw(e).status();
+}
+
+}  // namespace ckflow
