@@ -314,6 +314,39 @@ Status WriteNewFile(FileSystem* fs, const std::string& path, std::string_view co
   return s;
 }
 
+Status MoveIntoPlace(FileSystem* fs, std::span<const std::pair<std::string, std::string>> moves) {
+  std::vector<std::pair<std::string, std::string>> set_aside;  // final -> backup
+  std::vector<const std::pair<std::string, std::string>*> done;
+  auto undo = [&] {
+    for (auto it = done.rbegin(); it != done.rend(); ++it) {
+      fs->RenameFile((*it)->second, (*it)->first).IgnoreError();
+    }
+    for (auto it = set_aside.rbegin(); it != set_aside.rend(); ++it) {
+      fs->RenameFile(it->second, it->first).IgnoreError();
+    }
+  };
+  for (const auto& [from, to] : moves) {
+    if (!fs->FileExists(to).ok()) continue;
+    std::string backup = to + ".old" + std::to_string(std::random_device{}());
+    Status s = fs->RenameFile(to, backup);
+    if (!s.ok()) {
+      undo();
+      return s;
+    }
+    set_aside.emplace_back(to, std::move(backup));
+  }
+  for (const auto& move : moves) {
+    Status s = fs->RenameFile(move.first, move.second);
+    if (!s.ok()) {
+      undo();
+      return s;
+    }
+    done.push_back(&move);
+  }
+  for (const auto& [final_name, backup] : set_aside) fs->DeleteFile(backup).IgnoreError();
+  return OkStatus();
+}
+
 std::string TempStateSuffix() {
   thread_local std::mt19937_64 rng(std::random_device{}());
   return ".tempstate" + std::to_string(rng());

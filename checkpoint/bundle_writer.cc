@@ -179,18 +179,12 @@ Status BundleWriter::FinishFiles() {
     CKFLOW_RETURN_IF_ERROR(file->Close());
   }
   // Both files are complete; only now touch the final names, index last, so
-  // a reader never finds an index without its data. If the index cannot be
-  // moved into place, the data file is taken back out: nothing of a failed
-  // save stays under the final names. (Re-saving an existing prefix has a
-  // window between the renames where the old index meets the new data; the
-  // entries' CRCs make a reader report that as DataLoss.)
-  const std::string data_path = DataFilename(prefix_, 0, 1);
-  CKFLOW_RETURN_IF_ERROR(fs_->RenameFile(data_temp_path_, data_path));
-  Status s = fs_->RenameFile(index_temp_path_, IndexFilename(prefix_));
-  if (!s.ok()) {
-    fs_->DeleteFile(data_path).IgnoreError();
-    return s;
-  }
+  // a reader never finds an index without its data.
+  const std::pair<std::string, std::string> moves[] = {
+      {data_temp_path_, DataFilename(prefix_, 0, 1)},
+      {index_temp_path_, IndexFilename(prefix_)},
+  };
+  CKFLOW_RETURN_IF_ERROR(internal::MoveIntoPlace(fs_, moves));
   renamed_ = true;
   return OkStatus();
 }

@@ -17,8 +17,9 @@
 // Crash safety: the data goes to "P.data-00000-of-00001.tempstate<random>"
 // and the index to "P.index.tempstate<random>"; Finish() completes both, then
 // renames the data file and last the index. Until then nothing exists under
-// the final names, so a failed or interrupted save never damages a previous
-// checkpoint with the same prefix, and a failure removes the temp files.
+// the final names. A checkpoint already saved under P is moved aside first
+// and put back if a rename fails, so a failed save never damages it; a
+// failure also removes the temp files.
 //
 // Large tensors are checksummed and written in parallel chunks (ParallelFor),
 // each chunk checksummed just before it is written while it is still in

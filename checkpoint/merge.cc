@@ -111,20 +111,12 @@ Status MergeBundles(std::span<const std::string> inputs, const std::string& pref
   const std::string index_temp = index_path + internal::TempStateSuffix();
   CKFLOW_RETURN_IF_ERROR(internal::WriteNewFile(fs, index_temp, index));
 
-  // Move the data into place, undoing the moves if one fails.
+  std::vector<std::pair<std::string, std::string>> moves;
   for (int id = 0; id < static_cast<int>(state.data_files.size()); ++id) {
-    const std::string target = DataFilename(prefix, id, num_files);
-    Status s = fs->RenameFile(state.data_files[id], target);
-    if (!s.ok()) {
-      for (int undo = id - 1; undo >= 0; --undo) {
-        fs->RenameFile(DataFilename(prefix, undo, num_files), state.data_files[undo])
-            .IgnoreError();
-      }
-      fs->DeleteFile(index_temp).IgnoreError();
-      return s;
-    }
+    moves.emplace_back(state.data_files[id], DataFilename(prefix, id, num_files));
   }
-  Status s = fs->RenameFile(index_temp, index_path);
+  moves.emplace_back(index_temp, index_path);
+  Status s = internal::MoveIntoPlace(fs, moves);
   if (!s.ok()) {
     fs->DeleteFile(index_temp).IgnoreError();
     return s;

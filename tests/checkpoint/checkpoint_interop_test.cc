@@ -1,0 +1,227 @@
+// Interoperability with TensorFlow: checkpoints TensorFlow wrote restore into
+// equivalent C++ objects, and every kind of checkpoint ckflow writes decodes
+// with the independent reader ../shared/tools/describe.py.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "checkpoint/checkpoint.h"
+#include "ops/array_ops.h"
+#include "ops/optimizers.h"
+#include "ops/variables.h"
+#include "tests/checkpoint/checkpoint_test_util.h"
+#include "tests/test_util.h"
+
+namespace ckflow {
+namespace {
+
+using testing::CountingVariable;
+using testing::FixturesDir;
+using testing::Mirror;
+using testing::MirrorCheckpoint;
+using testing::Module;
+using testing::NewSession;
+using testing::RunOrFail;
+using testing::ValueOf;
+
+std::string Fixture(const std::string& name) { return FixturesDir() + "/" + name; }
+
+// Restores the fixture into its mirror with the mirror's root as root; runs
+// the restore ops, creates optimizer slots (restoring them as they appear)
+// and runs the restore ops again.
+struct RestoredFixture {
+  Scope scope = Scope::NewRootScope();
+  Mirror mirror;
+  std::unique_ptr<Session> session;
+  std::optional<LoadStatus> status;
+  Status run;
+};
+
+std::unique_ptr<RestoredFixture> RestoreFixture(const std::string& prefix) {
+  auto r = std::make_unique<RestoredFixture>();
+  StatusOr<Mirror> mirror = MirrorCheckpoint(r->scope, prefix);
+  EXPECT_TRUE(mirror.ok()) << mirror.status();
+  r->mirror = *std::move(mirror);
+  r->session = NewSession(r->scope);
+  StatusOr<LoadStatus> loaded = LoadWeights(r->mirror.root, prefix, *r->session);
+  if (!loaded.ok()) {
+    r->run = loaded.status();
+    return r;
+  }
+  r->status = *loaded;
+  for (auto& opt : r->mirror.optimizers) opt->CreateSlots(r->scope);
+  r->run = r->status->RunRestoreOps(*r->session);
+  return r;
+}
+
+float FloatAt(RestoredFixture& r, const std::string& key, int i = 0) {
+  auto it = r.mirror.variable_by_key.find(key);
+  EXPECT_NE(it, r.mirror.variable_by_key.end()) << key;
+  if (it == r.mirror.variable_by_key.end()) return NAN;
+  return static_cast<float>(ValueOf(*r.session, *it->second).ElementAsDouble(i));
+}
+
+TEST(FixtureRestore, HalfPlusTwoWithASnappyIndex) {
+  auto r = RestoreFixture(Fixture("tf2_half_plus_two_snappy/variables"));
+  CKFLOW_ASSERT_OK(r->run);
+  CKFLOW_EXPECT_OK(r->status->AssertConsumed());
+  EXPECT_EQ(FloatAt(*r, "a/.ATTRIBUTES/VARIABLE_VALUE"), 0.5f);
+  EXPECT_EQ(FloatAt(*r, "b/.ATTRIBUTES/VARIABLE_VALUE"), 2.0f);
+  EXPECT_EQ(FloatAt(*r, "c/.ATTRIBUTES/VARIABLE_VALUE"), 3.0f);
+}
+
+TEST(FixtureRestore, CyclicModuleRestoresThroughTheCycle) {
+  auto r = RestoreFixture(Fixture("tf2_cyclic_module/variables"));
+  CKFLOW_ASSERT_OK(r->run);
+  CKFLOW_EXPECT_OK(r->status->AssertConsumed());
+  EXPECT_EQ(FloatAt(*r, "child/my_variable/.ATTRIBUTES/VARIABLE_VALUE"), 3.0f);
+}
+
+TEST(FixtureRestore, TwoShardsWithTheVariableInTheSecond) {
+  auto r = RestoreFixture(Fixture("tf2_tftrt_two_shards/variables"));
+  CKFLOW_ASSERT_OK(r->run);
+  CKFLOW_EXPECT_OK(r->status->AssertConsumed());
+  EXPECT_EQ(FloatAt(*r, "v/.ATTRIBUTES/VARIABLE_VALUE"), 1.0f);
+}
+
+TEST(FixtureRestore, KeysMissingFromTheBundleAreReportedByKey) {
+  auto r = RestoreFixture(Fixture("tf2_uninitialized_variable/variables"));
+  EXPECT_EQ(r->run.code(), StatusCode::kNotFound);
+  EXPECT_NE(r->run.message().find("uninitialized_variable/.ATTRIBUTES/VARIABLE_VALUE"),
+            std::string::npos)
+      << r->run;
+  if (r->status) r->status->ExpectPartial();
+}
+
+TEST(FixtureRestore, TensorforceAgentWithAdamSlotsFromTwoOptimizers) {
+  auto r = RestoreFixture(Fixture("tf2_tensorforce_ppo_adam_slots/ppo-checkpoint-1"));
+  CKFLOW_ASSERT_OK(r->run);
+  CKFLOW_EXPECT_OK(r->status->AssertConsumed());
+  const std::string bias = "agent/baseline/network/layers/0/bias";
+  EXPECT_FLOAT_EQ(FloatAt(*r, bias + "/.ATTRIBUTES/VARIABLE_VALUE", 0), 0.1644554f);
+  EXPECT_FLOAT_EQ(FloatAt(*r, bias + "/.ATTRIBUTES/VARIABLE_VALUE", 1), -0.3633738f);
+  const std::string slot = bias +
+                           "/.OPTIMIZER_SLOT/agent/baseline_optimizer/optimizer/optimizer/"
+                           "tf_optimizer/";
+  EXPECT_FLOAT_EQ(FloatAt(*r, slot + "m/.ATTRIBUTES/VARIABLE_VALUE", 0), -0.06855444f);
+  EXPECT_FLOAT_EQ(FloatAt(*r, slot + "v/.ATTRIBUTES/VARIABLE_VALUE", 0), 3.61843f);
+  size_t slots = 0;
+  for (const auto& opt : r->mirror.optimizers) slots += opt->pending.size();
+  EXPECT_EQ(slots, 24u);
+}
+
+TEST(NameBasedRestore, Tf1SaverCheckpointMatchesVariablesByName) {
+  Scope scope = Scope::NewRootScope();
+  auto model = std::make_shared<Module>();
+  auto w = model->Track("weight", Variable::Create(scope, "W", ops::Const(scope, 0.0f)));
+  auto b = model->Track("bias", Variable::Create(scope, "b", ops::Const(scope, 0.0f)));
+  Checkpoint checkpoint(scope, {{"model", model}});
+  auto latest = LatestCheckpoint(Fixture("tf1_onnx_regression"));
+  ASSERT_EQ(latest, Fixture("tf1_onnx_regression/model"));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, checkpoint.Restore(latest));
+  EXPECT_EQ(status.kind_name(), "NameBasedSaverStatus");
+  // Name-based matching happens when the ops run.
+  EXPECT_EQ(status.AssertConsumed().code(), StatusCode::kFailedPrecondition);
+  auto session = NewSession(scope);
+  CKFLOW_ASSERT_OK(status.InitializeOrRestore(*session));
+  CKFLOW_EXPECT_OK(status.AssertConsumed());  // save_counter is optional
+  EXPECT_FLOAT_EQ(ValueOf(*session, *w).scalar<float>(), 0.2139618f);
+  EXPECT_FLOAT_EQ(ValueOf(*session, *b).scalar<float>(), 1.049525f);
+}
+
+TEST(NameBasedRestore, TwoShardTransformerReportsVariablesItLacks) {
+  Scope scope = Scope::NewRootScope();
+  auto model = std::make_shared<Module>();
+  auto step = model->Track("step", Variable::Create(scope, "global_step", ops::Const(scope, int64_t{0})));
+  auto beta = model->Track("beta", Variable::Create(scope, "training/beta1_power", ops::Const(scope, 0.0f)));
+  auto absent = model->Track("absent", Variable::Create(scope, "not/in/checkpoint", ops::Const(scope, 0.0f)));
+  Checkpoint checkpoint(scope, {{"model", model}});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(
+      LoadStatus status, checkpoint.Restore(Fixture("tf1_t2t_transformer_two_shards/model.ckpt-1")));
+  auto session = NewSession(scope);
+  CKFLOW_ASSERT_OK(status.RunRestoreOps(*session));
+  EXPECT_EQ(ValueOf(*session, *step).scalar<int64_t>(), 1);
+  EXPECT_FLOAT_EQ(ValueOf(*session, *beta).scalar<float>(), 0.8099999f);
+  Status consumed = status.AssertConsumed();
+  EXPECT_EQ(consumed.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(consumed.message().find("not/in/checkpoint"), std::string::npos) << consumed;
+}
+
+// ------------------------------------------------------------ describe.py
+
+class DescribeTest : public ::testing::Test {
+ protected:
+  // Runs describe.py; expects success and returns its output.
+  std::string Describe(const std::string& path) {
+    std::string out;
+    int rc = testing::RunCommand("python3 " + testing::SharedDir() + "/tools/describe.py " + path +
+                                     " 2>&1",
+                                 &out);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("all checks passed"), std::string::npos) << out;
+    return out;
+  }
+  // A model with a layer, trained one step by Adam so slots exist.
+  void Build(const Scope& scope, const std::string& device_prefix = "") {
+    model_ = std::make_shared<Module>();
+    auto dense = model_->Track("dense", std::make_shared<Module>());
+    for (int i = 0; i < 2; ++i) {
+      std::string name = i == 0 ? "kernel" : "bias";
+      VariableOptions options;
+      if (!device_prefix.empty()) options.device = device_prefix + std::to_string(i);
+      vars_.push_back(dense->Track(name, CountingVariable(scope, "dense/" + name, {2, 3}, i, options)));
+    }
+    optimizer_ = Adam::Make();
+    Tensor g(DT_FLOAT, TensorShape({2, 3}));
+    for (auto& x : g.flat<float>()) x = 1;
+    train_ = optimizer_->ApplyGradients(scope, {{ops::Const(scope, g), vars_[0]},
+                                                {ops::Const(scope, g), vars_[1]}});
+  }
+  std::string dir_ = testing::NewTempDir("describe");
+  std::shared_ptr<Module> model_;
+  std::vector<std::shared_ptr<Variable>> vars_;
+  std::shared_ptr<Adam> optimizer_;
+  Output train_;
+};
+
+TEST_F(DescribeTest, CheckpointSaveDecodesToTheObjectTree) {
+  Scope scope = Scope::NewRootScope();
+  Build(scope);
+  Checkpoint checkpoint(scope, {{"model", model_}, {"optimizer", optimizer_}});
+  auto session = NewSession(scope);
+  RunOrFail(*session, {GlobalVariablesInitializer(scope)});
+  RunOrFail(*session, {train_});
+  std::string path = checkpoint.Save(dir_ + "/ckpt", *session).value();
+  std::string out = Describe(path);
+  for (const char* expected : {
+           "'model' -> node 1", "'optimizer' -> node 2", "'save_counter' -> node 3",
+           "'dense' -> node", "'beta1_power' -> node", "checkpoint_key='model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE'",
+           "checkpoint_key='model/dense/kernel/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE'",
+           "[slot_variable slot_name='v'", "checkpoint_key='save_counter/.ATTRIBUTES/VARIABLE_VALUE'",
+           "missing from bundle: []", "model_checkpoint_path: \"ckpt-1\""}) {
+    EXPECT_NE(out.find(expected), std::string::npos) << expected << "\n" << out;
+  }
+}
+
+TEST_F(DescribeTest, ShardedSaveWeightsAndManagerCheckpointsDecode) {
+  Scope scope = Scope::NewRootScope();
+  Build(scope, "/cpu:");
+  Checkpoint checkpoint(scope, {{"model", model_}});
+  auto session = NewSession(scope);
+  RunOrFail(*session, {GlobalVariablesInitializer(scope)});
+  std::string sharded = checkpoint.Write(dir_ + "/sharded", *session).value();
+  std::string out = Describe(sharded);
+  EXPECT_NE(out.find("num_shards=2"), std::string::npos) << out;
+  CKFLOW_ASSERT_OK(SaveWeights(model_, dir_ + "/weights/w", *session));
+  out = Describe(dir_ + "/weights/w");
+  EXPECT_NE(out.find("checkpoint_key='dense/bias/.ATTRIBUTES/VARIABLE_VALUE'"), std::string::npos)
+      << out;
+  auto manager = CheckpointManager::Create(checkpoint, dir_ + "/managed", {.max_to_keep = 1}).value();
+  ASSERT_TRUE(manager->Save(*session).ok());
+  ASSERT_TRUE(manager->Save(*session).ok());
+  out = Describe(dir_ + "/managed");
+  EXPECT_NE(out.find("all_model_checkpoint_timestamps"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace ckflow

@@ -1,0 +1,575 @@
+// Object-based checkpoints: the scenarios of TensorFlow's own checkpoint
+// tests (python/checkpoint/checkpoint_test.py and friends), in graph mode.
+#include "checkpoint/checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "checkpoint/bundle_reader.h"
+#include "ops/array_ops.h"
+#include "ops/optimizers.h"
+#include "ops/variables.h"
+#include "runtime/logging.h"
+#include "tests/checkpoint/checkpoint_test_util.h"
+#include "tests/test_util.h"
+
+namespace ckflow {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CountingVariable;
+using testing::Module;
+using testing::NewSession;
+using testing::RunOrFail;
+using testing::SameTensor;
+using testing::ValueOf;
+
+// The program under test: a model (a dense-like module with kernel and bias,
+// plus a step counter) trained by Adam with constant gradients. Built the
+// same way by the writing and the reading side, in either order of objects.
+struct Program {
+  Scope scope = Scope::NewRootScope();
+  std::shared_ptr<Module> model = std::make_shared<Module>();
+  std::shared_ptr<Module> dense = model->Track("dense", std::make_shared<Module>());
+  std::shared_ptr<Variable> kernel;
+  std::shared_ptr<Variable> bias;
+  std::shared_ptr<Variable> step;
+  std::shared_ptr<Adam> optimizer = Adam::Make({.learning_rate = 0.1f});
+  Output train_op;
+  std::unique_ptr<Checkpoint> checkpoint;
+
+  // Variables, offset so two programs start from different values.
+  void BuildVariables(float offset) {
+    kernel = dense->Track("kernel", CountingVariable(scope, "dense/kernel", {3, 4}, offset));
+    bias = dense->Track("bias", CountingVariable(scope, "dense/bias", {4}, offset + 100));
+    step = model->Track("step", Variable::Create(scope, "step", ops::Const(scope, int64_t{7}),
+                                                  {.trainable = false}));
+  }
+  void BuildTrainOp() {
+    Tensor gk(DT_FLOAT, TensorShape({3, 4}));
+    for (auto& x : gk.flat<float>()) x = 0.5f;
+    Tensor gb(DT_FLOAT, TensorShape({4}));
+    for (auto& x : gb.flat<float>()) x = -0.25f;
+    train_op = optimizer->ApplyGradients(
+        scope, {{ops::Const(scope, gk), kernel}, {ops::Const(scope, gb), bias}});
+    ASSERT_TRUE(scope.ok()) << scope.status();
+  }
+  void MakeCheckpoint() {
+    checkpoint = std::make_unique<Checkpoint>(
+        scope, Checkpoint::Dependencies{{"optimizer", optimizer}, {"model", model}});
+  }
+  // Every value a checkpoint of this program holds, by a readable name.
+  std::map<std::string, Tensor> Values(Session& session) const {
+    std::map<std::string, Tensor> values = {{"kernel", ValueOf(session, *kernel)},
+                                            {"bias", ValueOf(session, *bias)},
+                                            {"step", ValueOf(session, *step)}};
+    for (const char* slot : {"m", "v"}) {
+      for (const auto& [name, var] : {std::pair{"kernel", kernel}, std::pair{"bias", bias}}) {
+        auto s = optimizer->GetSlotVariable(*var, slot);
+        if (s) values[std::string(name) + "/" + slot] = ValueOf(session, *s);
+      }
+    }
+    for (const char* name : {"beta1_power", "beta2_power"}) {
+      if (auto v = optimizer->GetNonSlotVariable(name)) values[name] = ValueOf(session, *v);
+    }
+    if (checkpoint && checkpoint->save_counter()) {
+      values["save_counter"] = ValueOf(session, *checkpoint->save_counter());
+    }
+    return values;
+  }
+};
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  // Trains a fresh program 3 steps and saves it; returns the path and keeps
+  // the values it saved.
+  std::string TrainAndSave() {
+    Program p;
+    p.BuildVariables(1);
+    p.BuildTrainOp();
+    p.MakeCheckpoint();
+    auto session = NewSession(p.scope);
+    RunOrFail(*session, {GlobalVariablesInitializer(p.scope)});
+    for (int i = 0; i < 3; ++i) RunOrFail(*session, {p.train_op});
+    StatusOr<std::string> path = p.checkpoint->Save(dir_ + "/ckpt", *session);
+    EXPECT_TRUE(path.ok()) << path.status();
+    saved_ = p.Values(*session);
+    return path.ok() ? *path : "";
+  }
+
+  std::string dir_ = testing::NewTempDir("ckpt");
+  std::map<std::string, Tensor> saved_;
+};
+
+void ExpectSameValues(const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, tensor] : a) {
+    ASSERT_TRUE(b.count(name)) << name;
+    EXPECT_TRUE(SameTensor(tensor, b.at(name)))
+        << name << ": " << tensor.DebugString() << " vs " << b.at(name).DebugString();
+  }
+}
+
+TEST_F(CheckpointTest, RoundTripRestoresEveryValueBitExact) {
+  std::string path = TrainAndSave();
+  EXPECT_EQ(path, dir_ + "/ckpt-1");
+  EXPECT_EQ(saved_.size(), 10u);  // kernel, bias, step, 4 slots, 2 beta powers, save_counter
+
+  // Objects first, then restore, then the session: nothing deferred.
+  Program p;
+  p.BuildVariables(50);
+  p.BuildTrainOp();
+  p.MakeCheckpoint();
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, p.checkpoint->Restore(path));
+  EXPECT_EQ(status.kind_name(), "CheckpointLoadStatus");
+  CKFLOW_EXPECT_OK(status.AssertConsumed());
+  auto session = NewSession(p.scope);
+  CKFLOW_ASSERT_OK(status.InitializeOrRestore(*session));
+  ExpectSameValues(saved_, p.Values(*session));
+}
+
+TEST_F(CheckpointTest, DeferredRestoreFillsVariablesAndSlotsCreatedAfterRestore) {
+  std::string path = TrainAndSave();
+  // Restore first; the layer's variables and the optimizer's slots appear
+  // later, as when a Keras layer builds on its first call.
+  Program p;
+  p.MakeCheckpoint();
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, p.checkpoint->Restore(path));
+  EXPECT_FALSE(status.AssertConsumed().ok());  // nothing built yet
+  p.BuildVariables(50);
+  p.BuildTrainOp();
+  CKFLOW_EXPECT_OK(status.AssertConsumed());
+  auto session = NewSession(p.scope);
+  CKFLOW_ASSERT_OK(status.InitializeOrRestore(*session));
+  ExpectSameValues(saved_, p.Values(*session));
+}
+
+TEST_F(CheckpointTest, SlotsRestoreWhenTheOptimizerIsBoundAfterItsVariables) {
+  std::string path = TrainAndSave();
+  // The checkpoint reaches the optimizer only through an edge added after
+  // Restore: the variables are bound first and their slots wait for the
+  // optimizer, then for the slots to be created.
+  Program p;
+  p.BuildVariables(50);
+  p.checkpoint = std::make_unique<Checkpoint>(p.scope, Checkpoint::Dependencies{{"model", p.model}});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, p.checkpoint->Restore(path));
+  EXPECT_EQ(status.AssertConsumed().code(), StatusCode::kFailedPrecondition);
+  p.checkpoint->root()->Track("optimizer", p.optimizer);
+  p.BuildTrainOp();
+  CKFLOW_EXPECT_OK(status.AssertConsumed());
+  auto session = NewSession(p.scope);
+  CKFLOW_ASSERT_OK(status.InitializeOrRestore(*session));
+  ExpectSameValues(saved_, p.Values(*session));
+}
+
+TEST_F(CheckpointTest, AssertConsumedNamesAnUnusedCheckpointValue) {
+  std::string path = TrainAndSave();
+  Program p;
+  p.BuildVariables(50);  // no optimizer variables: its values are unused
+  p.MakeCheckpoint();
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, p.checkpoint->Restore(path));
+  CKFLOW_EXPECT_OK(status.AssertExistingObjectsMatched());
+  Status consumed = status.AssertConsumed();
+  EXPECT_EQ(consumed.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(consumed.message().find("optimizer/beta1_power/.ATTRIBUTES/VARIABLE_VALUE"),
+            std::string::npos)
+      << consumed;
+  status.ExpectPartial();
+}
+
+TEST_F(CheckpointTest, AssertConsumedFailsOnAnUnresolvedSlot) {
+  std::string path = TrainAndSave();
+  // The optimizer is matched but `bias` (which has slots) is not: its slot
+  // restorations stay unresolved.
+  Program p;
+  p.kernel = p.dense->Track("kernel", CountingVariable(p.scope, "dense/kernel", {3, 4}, 0));
+  p.step = p.model->Track("step", Variable::Create(p.scope, "step",
+                                                   ops::Const(p.scope, int64_t{0}),
+                                                   {.trainable = false}));
+  p.MakeCheckpoint();
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, p.checkpoint->Restore(path));
+  Status consumed = status.AssertConsumed();
+  EXPECT_EQ(consumed.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(consumed.message().find("dense.bias"), std::string::npos) << consumed;
+  status.ExpectPartial();
+}
+
+TEST_F(CheckpointTest, AssertExistingObjectsMatchedNamesANewVariable) {
+  std::string path = TrainAndSave();
+  Program p;
+  p.BuildVariables(50);
+  p.dense->Track("extra", CountingVariable(p.scope, "dense/extra", {2}, 0));
+  p.BuildTrainOp();
+  p.MakeCheckpoint();
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, p.checkpoint->Restore(path));
+  Status matched = status.AssertExistingObjectsMatched();
+  EXPECT_EQ(matched.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(matched.message().find("model/dense/extra"), std::string::npos) << matched;
+  EXPECT_EQ(status.AssertConsumed().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(CheckpointTest, InitializationOnlyStatusFailsAssertionsAndInitializes) {
+  Program p;
+  p.BuildVariables(3);
+  p.MakeCheckpoint();
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, p.checkpoint->Restore(LatestCheckpoint(dir_)));
+  EXPECT_EQ(status.kind(), LoadStatus::Kind::kInitializationOnly);
+  for (Status s : {status.AssertConsumed(), status.AssertExistingObjectsMatched(),
+                   status.AssertNontrivialMatch()}) {
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(s.message().find("no checkpoint was specified"), std::string::npos) << s;
+  }
+  auto session = NewSession(p.scope);
+  EXPECT_EQ(status.RunRestoreOps(*session).code(), StatusCode::kFailedPrecondition);
+  CKFLOW_ASSERT_OK(status.InitializeOrRestore(*session));
+  EXPECT_EQ(ValueOf(*session, *p.kernel).flat<float>()[5], 8.0f);
+  // save_counter, created by Restore after the status, is initialized too.
+  ASSERT_NE(p.checkpoint->save_counter(), nullptr);
+  EXPECT_EQ(ValueOf(*session, *p.checkpoint->save_counter()).scalar<int64_t>(), 0);
+  StatusOr<std::string> path = p.checkpoint->Save(dir_ + "/ckpt", *session);
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(*path, dir_ + "/ckpt-1");
+}
+
+TEST_F(CheckpointTest, DroppedStatusWarnsAboutUnmatchedValuesUnlessExpectPartial) {
+  std::string path = TrainAndSave();
+  std::vector<std::string> warnings;
+  LogSink old = SetLogSink([&](LogSeverity severity, std::string_view message) {
+    if (severity == LogSeverity::kWarning) warnings.emplace_back(message);
+  });
+  {
+    Program p;
+    p.BuildVariables(0);
+    p.MakeCheckpoint();
+    ASSERT_TRUE(p.checkpoint->Restore(path).ok());
+  }
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("ExpectPartial()"), std::string::npos);
+  EXPECT_NE(warnings[0].find("optimizer/beta2_power/.ATTRIBUTES/VARIABLE_VALUE"), std::string::npos)
+      << warnings[0];
+  warnings.clear();
+  {
+    Program p;
+    p.BuildVariables(0);
+    p.MakeCheckpoint();
+    CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, p.checkpoint->Restore(path));
+    status.ExpectPartial();
+  }
+  EXPECT_TRUE(warnings.empty());
+  SetLogSink(old);
+}
+
+TEST_F(CheckpointTest, HundredSavesAndRestoresAddNoNodes) {
+  Program p;
+  p.BuildVariables(0);
+  p.BuildTrainOp();
+  p.MakeCheckpoint();
+  auto session = NewSession(p.scope);
+  RunOrFail(*session, {GlobalVariablesInitializer(p.scope)});
+  ASSERT_TRUE(p.checkpoint->Save(dir_ + "/ckpt", *session).ok());
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus first, p.checkpoint->Restore(dir_ + "/ckpt-1"));
+  CKFLOW_ASSERT_OK(first.RunRestoreOps(*session));
+  const int nodes = p.scope.graph().num_nodes();
+  for (int i = 0; i < 100; ++i) {
+    StatusOr<std::string> path = p.checkpoint->Save(dir_ + "/ckpt", *session);
+    ASSERT_TRUE(path.ok()) << path.status();
+    CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, p.checkpoint->Restore(*path));
+    CKFLOW_ASSERT_OK(status.RunRestoreOps(*session));
+  }
+  EXPECT_EQ(p.scope.graph().num_nodes(), nodes);
+  EXPECT_EQ(LatestCheckpoint(dir_), dir_ + "/ckpt-101");
+}
+
+TEST_F(CheckpointTest, StateFileAndLatestCheckpointFollowSaves) {
+  Program p;
+  p.BuildVariables(0);
+  p.MakeCheckpoint();
+  auto session = NewSession(p.scope);
+  RunOrFail(*session, {GlobalVariablesInitializer(p.scope)});
+  EXPECT_EQ(LatestCheckpoint(dir_), std::nullopt);
+  for (int i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(p.checkpoint->Save(dir_ + "/ckpt", *session).ok());
+    EXPECT_EQ(LatestCheckpoint(dir_), dir_ + "/ckpt-" + std::to_string(i));
+  }
+  EXPECT_EQ(testing::ReadFileOrDie(dir_ + "/checkpoint"),
+            "model_checkpoint_path: \"ckpt-3\"\nall_model_checkpoint_paths: \"ckpt-3\"\n");
+  // Write neither counts nor moves the state file.
+  ASSERT_TRUE(p.checkpoint->Write(dir_ + "/other", *session).ok());
+  EXPECT_EQ(LatestCheckpoint(dir_), dir_ + "/ckpt-3");
+  EXPECT_EQ(ValueOf(*session, *p.checkpoint->save_counter()).scalar<int64_t>(), 3);
+  // A state file naming a checkpoint whose index is gone: no checkpoint.
+  fs::remove(dir_ + "/ckpt-3.index");
+  EXPECT_EQ(LatestCheckpoint(dir_), std::nullopt);
+}
+
+TEST_F(CheckpointTest, RestoringAMissingCheckpointIsNotFound) {
+  Program p;
+  p.MakeCheckpoint();
+  StatusOr<LoadStatus> status = p.checkpoint->Restore(dir_ + "/nope-1");
+  EXPECT_EQ(status.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(status.status().message().find("nope-1"), std::string::npos) << status.status();
+}
+
+TEST_F(CheckpointTest, SaveAfterRestoreBeforeInitializationFailsClearly) {
+  std::string path = TrainAndSave();
+  Program p;
+  p.BuildVariables(0);
+  p.MakeCheckpoint();
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, p.checkpoint->Restore(path));
+  auto session = NewSession(p.scope);
+  StatusOr<std::string> saved = p.checkpoint->Save(dir_ + "/again", *session);
+  EXPECT_EQ(saved.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(saved.status().message().find("InitializeOrRestore"), std::string::npos)
+      << saved.status();
+  status.ExpectPartial();
+}
+
+TEST_F(CheckpointTest, NewerRestoreWinsWhateverTheOrderObjectsAppear) {
+  // Two checkpoints with different kernels.
+  std::string first = TrainAndSave();
+  auto first_values = saved_;
+  std::string dir2 = testing::NewTempDir("ckpt2");
+  std::string second;
+  {
+    Program p;
+    p.BuildVariables(1000);
+    p.MakeCheckpoint();
+    auto session = NewSession(p.scope);
+    RunOrFail(*session, {GlobalVariablesInitializer(p.scope)});
+    second = p.checkpoint->Save(dir2 + "/ckpt", *session).value();
+  }
+  Program p;
+  p.MakeCheckpoint();
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus older, p.checkpoint->Restore(first));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus newer, p.checkpoint->Restore(second));
+  p.BuildVariables(0);  // both restores are deferred; the newer must win
+  auto session = NewSession(p.scope);
+  CKFLOW_ASSERT_OK(older.InitializeOrRestore(*session));
+  CKFLOW_ASSERT_OK(newer.InitializeOrRestore(*session));
+  EXPECT_EQ(ValueOf(*session, *p.kernel).flat<float>()[0], 1000.0f);
+  // Initialization by the older status never overwrote the newer value.
+  CKFLOW_ASSERT_OK(older.InitializeOrRestore(*session));
+  EXPECT_EQ(ValueOf(*session, *p.kernel).flat<float>()[0], 1000.0f);
+  older.ExpectPartial();
+  newer.ExpectPartial();
+}
+
+TEST_F(CheckpointTest, StatusKeepsWorkingAfterItsCheckpointIsDropped) {
+  std::string path = TrainAndSave();
+  Program p;
+  p.MakeCheckpoint();
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, p.checkpoint->Restore(path));
+  p.checkpoint.reset();
+  p.BuildVariables(0);
+  auto session = NewSession(p.scope);
+  CKFLOW_ASSERT_OK(status.InitializeOrRestore(*session));
+  EXPECT_TRUE(SameTensor(ValueOf(*session, *p.kernel), saved_["kernel"]));
+  status.ExpectPartial();
+}
+
+TEST_F(CheckpointTest, AnObjectReachableByTwoPathsIsOneObject) {
+  std::string path;
+  std::shared_ptr<Variable> shared;
+  {
+    Scope scope = Scope::NewRootScope();
+    auto a = std::make_shared<Module>();
+    auto b = std::make_shared<Module>();
+    shared = a->Track("v", CountingVariable(scope, "v", {2}, 5));
+    b->Track("same_v", shared);
+    Checkpoint checkpoint(scope, {{"a", a}, {"b", b}});
+    auto session = NewSession(scope);
+    RunOrFail(*session, {GlobalVariablesInitializer(scope)});
+    path = checkpoint.Save(dir_ + "/ckpt", *session).value();
+  }
+  auto reader = BundleReader::Open(path).value();
+  EXPECT_TRUE(reader->Contains("a/v/.ATTRIBUTES/VARIABLE_VALUE"));
+  EXPECT_FALSE(reader->Contains("b/same_v/.ATTRIBUTES/VARIABLE_VALUE"));
+  // Restoring through either path fills the one variable.
+  Scope scope = Scope::NewRootScope();
+  auto b = std::make_shared<Module>();
+  auto v = b->Track("same_v", CountingVariable(scope, "v", {2}, 0));
+  Checkpoint checkpoint(scope, {{"b", b}});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, checkpoint.Restore(path));
+  auto session = NewSession(scope);
+  CKFLOW_ASSERT_OK(status.InitializeOrRestore(*session));
+  EXPECT_EQ(ValueOf(*session, *v).flat<float>()[1], 6.0f);
+  status.ExpectPartial();
+}
+
+TEST_F(CheckpointTest, FailedSaveLeavesThePreviousCheckpointIntact) {
+  std::string path = TrainAndSave();
+  std::string index_before = testing::ReadFileOrDie(path + ".index");
+  Program p;
+  p.BuildVariables(0);
+  p.MakeCheckpoint();
+  auto session = NewSession(p.scope);
+  RunOrFail(*session, {GlobalVariablesInitializer(p.scope)});
+  // A file where the save's temp directory must go makes the write fail.
+  std::ofstream(dir_ + "/ckpt-1_temp") << "in the way";
+  StatusOr<std::string> failed = p.checkpoint->Save(dir_ + "/ckpt", *session);
+  EXPECT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("ckpt-1"), std::string::npos) << failed.status();
+  EXPECT_EQ(testing::ReadFileOrDie(path + ".index"), index_before);
+  EXPECT_EQ(LatestCheckpoint(dir_), path);
+  EXPECT_TRUE(BundleReader::Open(path).ok());
+}
+
+TEST_F(CheckpointTest, ShardedSaveWritesOneShardPerDeviceAndRestores) {
+  std::string path;
+  std::vector<Tensor> saved;
+  {
+    Scope scope = Scope::NewRootScope();
+    auto model = std::make_shared<Module>();
+    std::vector<std::shared_ptr<Variable>> vars;
+    for (int d = 0; d < 3; ++d) {
+      std::string name = "w" + std::to_string(d);
+      vars.push_back(model->Track(
+          name, CountingVariable(scope, name, {4, 5}, 10.0f * d,
+                                 {.device = "/cpu:" + std::to_string(d)})));
+    }
+    Checkpoint checkpoint(scope, {{"model", model}});
+    auto session = NewSession(scope);
+    RunOrFail(*session, {GlobalVariablesInitializer(scope)});
+    path = checkpoint.Save(dir_ + "/ckpt", *session).value();
+    for (auto& v : vars) saved.push_back(ValueOf(*session, *v));
+  }
+  for (int s = 0; s < 3; ++s) {
+    EXPECT_TRUE(fs::exists(path + ".data-0000" + std::to_string(s) + "-of-00003"));
+  }
+  EXPECT_FALSE(fs::exists(path + "_temp"));
+  auto reader = BundleReader::Open(path).value();
+  EXPECT_EQ(reader->num_shards(), 3);
+  Scope scope = Scope::NewRootScope();
+  auto model = std::make_shared<Module>();
+  Checkpoint checkpoint(scope, {{"model", model}});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, checkpoint.Restore(path));
+  std::vector<std::shared_ptr<Variable>> vars;
+  for (int d = 0; d < 3; ++d) {
+    std::string name = "w" + std::to_string(d);
+    vars.push_back(model->Track(name, CountingVariable(scope, name, {4, 5}, -1)));
+  }
+  CKFLOW_EXPECT_OK(status.AssertConsumed());
+  auto session = NewSession(scope);
+  CKFLOW_ASSERT_OK(status.InitializeOrRestore(*session));
+  for (int d = 0; d < 3; ++d) EXPECT_TRUE(SameTensor(ValueOf(*session, *vars[d]), saved[d]));
+}
+
+TEST_F(CheckpointTest, RestoreReportsADtypeOrShapeMismatchByKey) {
+  std::string path = TrainAndSave();
+  Program p;
+  p.kernel = p.dense->Track("kernel", CountingVariable(p.scope, "dense/kernel", {4, 3}, 0));
+  p.MakeCheckpoint();
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, p.checkpoint->Restore(path));
+  auto session = NewSession(p.scope);
+  Status run = status.RunRestoreOps(*session);
+  EXPECT_EQ(run.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(run.message().find("model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE"), std::string::npos)
+      << run;
+  EXPECT_NE(run.message().find("[3,4]"), std::string::npos) << run;
+  status.ExpectPartial();
+}
+
+// ------------------------------------------------------------ manager
+
+class CheckpointManagerTest : public CheckpointTest {
+ protected:
+  void SetUp() override {
+    p_.BuildVariables(0);
+    p_.MakeCheckpoint();
+    session_ = NewSession(p_.scope);
+    RunOrFail(*session_, {GlobalVariablesInitializer(p_.scope)});
+  }
+  std::unique_ptr<CheckpointManager> NewManager(CheckpointManager::Options options) {
+    options.clock = [this] { return now_; };
+    auto m = CheckpointManager::Create(*p_.checkpoint, dir_, std::move(options));
+    EXPECT_TRUE(m.ok()) << m.status();
+    return m.ok() ? std::move(m).value() : nullptr;
+  }
+  std::vector<std::string> Files() const {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+  Program p_;
+  std::unique_ptr<Session> session_;
+  double now_ = 1.7e9;
+};
+
+TEST_F(CheckpointManagerTest, KeepsTheNewestAndDeletesOnlyWhatItManages) {
+  std::ofstream(dir_ + "/notes.txt") << "mine";
+  std::ofstream(dir_ + "/ckpt-1.data-00000-of-00001.bak") << "not a checkpoint file";
+  auto manager = NewManager({.max_to_keep = 2});
+  for (int i = 1; i <= 4; ++i) {
+    now_ += 10;
+    StatusOr<std::string> path = manager->Save(*session_);
+    ASSERT_TRUE(path.ok()) << path.status();
+    EXPECT_EQ(*path, dir_ + "/ckpt-" + std::to_string(i));
+  }
+  EXPECT_EQ(manager->checkpoints(), (std::vector<std::string>{dir_ + "/ckpt-3", dir_ + "/ckpt-4"}));
+  EXPECT_EQ(Files(), (std::vector<std::string>{
+                         "checkpoint", "ckpt-1.data-00000-of-00001.bak", "ckpt-3.data-00000-of-00001",
+                         "ckpt-3.index", "ckpt-4.data-00000-of-00001", "ckpt-4.index", "notes.txt"}));
+  EXPECT_EQ(LatestCheckpoint(dir_), dir_ + "/ckpt-4");
+  // A new manager picks the directory's state up.
+  auto again = NewManager({.max_to_keep = 2});
+  EXPECT_EQ(again->checkpoints(), manager->checkpoints());
+  EXPECT_EQ(again->latest_checkpoint(), dir_ + "/ckpt-4");
+}
+
+TEST_F(CheckpointManagerTest, KeepsOneCheckpointEveryNHours) {
+  auto manager = NewManager({.max_to_keep = 1, .keep_checkpoint_every_n_hours = 1.0});
+  // Saves every 20 minutes for 2 hours: one kept per hour besides the newest.
+  for (int i = 1; i <= 7; ++i) {
+    now_ += 1200;
+    ASSERT_TRUE(manager->Save(*session_).ok());
+  }
+  std::vector<std::string> files = Files();
+  auto has = [&](int n) {
+    return std::count(files.begin(), files.end(), "ckpt-" + std::to_string(n) + ".index") == 1;
+  };
+  EXPECT_TRUE(has(7));  // the newest
+  EXPECT_TRUE(has(3));  // 1 hour after the manager started
+  EXPECT_TRUE(has(6));  // 1 hour after that
+  EXPECT_FALSE(has(1) || has(2) || has(4) || has(5));
+  EXPECT_EQ(manager->checkpoints(), (std::vector<std::string>{dir_ + "/ckpt-7"}));
+}
+
+TEST_F(CheckpointManagerTest, RejectsANonPositiveMaxToKeep) {
+  auto m = CheckpointManager::Create(*p_.checkpoint, dir_, {.max_to_keep = 0});
+  EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
+}
+
+// ------------------------------------------------------------ weights
+
+TEST_F(CheckpointTest, SaveWeightsUsesTheModelAsRootAndDoesNotMatchACheckpoint) {
+  Program p;
+  p.BuildVariables(2);
+  auto session = NewSession(p.scope);
+  RunOrFail(*session, {GlobalVariablesInitializer(p.scope)});
+  const std::string weights = dir_ + "/weights";
+  CKFLOW_ASSERT_OK(SaveWeights(p.model, weights, *session));
+  auto reader = BundleReader::Open(weights).value();
+  EXPECT_TRUE(reader->Contains("dense/kernel/.ATTRIBUTES/VARIABLE_VALUE"));
+  EXPECT_FALSE(reader->Contains("save_counter/.ATTRIBUTES/VARIABLE_VALUE"));
+  EXPECT_EQ(LatestCheckpoint(dir_), weights);
+
+  // LoadWeights into the same structure works...
+  Program q;
+  q.BuildVariables(50);
+  auto session2 = NewSession(q.scope);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus loaded, LoadWeights(q.model, weights, *session2));
+  EXPECT_TRUE(SameTensor(ValueOf(*session2, *q.kernel), ValueOf(*session, *p.kernel)));
+  // ...but a Checkpoint{model} has another root: only the root matches.
+  q.MakeCheckpoint();
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, q.checkpoint->Restore(weights));
+  Status nontrivial = status.AssertNontrivialMatch();
+  EXPECT_EQ(nontrivial.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(nontrivial.message().find("nothing except the root"), std::string::npos) << nontrivial;
+  status.ExpectPartial();
+}
+
+}  // namespace
+}  // namespace ckflow

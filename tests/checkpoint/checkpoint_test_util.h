@@ -1,0 +1,79 @@
+// Helpers for object-based checkpoint tests: small trackable modules, a
+// session per program, variable values, and a "mirror" that rebuilds the
+// object structure a checkpoint describes out of plain C++ objects.
+
+#ifndef CKFLOW_TESTS_CHECKPOINT_CHECKPOINT_TEST_UTIL_H_
+#define CKFLOW_TESTS_CHECKPOINT_CHECKPOINT_TEST_UTIL_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint.h"
+#include "graph/trackable.h"
+#include "ops/variables.h"
+#include "runtime/session.h"
+
+namespace ckflow::testing {
+
+// tf.Module: a trackable with nothing of its own.
+class Module : public Trackable {
+ public:
+  std::string TypeName() const override { return "Module"; }
+};
+
+std::unique_ptr<Session> NewSession(const Scope& scope);
+
+// A float32 variable of `shape` with values start, start+1, ...
+std::shared_ptr<Variable> CountingVariable(const Scope& scope, const std::string& name,
+                                           const TensorShape& shape, float start,
+                                           VariableOptions options = {});
+
+// The variable's value in `session` (empty Tensor and a test failure if the
+// read fails).
+Tensor ValueOf(Session& session, const Variable& variable);
+// Assigns `value` to the variable in `session`.
+void SetValue(Session& session, const Variable& variable, const Tensor& value);
+// Runs `targets`, failing the test on error.
+void RunOrFail(Session& session, const std::vector<Output>& targets);
+
+// Bitwise equality of two tensors (dtype, shape and bytes or strings).
+bool SameTensor(const Tensor& a, const Tensor& b);
+
+// An optimizer-like object built from a checkpoint: it makes the slot
+// variables the checkpoint lists for it when asked.
+class MirrorOptimizer : public SlotOwner {
+ public:
+  std::string TypeName() const override { return "MirrorOptimizer"; }
+  std::vector<std::string> SlotNames() const override;
+  std::shared_ptr<Trackable> GetSlot(const Trackable& variable,
+                                     std::string_view slot_name) const override;
+  struct PendingSlot {
+    std::shared_ptr<Variable> variable;
+    std::string slot_name;
+    DataType dtype;
+    TensorShape shape;
+  };
+  // Creates every slot recorded in `pending` (restores fire here).
+  void CreateSlots(const Scope& scope);
+  std::vector<PendingSlot> pending;
+
+ private:
+  std::map<std::pair<const Trackable*, std::string>, std::shared_ptr<Variable>> slots_;
+};
+
+// The C++ object structure a checkpoint's object graph describes: a Module
+// per node, a Variable per VARIABLE_VALUE (dtype and shape from the bundle;
+// float32 scalar where the bundle lacks the key), a MirrorOptimizer per node
+// with slot variables. Shared nodes and cycles become references.
+struct Mirror {
+  std::shared_ptr<Trackable> root;
+  std::map<std::string, std::shared_ptr<Variable>> variable_by_key;
+  std::vector<std::shared_ptr<MirrorOptimizer>> optimizers;
+};
+StatusOr<Mirror> MirrorCheckpoint(const Scope& scope, const std::string& prefix);
+
+}  // namespace ckflow::testing
+
+#endif  // CKFLOW_TESTS_CHECKPOINT_CHECKPOINT_TEST_UTIL_H_
