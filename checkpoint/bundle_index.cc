@@ -205,6 +205,13 @@ StatusOr<std::vector<KeyValue>> ReadTableWithLevelDb(std::string_view path,
 }  // namespace
 
 StatusOr<std::string> BuildTable(std::span<const KeyValue> entries) {
+  // LevelDB asserts on this (Debian builds it with assertions on).
+  for (size_t i = 1; i < entries.size(); ++i) {
+    if (!(entries[i - 1].first < entries[i].first)) {
+      return InternalError("table keys out of order: '", entries[i - 1].first, "' then '",
+                           entries[i].first, "'");
+    }
+  }
   std::string out;
   try {
     StringSink sink(&out);

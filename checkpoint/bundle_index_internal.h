@@ -51,7 +51,7 @@ inline constexpr size_t kTableFooterSize = 48;
 using KeyValue = std::pair<std::string, std::string>;
 
 // The bytes of a table holding `entries`, exactly as TensorFlow's
-// TableBuilder writes them. REQUIRES: keys strictly increasing.
+// TableBuilder writes them. Internal error unless keys strictly increase.
 StatusOr<std::string> BuildTable(std::span<const KeyValue> entries);
 
 // Every key/value pair of the table whose bytes are `contents`, checking
