@@ -25,12 +25,19 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "graph/graph.h"
 #include "graph/trackable.h"
 
 namespace ckflow {
+
+// Builds a variable's initial value of `dtype` and `shape` through `scope`
+// (the variable's "Initializer" name scope, as in TensorFlow). See
+// ops/initializers.h for Zeros, GlorotUniform, ...
+using Initializer =
+    std::function<Output(const Scope& scope, DataType dtype, const TensorShape& shape)>;
 
 struct VariableOptions {
   bool trainable = true;
@@ -39,12 +46,23 @@ struct VariableOptions {
 
 class Variable : public Trackable {
  public:
-  // A variable named `name` in `scope` (its shared name is the full node
-  // name, e.g. "dense/kernel"), initialized from `initial_value`, whose dtype
-  // and shape it takes. Returns null (with the error sticky in the scope) if
-  // `initial_value` is invalid or the name is taken.
+  // A variable named `name` in `scope`, initialized from `initial_value`,
+  // whose dtype and shape it takes. As in TensorFlow, the name is made unique
+  // ("w_1" if "w" is taken) and the handle node carries it: its full name is
+  // the variable's shared name ("dense/kernel"), and its other ops live in
+  // that name scope ("dense/kernel/Assign", "dense/kernel/Read/..."). The
+  // variable ignores the scope's control dependencies (TensorFlow's
+  // init_scope). Returns null, with the error sticky in the scope, if the
+  // scope has an error, `name` is empty or `initial_value` is invalid.
   static std::shared_ptr<Variable> Create(const Scope& scope, const std::string& name,
                                           Output initial_value, VariableOptions options = {});
+  // The same with the initial value built by `initializer` inside the
+  // variable's name scope ("dense/kernel/Initializer/..."). Also null if
+  // the initializer returns a value of another dtype or shape.
+  static std::shared_ptr<Variable> Create(const Scope& scope, const std::string& name,
+                                          DataType dtype, const TensorShape& shape,
+                                          const Initializer& initializer,
+                                          VariableOptions options = {});
 
   const std::string& name() const { return name_; }  // shared name
   DataType dtype() const { return dtype_; }
@@ -70,6 +88,13 @@ class Variable : public Trackable {
 
  private:
   Variable() = default;
+  // The one place variables come into being: builds the ops, registers the
+  // variable with its graph and runs the creator hooks.
+  static std::shared_ptr<Variable> CreateImpl(
+      const Scope& scope, const std::string& name, DataType dtype, const PartialShape& shape,
+      const std::function<Output(const Scope&)>& make_initial_value, VariableOptions options);
+  // InvalidArgument unless `value` fits this variable's dtype and shape.
+  Status CheckAssignable(const Output& value, std::string_view what) const;
 
   std::string name_;
   DataType dtype_ = DT_INVALID;
