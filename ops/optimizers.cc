@@ -1,0 +1,436 @@
+#include "ops/optimizers.h"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include "ops/array_ops.h"
+#include "ops/gradients.h"
+#include "ops/initializers.h"
+#include "ops/math_ops.h"
+#include "ops/ops_internal.h"
+#include "ops/standard_ops.h"
+#include "ops/training_ops.h"
+#include "ops/unique_names_internal.h"
+
+namespace ckflow {
+namespace {
+
+std::vector<std::string> Sorted(std::vector<std::string> names) {
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string VariableNames(const std::vector<GradAndVar>& grads_and_vars) {
+  std::string out = "[";
+  for (const GradAndVar& gv : grads_and_vars) {
+    if (out.size() > 1) out += ", ";
+    out += "'" + gv.variable->name() + "'";
+  }
+  return out + "]";
+}
+
+}  // namespace
+
+Optimizer::Optimizer(std::string type_name, std::string name, std::vector<std::string> slot_names)
+    : type_name_(std::move(type_name)),
+      name_(std::move(name)),
+      slot_names_(Sorted(std::move(slot_names))) {}
+
+// ------------------------------------------------------------ gradients
+
+std::vector<GradAndVar> Optimizer::ComputeGradients(
+    const Scope& scope, Output loss, std::vector<std::shared_ptr<Variable>> var_list) {
+  if (!scope.ok()) return {};
+  if (!loss.valid()) {
+    scope.UpdateStatus(InvalidArgumentError(name_, ": the loss is invalid"));
+    return {};
+  }
+  if (var_list.empty()) var_list = TrainableVariables(scope.graph());
+  if (var_list.empty()) {
+    scope.UpdateStatus(InvalidArgumentError(name_, ": no variables to optimize"));
+    return {};
+  }
+  std::vector<Output> handles;
+  for (const auto& v : var_list) {
+    if (v == nullptr) {
+      scope.UpdateStatus(InvalidArgumentError(name_, ": a variable in var_list is null"));
+      return {};
+    }
+    handles.push_back(v->handle());
+  }
+  StatusOr<std::vector<Output>> grads = AddGradients(scope, {loss}, handles);
+  if (!grads.ok()) {
+    scope.UpdateStatus(grads.status().WithContext(name_ + ": gradients of " + loss.name()));
+    return {};
+  }
+  std::vector<GradAndVar> out;
+  for (size_t i = 0; i < var_list.size(); ++i) {
+    out.push_back(GradAndVar{.grad = (*grads)[i], .variable = var_list[i]});
+  }
+  return out;
+}
+
+Output Optimizer::Minimize(const Scope& scope, Output loss,
+                           std::vector<std::shared_ptr<Variable>> var_list,
+                           std::shared_ptr<Variable> global_step) {
+  std::vector<GradAndVar> grads_and_vars = ComputeGradients(scope, loss, std::move(var_list));
+  if (!scope.ok()) return Output();
+  bool any = std::any_of(grads_and_vars.begin(), grads_and_vars.end(),
+                         [](const GradAndVar& gv) { return gv.grad.valid(); });
+  if (!any) {
+    scope.UpdateStatus(InvalidArgumentError(
+        name_, ": no gradients for any variable: the loss ", loss.name(),
+        " depends on none of ", VariableNames(grads_and_vars),
+        " through differentiable ops"));
+    return Output();
+  }
+  return ApplyGradients(scope, grads_and_vars, std::move(global_step));
+}
+
+// ---------------------------------------------------------------- apply
+
+Status Optimizer::BindGraph(const Scope& scope) {
+  std::shared_ptr<Graph> bound = graph_.lock();
+  if (bound == nullptr) {
+    graph_ = scope.shared_graph();
+    return OkStatus();
+  }
+  if (bound != scope.shared_graph()) {
+    return InvalidArgumentError(name_, ": this optimizer already builds ops in another graph; "
+                                       "create one optimizer per graph");
+  }
+  return OkStatus();
+}
+
+Status Optimizer::CheckGradients(const std::vector<GradAndVar>& grads_and_vars) const {
+  if (grads_and_vars.empty()) return InvalidArgumentError(name_, ": no variables to update");
+  std::set<const Variable*> seen;
+  bool any = false;
+  for (const GradAndVar& gv : grads_and_vars) {
+    if (gv.variable == nullptr) return InvalidArgumentError(name_, ": a variable is null");
+    const Variable& v = *gv.variable;
+    if (!seen.insert(&v).second) {
+      return InvalidArgumentError(name_, ": variable '", v.name(), "' is listed twice");
+    }
+    if (!gv.grad.valid()) continue;
+    any = true;
+    if (&gv.grad.node()->graph() != &v.handle().node()->graph()) {
+      return InvalidArgumentError(name_, ": the gradient for '", v.name(), "' (",
+                                  gv.grad.name(), ") is from another graph");
+    }
+    if (gv.grad.dtype() != v.dtype() || !gv.grad.shape().IsCompatibleWith(v.shape())) {
+      return InvalidArgumentError(name_, ": variable '", v.name(), "' is ",
+                                  DataTypeName(v.dtype()), v.shape().ToString(),
+                                  " but its gradient ", gv.grad.name(), " is ",
+                                  DataTypeName(gv.grad.dtype()), gv.grad.shape().ToString());
+    }
+    if (!IsFloatingType(v.dtype()) || v.dtype() == DT_BFLOAT16 || v.dtype() == DT_HALF) {
+      return InvalidArgumentError(name_, ": variable '", v.name(), "' is ",
+                                  DataTypeName(v.dtype()),
+                                  "; only float32 and float64 variables can be trained");
+    }
+  }
+  if (!any) {
+    return InvalidArgumentError(name_, ": no gradients provided for any variable of ",
+                                VariableNames(grads_and_vars));
+  }
+  return OkStatus();
+}
+
+Output Optimizer::ApplyGradients(const Scope& scope,
+                                 const std::vector<GradAndVar>& grads_and_vars,
+                                 std::shared_ptr<Variable> global_step) {
+  if (!scope.ok()) return Output();
+  Status s = CheckGradients(grads_and_vars);
+  if (s.ok()) s = BindGraph(scope);
+  if (s.ok() && global_step != nullptr &&
+      ((global_step->dtype() != DT_INT32 && global_step->dtype() != DT_INT64) ||
+       global_step->shape().rank() != 0)) {
+    s = InvalidArgumentError(name_, ": global_step '", global_step->name(),
+                             "' must be an int32 or int64 scalar, not ",
+                             DataTypeName(global_step->dtype()),
+                             global_step->shape().ToString());
+  }
+  if (!s.ok()) {
+    scope.UpdateStatus(s);
+    return Output();
+  }
+
+  std::vector<std::shared_ptr<Variable>> variables;
+  for (const GradAndVar& gv : grads_and_vars) {
+    if (gv.grad.valid()) variables.push_back(gv.variable);
+  }
+  // Slots and non-slot variables belong to no caller's name scope and wait
+  // for no caller's control dependencies (TensorFlow's init_scope).
+  CreateSlots(scope.Root(), variables);
+  if (!scope.ok()) return Output();
+
+  Scope opt_scope = scope.NewSubScope(name_);
+  hyper_scope_ = opt_scope.WithNoControlDependencies();
+  std::vector<Output> update_ops;
+  for (const GradAndVar& gv : grads_and_vars) {
+    if (!gv.grad.valid()) continue;
+    Scope update_scope = opt_scope.NewSubScope("update_" + gv.variable->name());
+    update_ops.push_back(ApplyDense(update_scope, gv.grad, *gv.variable));
+  }
+  std::vector<Output> finish_ops = update_ops;
+  for (const Output& op : Finish(opt_scope, update_ops)) finish_ops.push_back(op);
+  hyper_cache_.clear();
+  hyper_scope_.reset();
+  if (!scope.ok()) return Output();
+
+  std::vector<Output> train_deps = finish_ops;
+  if (global_step != nullptr) {
+    Scope after = opt_scope.WithControlDependencies(finish_ops);
+    StatusOr<Tensor> one = internal::ScalarOfType(global_step->dtype(), 1);
+    if (!one.ok()) {
+      scope.UpdateStatus(one.status());
+      return Output();
+    }
+    train_deps = {global_step->AssignAdd(after.WithOpName("increment_global_step"),
+                                         ops::Const(after, *one))};
+  }
+  // The train op carries the optimizer's name scope as its own name
+  // ("Adam"), as TensorFlow names it.
+  std::vector<Node*> deps;
+  for (const Output& op : train_deps) {
+    if (!op.valid()) return Output();
+    deps.push_back(op.node());
+  }
+  StatusOr<Node*> train = scope.graph().AddNode(NodeSpec{.name = opt_scope.name_prefix(),
+                                                         .op_def = &StandardOp("NoOp"),
+                                                         .control_inputs = std::move(deps),
+                                                         .device = scope.device()});
+  if (!train.ok()) {
+    scope.UpdateStatus(train.status());
+    return Output();
+  }
+  return Output(*train);
+}
+
+std::vector<Output> Optimizer::Finish(const Scope&, const std::vector<Output>&) { return {}; }
+
+// ---------------------------------------------------------------- slots
+
+std::shared_ptr<Variable> Optimizer::MakeSlot(const Scope& root,
+                                              const std::shared_ptr<Variable>& variable,
+                                              const std::string& slot_name, double fill_value) {
+  SlotKey key{variable.get(), slot_name};
+  auto it = slots_.find(key);
+  if (it != slots_.end() && it->second.variable.lock() == variable) return it->second.slot;
+
+  // TensorFlow 1's slot_creator: "<variable>/<optimizer>", made unique, so a
+  // second slot is "<variable>/<optimizer>_1".
+  const std::string slot_var_name = variable->name() + "/" + name_;
+  VariableOptions options{.trainable = false, .device = variable->device()};
+  std::shared_ptr<Variable> slot;
+  if (variable->shape().IsFullyDefined()) {
+    slot = Variable::Create(root, slot_var_name, variable->dtype(),
+                            variable->shape().ToTensorShape(),
+                            initializers::Constant(fill_value), options);
+  } else {
+    // A shape known only at run time: that of the variable's initial value.
+    StatusOr<Tensor> fill = internal::ScalarOfType(variable->dtype(), fill_value);
+    if (!fill.ok()) {
+      root.UpdateStatus(fill.status());
+      return nullptr;
+    }
+    Scope init_scope = root.NewSubScope(slot_var_name + "/Initializer");
+    Output value = ops::Fill(init_scope, ops::Shape(init_scope, variable->initial_value()), *fill);
+    slot = Variable::Create(root, slot_var_name, value, options);
+  }
+  if (slot == nullptr) return nullptr;
+  slots_[key] = SlotEntry{.variable = variable, .slot = slot};
+  OnSlotCreated(*variable, slot_name, slot);
+  return slot;
+}
+
+std::shared_ptr<Variable> Optimizer::MakeNonSlotVariable(const Scope& root,
+                                                         const std::string& name,
+                                                         float initial_value,
+                                                         const Variable& colocate_with) {
+  auto it = non_slot_.find(name);
+  if (it != non_slot_.end()) return it->second;
+  std::shared_ptr<Variable> v =
+      Variable::Create(root, name, DT_FLOAT, TensorShape(), initializers::Constant(initial_value),
+                       {.trainable = false, .device = colocate_with.device()});
+  if (v == nullptr) return nullptr;
+  non_slot_.emplace(name, v);
+  Track(name, v);  // runs a restore deferred under this name
+  return v;
+}
+
+std::shared_ptr<Variable> Optimizer::GetSlotVariable(const Variable& variable,
+                                                     std::string_view slot_name) const {
+  auto it = slots_.find(SlotKey{&variable, std::string(slot_name)});
+  if (it == slots_.end() || it->second.variable.lock().get() != &variable) return nullptr;
+  return it->second.slot;
+}
+
+std::shared_ptr<Trackable> Optimizer::GetSlot(const Trackable& variable,
+                                              std::string_view slot_name) const {
+  const auto* v = dynamic_cast<const Variable*>(&variable);
+  return v == nullptr ? nullptr : GetSlotVariable(*v, slot_name);
+}
+
+std::vector<std::string> Optimizer::SlotNames() const { return slot_names_; }
+
+std::shared_ptr<Variable> Optimizer::GetNonSlotVariable(std::string_view name) const {
+  auto it = non_slot_.find(name);
+  return it == non_slot_.end() ? nullptr : it->second;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Trackable>>> Optimizer::Children() const {
+  std::vector<std::pair<std::string, std::shared_ptr<Trackable>>> children = Trackable::Children();
+  auto is_non_slot = [this](const auto& child) { return non_slot_.count(child.first) > 0; };
+  auto rest = std::stable_partition(children.begin(), children.end(), is_non_slot);
+  std::sort(children.begin(), rest,
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  return children;
+}
+
+// ------------------------------------------------------- hyperparameters
+
+Output Optimizer::Hyperparameter(const std::string& name, double value, DataType dtype) {
+  CKFLOW_CHECK(hyper_scope_.has_value());  // only inside ApplyGradients
+  auto [it, inserted] = hyper_cache_.try_emplace({name, dtype});
+  if (inserted) {
+    StatusOr<Tensor> t = internal::ScalarOfType(dtype, value);
+    if (!t.ok()) {
+      hyper_scope_->UpdateStatus(t.status());
+      return Output();
+    }
+    it->second = ops::Const(internal::WithUniqueOpName(*hyper_scope_, name), *t);
+  }
+  return it->second;
+}
+
+Output Optimizer::CastTo(const Scope& scope, Output value, DataType dtype) {
+  if (!value.valid() || value.dtype() == dtype) return value;
+  return ops::Cast(scope, value, dtype);
+}
+
+// ------------------------------------------------------ GradientDescent
+
+GradientDescent::GradientDescent(GradientDescentOptions options)
+    : Optimizer("GradientDescent", options.name, {}), options_(std::move(options)) {}
+
+std::shared_ptr<GradientDescent> GradientDescent::Make(GradientDescentOptions options) {
+  return std::shared_ptr<GradientDescent>(new GradientDescent(std::move(options)));
+}
+
+Output GradientDescent::ApplyDense(const Scope& scope, const Output& grad,
+                                   const Variable& variable) {
+  return ops::ResourceApplyGradientDescent(
+      scope, variable.handle(),
+      Hyperparameter("learning_rate", options_.learning_rate, variable.dtype()), grad);
+}
+
+// ------------------------------------------------------------- Momentum
+
+Momentum::Momentum(MomentumOptions options)
+    : Optimizer("Momentum", options.name, {"momentum"}), options_(std::move(options)) {}
+
+std::shared_ptr<Momentum> Momentum::Make(MomentumOptions options) {
+  return std::shared_ptr<Momentum>(new Momentum(std::move(options)));
+}
+
+void Momentum::CreateSlots(const Scope& root,
+                           const std::vector<std::shared_ptr<Variable>>& variables) {
+  for (const auto& v : variables) MakeSlot(root, v, "momentum");
+}
+
+Output Momentum::ApplyDense(const Scope& scope, const Output& grad, const Variable& variable) {
+  std::shared_ptr<Variable> accum = GetSlotVariable(variable, "momentum");
+  return ops::ResourceApplyMomentum(
+      scope, variable.handle(), accum->handle(),
+      Hyperparameter("learning_rate", options_.learning_rate, variable.dtype()), grad,
+      Hyperparameter("momentum", options_.momentum, variable.dtype()),
+      options_.use_nesterov);
+}
+
+// ----------------------------------------------------------------- Adam
+
+Adam::Adam(AdamOptions options)
+    : Optimizer("Adam", options.name, {"m", "v"}), options_(std::move(options)) {}
+
+std::shared_ptr<Adam> Adam::Make(AdamOptions options) {
+  return std::shared_ptr<Adam>(new Adam(std::move(options)));
+}
+
+void Adam::CreateSlots(const Scope& root,
+                       const std::vector<std::shared_ptr<Variable>>& variables) {
+  // TensorFlow 1 places the beta powers with the first variable by name.
+  const Variable& first = **std::min_element(
+      variables.begin(), variables.end(),
+      [](const auto& a, const auto& b) { return a->name() < b->name(); });
+  MakeNonSlotVariable(root, "beta1_power", options_.beta1, first);
+  MakeNonSlotVariable(root, "beta2_power", options_.beta2, first);
+  for (const auto& v : variables) {
+    MakeSlot(root, v, "m");
+    MakeSlot(root, v, "v");
+  }
+}
+
+Output Adam::ApplyDense(const Scope& scope, const Output& grad, const Variable& variable) {
+  const DataType dtype = variable.dtype();
+  std::shared_ptr<Variable> m = GetSlotVariable(variable, "m");
+  std::shared_ptr<Variable> v = GetSlotVariable(variable, "v");
+  Output beta1_power = CastTo(scope, GetNonSlotVariable("beta1_power")->Read(scope), dtype);
+  Output beta2_power = CastTo(scope, GetNonSlotVariable("beta2_power")->Read(scope), dtype);
+  return ops::ResourceApplyAdam(scope, variable.handle(), m->handle(), v->handle(), beta1_power,
+                                beta2_power,
+                                Hyperparameter("learning_rate", options_.learning_rate, dtype),
+                                Hyperparameter("beta1", options_.beta1, dtype),
+                                Hyperparameter("beta2", options_.beta2, dtype),
+                                Hyperparameter("epsilon", options_.epsilon, dtype), grad,
+                                options_.use_nesterov);
+}
+
+std::vector<Output> Adam::Finish(const Scope& scope, const std::vector<Output>& update_ops) {
+  // The beta powers advance after every variable's update has read them.
+  Scope after = scope.WithControlDependencies(update_ops);
+  std::vector<Output> out;
+  for (const auto& [power, beta, value] :
+       {std::tuple{"beta1_power", "beta1", options_.beta1},
+        std::tuple{"beta2_power", "beta2", options_.beta2}}) {
+    std::shared_ptr<Variable> v = GetNonSlotVariable(power);
+    Output next = ops::Mul(after, v->Read(after), Hyperparameter(beta, value, DT_FLOAT));
+    out.push_back(v->Assign(after, next));
+  }
+  return out;
+}
+
+// -------------------------------------------------------------- RMSProp
+
+RMSProp::RMSProp(RMSPropOptions options)
+    : Optimizer("RMSProp", options.name, {"momentum", "rms"}), options_(std::move(options)) {}
+
+std::shared_ptr<RMSProp> RMSProp::Make(RMSPropOptions options) {
+  return std::shared_ptr<RMSProp>(new RMSProp(std::move(options)));
+}
+
+void RMSProp::CreateSlots(const Scope& root,
+                          const std::vector<std::shared_ptr<Variable>>& variables) {
+  // TensorFlow 1 creates "rms" (from ones) before "momentum" (zeros), so
+  // "rms" is "<var>/RMSProp" and "momentum" is "<var>/RMSProp_1".
+  for (const auto& v : variables) {
+    MakeSlot(root, v, "rms", /*fill_value=*/1.0);
+    MakeSlot(root, v, "momentum");
+  }
+}
+
+Output RMSProp::ApplyDense(const Scope& scope, const Output& grad, const Variable& variable) {
+  const DataType dtype = variable.dtype();
+  return ops::ResourceApplyRMSProp(
+      scope, variable.handle(), GetSlotVariable(variable, "rms")->handle(),
+      GetSlotVariable(variable, "momentum")->handle(),
+      Hyperparameter("learning_rate", options_.learning_rate, dtype),
+      Hyperparameter("decay", options_.decay, dtype),
+      Hyperparameter("momentum", options_.momentum, dtype),
+      Hyperparameter("epsilon", options_.epsilon, dtype), grad);
+}
+
+}  // namespace ckflow

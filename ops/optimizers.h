@@ -1,0 +1,252 @@
+// Optimizers with TensorFlow 1 semantics: GradientDescent, Momentum, Adam,
+// RMSProp.
+//
+//   auto optimizer = Adam::Make({.learning_rate = 0.01f});
+//   Output train_op = optimizer->Minimize(root, loss);   // all trainable variables
+//   for (...) session->Run({{x, batch}}, {}, {train_op});
+//
+// Minimize = ComputeGradients (symbolic gradients of the loss with respect
+// to each variable, ops/gradients.h) + ApplyGradients (one fused update op
+// per variable, ops/training_ops.h, then the optimizer's own bookkeeping
+// such as Adam's beta powers, then the optional global step increment).
+//
+// Slot variables (Momentum's "momentum", Adam's "m" and "v", ...) are
+// created lazily by the first ApplyGradients that sees a variable, once per
+// (variable, slot name), as TensorFlow 1 names them: "dense/kernel/Adam" and
+// "dense/kernel/Adam_1", non-trainable, of the variable's dtype and shape.
+// They are created through Variable::Create (so variable creator hooks see
+// them) and then announced through SlotOwner::OnSlotCreated (so a
+// checkpoint restore waiting for the slot runs at that moment). Slots are
+// not children of the optimizer in the object graph: checkpoints record
+// them per (variable, slot name); GetSlot finds them.
+//
+// Adam's non-slot variables "beta1_power" and "beta2_power" are created by
+// its first ApplyGradients and are the optimizer's first children (sorted
+// by name, then any other dependencies), as TensorFlow 1 orders them.
+//
+// An optimizer builds ops in one graph: using it with a second graph is an
+// InvalidArgument (make one optimizer per graph).
+//
+// Errors: builder methods return an invalid Output (or empty list) and
+// leave the error sticky in the scope, like every builder.
+//
+// Thread safety: graph building is single-threaded. The update ops lock the
+// variables they update, so concurrent Session::Run calls are safe.
+
+#ifndef CKFLOW_OPS_OPTIMIZERS_H_
+#define CKFLOW_OPS_OPTIMIZERS_H_
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/trackable.h"
+#include "ops/variables.h"
+
+namespace ckflow {
+
+// A gradient and the variable it is for. An invalid grad means "no
+// gradient" (the loss does not depend on the variable).
+struct GradAndVar {
+  Output grad;
+  std::shared_ptr<Variable> variable;
+};
+
+class Optimizer : public SlotOwner {
+ public:
+  // The name scope of the optimizer's ops and the suffix of its slots.
+  const std::string& name() const { return name_; }
+
+  // Ops that update `var_list` (default: every trainable variable of the
+  // scope's graph) to decrease `loss`, then increment `global_step` (an
+  // int32/int64 scalar variable) if given. Returns the train op: a target
+  // for Session::Run. InvalidArgument if no variable gets a gradient.
+  Output Minimize(const Scope& scope, Output loss,
+                  std::vector<std::shared_ptr<Variable>> var_list = {},
+                  std::shared_ptr<Variable> global_step = nullptr);
+
+  // d loss / d variable for each of `var_list` (default: every trainable
+  // variable), in order; an invalid grad where the loss does not depend on
+  // the variable.
+  std::vector<GradAndVar> ComputeGradients(const Scope& scope, Output loss,
+                                           std::vector<std::shared_ptr<Variable>> var_list = {});
+
+  // The update ops for each pair with a gradient (pairs without one are
+  // skipped), creating missing slots first. InvalidArgument if no pair has a
+  // gradient, a variable is null or listed twice, or a gradient's dtype or
+  // shape does not fit its variable.
+  Output ApplyGradients(const Scope& scope, const std::vector<GradAndVar>& grads_and_vars,
+                        std::shared_ptr<Variable> global_step = nullptr);
+
+  // The slot `slot_name` of `variable`, or null if not created (yet).
+  std::shared_ptr<Variable> GetSlotVariable(const Variable& variable,
+                                            std::string_view slot_name) const;
+  std::shared_ptr<Trackable> GetSlot(const Trackable& variable,
+                                     std::string_view slot_name) const override;
+  // Sorted: {"m", "v"} for Adam.
+  std::vector<std::string> SlotNames() const override;
+
+  // The non-slot variable `name` ("beta1_power"), or null if not created.
+  std::shared_ptr<Variable> GetNonSlotVariable(std::string_view name) const;
+
+  // Non-slot variables first (sorted by name), then other dependencies.
+  std::vector<std::pair<std::string, std::shared_ptr<Trackable>>> Children() const override;
+  std::string TypeName() const override { return type_name_; }
+
+ protected:
+  Optimizer(std::string type_name, std::string name, std::vector<std::string> slot_names);
+
+  // TensorFlow 1's _create_slots: make the slots (and non-slot variables)
+  // `variables` need, through MakeSlot / MakeNonSlotVariable. Runs in a root
+  // scope without control dependencies.
+  virtual void CreateSlots(const Scope& root,
+                           const std::vector<std::shared_ptr<Variable>>& variables) = 0;
+  // TensorFlow 1's _apply_dense: the update op of one variable.
+  virtual Output ApplyDense(const Scope& scope, const Output& grad, const Variable& variable) = 0;
+  // TensorFlow 1's _finish: runs after `update_ops`; the default does
+  // nothing more. Returns extra ops the train op must wait for.
+  virtual std::vector<Output> Finish(const Scope& scope, const std::vector<Output>& update_ops);
+
+  // The slot `slot_name` of `variable`, created filled with `fill_value`
+  // and announced through OnSlotCreated if it does not exist yet.
+  std::shared_ptr<Variable> MakeSlot(const Scope& root, const std::shared_ptr<Variable>& variable,
+                                     const std::string& slot_name, double fill_value = 0.0);
+  // The non-slot variable `name`, a float32 scalar created with
+  // `initial_value` on `colocate_with`'s device if it does not exist yet,
+  // and tracked as a child (so a deferred restore of it runs).
+  std::shared_ptr<Variable> MakeNonSlotVariable(const Scope& root, const std::string& name,
+                                                float initial_value,
+                                                const Variable& colocate_with);
+  // A scalar hyperparameter of `dtype`: one Const per (name, dtype) in each
+  // ApplyGradients call, under the optimizer's name scope. REQUIRES: called
+  // from ApplyDense or Finish.
+  Output Hyperparameter(const std::string& name, double value, DataType dtype);
+  // `value` converted to `dtype` (a Cast unless it already is).
+  Output CastTo(const Scope& scope, Output value, DataType dtype);
+
+ private:
+  struct SlotKey {
+    const Trackable* variable;
+    std::string slot_name;
+    friend bool operator<(const SlotKey& a, const SlotKey& b) {
+      return std::tie(a.variable, a.slot_name) < std::tie(b.variable, b.slot_name);
+    }
+  };
+  struct SlotEntry {
+    std::weak_ptr<Variable> variable;  // a dead variable's entry is stale
+    std::shared_ptr<Variable> slot;
+  };
+  Status BindGraph(const Scope& scope);
+  Status CheckGradients(const std::vector<GradAndVar>& grads_and_vars) const;
+
+  const std::string type_name_;
+  const std::string name_;
+  const std::vector<std::string> slot_names_;  // sorted
+  std::weak_ptr<Graph> graph_;  // the graph of the first ApplyGradients
+  std::map<SlotKey, SlotEntry> slots_;
+  std::map<std::string, std::shared_ptr<Variable>, std::less<>> non_slot_;
+  // Hyperparameter Consts of the current ApplyGradients call.
+  std::optional<Scope> hyper_scope_;
+  std::map<std::pair<std::string, DataType>, Output> hyper_cache_;
+};
+
+// var -= learning_rate * grad.
+struct GradientDescentOptions {
+  float learning_rate = 0.01f;
+  std::string name = "GradientDescent";
+};
+class GradientDescent : public Optimizer {
+ public:
+  static std::shared_ptr<GradientDescent> Make(GradientDescentOptions options);
+  static std::shared_ptr<GradientDescent> Make(float learning_rate) {
+    return Make(GradientDescentOptions{.learning_rate = learning_rate});
+  }
+
+ protected:
+  void CreateSlots(const Scope&, const std::vector<std::shared_ptr<Variable>>&) override {}
+  Output ApplyDense(const Scope& scope, const Output& grad, const Variable& variable) override;
+
+ private:
+  explicit GradientDescent(GradientDescentOptions options);
+  const GradientDescentOptions options_;
+};
+
+// Slot "momentum"; see ResourceApplyMomentum for the update.
+struct MomentumOptions {
+  float learning_rate = 0.01f;
+  float momentum = 0.9f;
+  bool use_nesterov = false;
+  std::string name = "Momentum";
+};
+class Momentum : public Optimizer {
+ public:
+  static std::shared_ptr<Momentum> Make(MomentumOptions options);
+
+ protected:
+  void CreateSlots(const Scope& root,
+                   const std::vector<std::shared_ptr<Variable>>& variables) override;
+  Output ApplyDense(const Scope& scope, const Output& grad, const Variable& variable) override;
+
+ private:
+  explicit Momentum(MomentumOptions options);
+  const MomentumOptions options_;
+};
+
+// Slots "m" and "v", non-slot variables "beta1_power" and "beta2_power"
+// (initially beta1 and beta2, multiplied by them after every step's
+// updates); see ResourceApplyAdam for the update.
+struct AdamOptions {
+  float learning_rate = 0.001f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float epsilon = 1e-8f;
+  bool use_nesterov = false;
+  std::string name = "Adam";
+};
+class Adam : public Optimizer {
+ public:
+  static std::shared_ptr<Adam> Make(AdamOptions options = {});
+
+ protected:
+  void CreateSlots(const Scope& root,
+                   const std::vector<std::shared_ptr<Variable>>& variables) override;
+  Output ApplyDense(const Scope& scope, const Output& grad, const Variable& variable) override;
+  std::vector<Output> Finish(const Scope& scope, const std::vector<Output>& update_ops) override;
+
+ private:
+  explicit Adam(AdamOptions options);
+  const AdamOptions options_;
+};
+
+// Slots "rms" (initially ones) and "momentum"; see ResourceApplyRMSProp for
+// the update (TensorFlow 1's RMSPropOptimizer, not centered).
+struct RMSPropOptions {
+  float learning_rate = 0.001f;
+  float decay = 0.9f;
+  float momentum = 0.0f;
+  float epsilon = 1e-10f;
+  std::string name = "RMSProp";
+};
+class RMSProp : public Optimizer {
+ public:
+  static std::shared_ptr<RMSProp> Make(RMSPropOptions options = {});
+
+ protected:
+  void CreateSlots(const Scope& root,
+                   const std::vector<std::shared_ptr<Variable>>& variables) override;
+  Output ApplyDense(const Scope& scope, const Output& grad, const Variable& variable) override;
+
+ private:
+  explicit RMSProp(RMSPropOptions options);
+  const RMSPropOptions options_;
+};
+
+}  // namespace ckflow
+
+#endif  // CKFLOW_OPS_OPTIMIZERS_H_

@@ -1,0 +1,434 @@
+// Optimizers: updates against hand-written references of TensorFlow 1's
+// formulas (plain double loops), slot and non-slot variable creation and
+// lookup, the hooks checkpoints rely on, and the errors of ApplyGradients.
+#include "ops/optimizers.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/array_ops.h"
+#include "ops/math_ops.h"
+#include "ops/variables.h"
+#include "runtime/session.h"
+#include "tests/test_util.h"
+
+namespace ckflow {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// ------------------------------------------------------------ references
+
+// The state of one variable and its optimizer, in double.
+struct Reference {
+  std::vector<double> w;
+  std::map<std::string, std::vector<double>> slots;
+  float beta1_power = 0, beta2_power = 0;  // float32 variables in TensorFlow 1
+};
+using ReferenceStep = std::function<void(Reference&, const std::vector<double>& g)>;
+
+struct OptimizerCase {
+  std::string name;
+  std::function<std::shared_ptr<Optimizer>()> make;
+  std::map<std::string, double> initial_slots;  // slot name -> fill value
+  ReferenceStep step;
+};
+
+double F(float x) { return static_cast<double>(x); }  // hyperparameters are float
+
+std::vector<OptimizerCase> Cases() {
+  std::vector<OptimizerCase> cases;
+  cases.push_back({"GradientDescent", [] { return GradientDescent::Make(0.1f); }, {},
+                   [](Reference& r, const std::vector<double>& g) {
+                     for (size_t i = 0; i < g.size(); ++i) r.w[i] -= F(0.1f) * g[i];
+                   }});
+  for (bool nesterov : {false, true}) {
+    cases.push_back(
+        {nesterov ? "MomentumNesterov" : "Momentum",
+         [nesterov] {
+           return Momentum::Make({.learning_rate = 0.1f, .momentum = 0.9f, .use_nesterov = nesterov});
+         },
+         {{"momentum", 0.0}},
+         [nesterov](Reference& r, const std::vector<double>& g) {
+           const double lr = F(0.1f), mu = F(0.9f);
+           std::vector<double>& accum = r.slots["momentum"];
+           for (size_t i = 0; i < g.size(); ++i) {
+             accum[i] = accum[i] * mu + g[i];
+             r.w[i] -= nesterov ? g[i] * lr + accum[i] * mu * lr : accum[i] * lr;
+           }
+         }});
+  }
+  for (bool nesterov : {false, true}) {
+    cases.push_back(
+        {nesterov ? "AdamNesterov" : "Adam",
+         [nesterov] { return Adam::Make({.learning_rate = 0.1f, .use_nesterov = nesterov}); },
+         {{"m", 0.0}, {"v", 0.0}},
+         [nesterov](Reference& r, const std::vector<double>& g) {
+           const double lr = F(0.1f), b1 = F(0.9f), b2 = F(0.999f), eps = F(1e-8f);
+           const double lr_t = lr * std::sqrt(1 - F(r.beta2_power)) / (1 - F(r.beta1_power));
+           std::vector<double>& m = r.slots["m"];
+           std::vector<double>& v = r.slots["v"];
+           for (size_t i = 0; i < g.size(); ++i) {
+             m[i] = m[i] + (g[i] - m[i]) * (1 - b1);
+             v[i] = v[i] + (g[i] * g[i] - v[i]) * (1 - b2);
+             double direction = nesterov ? b1 * m[i] + (1 - b1) * g[i] : m[i];
+             r.w[i] -= lr_t * direction / (std::sqrt(v[i]) + eps);
+           }
+           r.beta1_power *= 0.9f;
+           r.beta2_power *= 0.999f;
+         }});
+  }
+  cases.push_back(
+      {"RMSProp",
+       [] { return RMSProp::Make({.learning_rate = 0.01f, .decay = 0.9f, .momentum = 0.5f}); },
+       {{"rms", 1.0}, {"momentum", 0.0}},
+       [](Reference& r, const std::vector<double>& g) {
+         const double lr = F(0.01f), rho = F(0.9f), mu = F(0.5f), eps = F(1e-10f);
+         std::vector<double>& ms = r.slots["rms"];
+         std::vector<double>& mom = r.slots["momentum"];
+         for (size_t i = 0; i < g.size(); ++i) {
+           ms[i] = ms[i] + (g[i] * g[i] - ms[i]) * (1 - rho);
+           mom[i] = mom[i] * mu + lr * g[i] / std::sqrt(ms[i] + eps);
+           r.w[i] -= mom[i];
+         }
+       }});
+  return cases;
+}
+
+const std::vector<double> kInitial = {1.0, -2.0, 0.5, 3.0};
+const std::vector<std::vector<double>> kGradients = {
+    {0.5, -1.0, 0.25, 2.0}, {-0.3, 0.7, 0.0, 1.5}, {1.2, -0.1, -2.0, 0.05}};
+
+template <typename T>
+std::vector<double> AsDoubles(const Tensor& t) {
+  std::vector<double> out;
+  for (T x : t.flat<T>()) out.push_back(static_cast<double>(x));
+  return out;
+}
+
+template <typename T>
+Tensor TensorOf(const std::vector<double>& values) {
+  std::vector<T> v(values.begin(), values.end());
+  return Tensor::FromVector<T>(v);
+}
+
+// Runs three steps of `c` on a variable of T and checks the variable, its
+// slots and the beta powers against the reference after each step.
+template <typename T>
+void CheckAgainstReference(const OptimizerCase& c, double tolerance) {
+  SCOPED_TRACE(c.name + " " + std::string(DataTypeName(DataTypeOf<T>())));
+  Scope root = Scope::NewRootScope();
+  auto w = Variable::Create(root, "w", ops::Const(root, TensorOf<T>(kInitial)));
+  Output grad = ops::Placeholder(root, DataTypeOf<T>(), {.shape = {4}});
+  std::shared_ptr<Optimizer> optimizer = c.make();
+  Output train = optimizer->ApplyGradients(root, {{grad, w}});
+  Output init = GlobalVariablesInitializer(root);
+  ASSERT_TRUE(root.ok()) << root.status();
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto session, Session::Create(root.graph()));
+  CKFLOW_ASSERT_OK(session->Run({}, {}, {init}).status());
+
+  Reference ref{.w = kInitial, .beta1_power = 0.9f, .beta2_power = 0.999f};
+  for (const auto& [slot, fill] : c.initial_slots) {
+    ref.slots[slot] = std::vector<double>(kInitial.size(), fill);
+  }
+  for (size_t step = 0; step < kGradients.size(); ++step) {
+    SCOPED_TRACE("step " + std::to_string(step + 1));
+    CKFLOW_ASSERT_OK(session->Run({{grad, TensorOf<T>(kGradients[step])}}, {}, {train}).status());
+    c.step(ref, kGradients[step]);
+
+    std::vector<Output> fetches = {w->value()};
+    for (const auto& [slot, values] : ref.slots) {
+      auto slot_var = optimizer->GetSlotVariable(*w, slot);
+      ASSERT_NE(slot_var, nullptr) << slot;
+      fetches.push_back(slot_var->value());
+    }
+    CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> got, session->Run({}, fetches));
+    std::vector<std::vector<double>> expected = {ref.w};
+    for (const auto& [slot, values] : ref.slots) expected.push_back(values);
+    for (size_t k = 0; k < got.size(); ++k) {
+      std::vector<double> actual = AsDoubles<T>(got[k]);
+      for (size_t i = 0; i < actual.size(); ++i) {
+        EXPECT_NEAR(actual[i], expected[k][i], tolerance * (1 + std::abs(expected[k][i])))
+            << fetches[k].name() << "[" << i << "]";
+      }
+    }
+    if (auto b1 = optimizer->GetNonSlotVariable("beta1_power")) {
+      auto b2 = optimizer->GetNonSlotVariable("beta2_power");
+      CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> powers,
+                                  session->Run({}, {b1->value(), b2->value()}));
+      EXPECT_EQ(powers[0].scalar<float>(), ref.beta1_power);
+      EXPECT_EQ(powers[1].scalar<float>(), ref.beta2_power);
+    }
+  }
+}
+
+TEST(OptimizerUpdates, MatchTheReferenceForThreeStepsInFloat32) {
+  for (const OptimizerCase& c : Cases()) CheckAgainstReference<float>(c, 2e-6);
+}
+
+TEST(OptimizerUpdates, MatchTheReferenceForThreeStepsInFloat64) {
+  for (const OptimizerCase& c : Cases()) CheckAgainstReference<double>(c, 1e-12);
+}
+
+// -------------------------------------------------------------- slots
+
+class OptimizerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Scope dense = root_.NewSubScope("dense");
+    kernel_ = Variable::Create(dense, "kernel", ops::Fill(root_, {3, 2}, 1.0f));
+    bias_ = Variable::Create(dense, "bias", ops::Fill(root_, {2}, 0.0f));
+    kernel_grad_ = ops::Fill(root_, {3, 2}, 0.5f);
+    bias_grad_ = ops::Fill(root_, {2}, 0.25f);
+  }
+  std::vector<GradAndVar> Grads() const {
+    return {{kernel_grad_, kernel_}, {bias_grad_, bias_}};
+  }
+  std::unique_ptr<Session> InitializedSession() {
+    Output init = GlobalVariablesInitializer(root_);
+    StatusOr<std::unique_ptr<Session>> s = Session::Create(root_.graph());
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (!s.ok()) return nullptr;
+    EXPECT_TRUE((*s)->Run({}, {}, {init}).ok());
+    return std::move(s).value();
+  }
+
+  Scope root_ = Scope::NewRootScope();
+  std::shared_ptr<Variable> kernel_, bias_;
+  Output kernel_grad_, bias_grad_;
+};
+
+TEST_F(OptimizerTest, SlotsHaveTheVariablesShapeAndDtypeAndTensorFlowNames) {
+  auto adam = Adam::Make();
+  adam->ApplyGradients(root_, Grads());
+  ASSERT_TRUE(root_.ok()) << root_.status();
+  EXPECT_THAT(adam->SlotNames(), ElementsAre("m", "v"));
+  auto m = adam->GetSlotVariable(*kernel_, "m");
+  auto v = adam->GetSlotVariable(*kernel_, "v");
+  ASSERT_NE(m, nullptr);
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(m->name(), "dense/kernel/Adam");
+  EXPECT_EQ(v->name(), "dense/kernel/Adam_1");
+  EXPECT_EQ(adam->GetSlotVariable(*bias_, "m")->name(), "dense/bias/Adam");
+  for (const auto& slot : {m, v}) {
+    EXPECT_EQ(slot->dtype(), DT_FLOAT);
+    EXPECT_EQ(slot->shape(), PartialShape({3, 2}));
+    EXPECT_FALSE(slot->trainable());
+  }
+  EXPECT_EQ(adam->GetSlot(*kernel_, "m"), m);
+  EXPECT_EQ(adam->GetSlot(*kernel_, "nope"), nullptr);
+  EXPECT_EQ(adam->GetSlot(*m, "m"), nullptr);  // slots have no slots
+
+  EXPECT_THAT(Momentum::Make({})->SlotNames(), ElementsAre("momentum"));
+  EXPECT_THAT(RMSProp::Make()->SlotNames(), ElementsAre("momentum", "rms"));
+  EXPECT_TRUE(GradientDescent::Make(0.1f)->SlotNames().empty());
+}
+
+TEST_F(OptimizerTest, SlotsStartAtZeroAndAreCreatedOnce) {
+  auto adam = Adam::Make();
+  adam->ApplyGradients(root_, Grads());
+  auto m = adam->GetSlotVariable(*kernel_, "m");
+  size_t variables = GlobalVariables(root_.graph()).size();
+  EXPECT_EQ(variables, 2u + 4u + 2u);  // weights, slots, beta powers
+  adam->ApplyGradients(root_, Grads());
+  adam->ApplyGradients(root_, {{kernel_grad_, kernel_}});
+  ASSERT_TRUE(root_.ok()) << root_.status();
+  EXPECT_EQ(GlobalVariables(root_.graph()).size(), variables);
+  EXPECT_EQ(adam->GetSlotVariable(*kernel_, "m"), m);
+
+  auto session = InitializedSession();
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> out, session->Run({}, {m->value()}));
+  for (float x : out[0].flat<float>()) EXPECT_EQ(x, 0.0f);
+}
+
+TEST_F(OptimizerTest, AdamTracksBetaPowersAsItsFirstChildren) {
+  auto adam = Adam::Make();
+  auto extra = adam->Track("zzz_extra", Variable::Create(root_, "x", ops::Const(root_, 1.0f)));
+  auto first = adam->Track("aaa_first", Variable::Create(root_, "y", ops::Const(root_, 1.0f)));
+  EXPECT_EQ(adam->GetNonSlotVariable("beta1_power"), nullptr);  // lazily
+  adam->ApplyGradients(root_, Grads());
+  ASSERT_TRUE(root_.ok()) << root_.status();
+  std::vector<std::string> names;
+  for (const auto& [name, child] : adam->Children()) names.push_back(name);
+  EXPECT_THAT(names, ElementsAre("beta1_power", "beta2_power", "zzz_extra", "aaa_first"));
+  auto beta1 = adam->GetNonSlotVariable("beta1_power");
+  ASSERT_NE(beta1, nullptr);
+  EXPECT_EQ(adam->LookupChild("beta1_power"), beta1);
+  EXPECT_EQ(beta1->name(), "beta1_power");
+  EXPECT_EQ(beta1->dtype(), DT_FLOAT);
+  EXPECT_FALSE(beta1->trainable());
+}
+
+TEST_F(OptimizerTest, AdamBetaPowersAdvanceOncePerStep) {
+  auto adam = Adam::Make({.beta1 = 0.5f, .beta2 = 0.25f});
+  Output train = adam->ApplyGradients(root_, Grads());
+  auto session = InitializedSession();
+  for (int i = 0; i < 3; ++i) CKFLOW_ASSERT_OK(session->Run({}, {}, {train}).status());
+  CKFLOW_ASSERT_OK_AND_ASSIGN(
+      std::vector<Tensor> out,
+      session->Run({}, {adam->GetNonSlotVariable("beta1_power")->value(),
+                        adam->GetNonSlotVariable("beta2_power")->value()}));
+  EXPECT_EQ(out[0].scalar<float>(), 0.0625f);          // 0.5^4: beta1, then 3 steps
+  EXPECT_EQ(out[1].scalar<float>(), 0.25f * 0.25f * 0.25f * 0.25f);
+}
+
+TEST_F(OptimizerTest, CreatorHooksSeeSlotsAndNonSlotVariables) {
+  std::vector<std::string> created;
+  AddVariableCreatorHook(root_.graph(), [&](const std::shared_ptr<Variable>& v) {
+    created.push_back(v->name());
+  });
+  Adam::Make()->ApplyGradients(root_, Grads());
+  EXPECT_THAT(created, ElementsAre("beta1_power", "beta2_power", "dense/kernel/Adam",
+                                   "dense/kernel/Adam_1", "dense/bias/Adam", "dense/bias/Adam_1"));
+}
+
+class RecordingRestore : public DeferredRestore {
+ public:
+  explicit RecordingRestore(std::vector<std::shared_ptr<Trackable>>* restored)
+      : restored_(restored) {}
+  int64_t restore_uid() const override { return 1; }
+  void Restore(const std::shared_ptr<Trackable>& object) override { restored_->push_back(object); }
+
+ private:
+  std::vector<std::shared_ptr<Trackable>>* restored_;
+};
+
+TEST_F(OptimizerTest, DeferredSlotRestoresRunWhenTheSlotIsCreated) {
+  auto adam = Adam::Make();
+  std::vector<std::shared_ptr<Trackable>> restored;
+  adam->CreateOrRestoreSlot(bias_, "v", std::make_shared<RecordingRestore>(&restored));
+  adam->AddDeferredRestore("beta2_power", std::make_shared<RecordingRestore>(&restored));
+  EXPECT_TRUE(restored.empty());
+  adam->ApplyGradients(root_, Grads());
+  ASSERT_EQ(restored.size(), 2u);
+  EXPECT_EQ(restored[0], adam->GetNonSlotVariable("beta2_power"));
+  EXPECT_EQ(restored[1], adam->GetSlotVariable(*bias_, "v"));
+}
+
+TEST_F(OptimizerTest, GlobalStepCountsTrainSteps) {
+  auto step = Variable::Create(root_, "global_step", ops::Const<int64_t>(root_, 0),
+                               {.trainable = false});
+  Output train = GradientDescent::Make(0.1f)->ApplyGradients(root_, Grads(), step);
+  ASSERT_TRUE(root_.ok()) << root_.status();
+  EXPECT_EQ(train.node()->name(), "GradientDescent");
+  auto session = InitializedSession();
+  for (int i = 0; i < 3; ++i) CKFLOW_ASSERT_OK(session->Run({}, {}, {train}).status());
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> out,
+                              session->Run({}, {step->value(), kernel_->value()}));
+  EXPECT_EQ(out[0].scalar<int64_t>(), 3);
+  EXPECT_FLOAT_EQ(out[1].flat<float>()[0], 1.0f - 3 * 0.1f * 0.5f);
+}
+
+TEST_F(OptimizerTest, PairsWithoutGradientAreSkipped) {
+  auto gd = GradientDescent::Make(1.0f);
+  Output train = gd->ApplyGradients(root_, {{kernel_grad_, kernel_}, {Output(), bias_}});
+  auto session = InitializedSession();
+  CKFLOW_ASSERT_OK(session->Run({}, {}, {train}).status());
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> out, session->Run({}, {bias_->value()}));
+  EXPECT_THAT(AsDoubles<float>(out[0]), ElementsAre(0.0, 0.0));
+}
+
+TEST_F(OptimizerTest, TrainingBeforeInitializationNamesTheSlot) {
+  Output train = Momentum::Make({})->ApplyGradients(root_, Grads());
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto session, Session::Create(root_.graph()));
+  // Initialize the weights only, not the slots.
+  CKFLOW_ASSERT_OK(
+      session->Run({}, {}, {kernel_->initializer(), bias_->initializer()}).status());
+  Status s = session->Run({}, {}, {train}).status();
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("/Momentum' is not initialized"));
+}
+
+TEST_F(OptimizerTest, MinimizeFollowsTheLossGradient) {
+  // loss = sum((kernel - 3)^2): d loss / d kernel = 2 (kernel - 3) = -4.
+  Output loss = ops::Sum(root_, ops::Square(root_, ops::Sub(root_, kernel_->value(), 3.0f)));
+  Output train = GradientDescent::Make(0.125f)->Minimize(root_, loss, {kernel_});
+  ASSERT_TRUE(root_.ok()) << root_.status();
+  auto session = InitializedSession();
+  CKFLOW_ASSERT_OK(session->Run({}, {}, {train}).status());
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> out, session->Run({}, {kernel_->value()}));
+  for (float x : out[0].flat<float>()) EXPECT_EQ(x, 1.0f + 0.125f * 4);
+}
+
+TEST_F(OptimizerTest, MinimizeDefaultsToTrainableVariables) {
+  auto frozen = Variable::Create(root_, "frozen", ops::Const(root_, 1.0f), {.trainable = false});
+  Output loss = ops::Add(root_, ops::Sum(root_, kernel_->value()), frozen->value());
+  std::vector<GradAndVar> grads = Adam::Make()->ComputeGradients(root_, loss);
+  ASSERT_TRUE(root_.ok()) << root_.status();
+  ASSERT_EQ(grads.size(), 2u);  // kernel and bias, not frozen
+  EXPECT_EQ(grads[0].variable, kernel_);
+  EXPECT_TRUE(grads[0].grad.valid());
+  EXPECT_EQ(grads[1].variable, bias_);
+  EXPECT_FALSE(grads[1].grad.valid());  // the loss does not depend on bias
+}
+
+// ------------------------------------------------------------- errors
+
+TEST(OptimizerErrors, ApplyGradientsRejectsBadInput) {
+  using Pairs = std::vector<GradAndVar>;
+  struct Case {
+    std::string name;
+    std::function<Pairs(std::shared_ptr<Variable> w, Output w_grad, Output small_grad)> grads;
+    std::string message;
+  };
+  std::vector<Case> cases = {
+      {"Empty", [](auto, auto, auto) { return Pairs{}; }, "no variables to update"},
+      {"NoGradient", [](auto w, auto, auto) { return Pairs{{Output(), w}}; },
+       "no gradients provided for any variable of ['dense/kernel']"},
+      {"NullVariable", [](auto, auto g, auto) { return Pairs{{g, nullptr}}; },
+       "a variable is null"},
+      {"Twice", [](auto w, auto g, auto) { return Pairs{{g, w}, {g, w}}; },
+       "variable 'dense/kernel' is listed twice"},
+      {"Shape", [](auto w, auto, auto small) { return Pairs{{small, w}}; },
+       "variable 'dense/kernel' is float32[3,2] but its gradient small_grad:0 is float32[2]"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Scope root = Scope::NewRootScope();
+    auto w = Variable::Create(root.NewSubScope("dense"), "kernel", ops::Fill(root, {3, 2}, 1.0f));
+    Output w_grad = ops::Fill(root.WithOpName("w_grad"), {3, 2}, 0.5f);
+    Output small_grad = ops::Fill(root.WithOpName("small_grad"), {2}, 0.5f);
+    ASSERT_TRUE(root.ok()) << root.status();
+    EXPECT_FALSE(
+        GradientDescent::Make(0.1f)->ApplyGradients(root, c.grads(w, w_grad, small_grad)).valid());
+    EXPECT_EQ(root.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(root.status().message()), HasSubstr(c.message));
+  }
+}
+
+TEST_F(OptimizerTest, AnOptimizerStaysWithOneGraph) {
+  auto opt = GradientDescent::Make(0.1f);
+  opt->ApplyGradients(root_, Grads());
+  Scope other = Scope::NewRootScope();
+  auto w = Variable::Create(other, "w", ops::Const(other, 1.0f));
+  EXPECT_FALSE(opt->ApplyGradients(other, {{ops::Const(other, 1.0f), w}}).valid());
+  EXPECT_EQ(other.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(other.status().message()), HasSubstr("one optimizer per graph"));
+}
+
+TEST_F(OptimizerTest, GlobalStepMustBeAnIntegerScalar) {
+  auto step = Variable::Create(root_, "step", ops::Const(root_, 0.0f));
+  EXPECT_FALSE(GradientDescent::Make(0.1f)->ApplyGradients(root_, Grads(), step).valid());
+  EXPECT_THAT(std::string(root_.status().message()),
+              HasSubstr("global_step 'step' must be an int32 or int64 scalar, not float32[]"));
+}
+
+TEST_F(OptimizerTest, MinimizeWithoutAnyGradientNamesTheVariables) {
+  Output loss = ops::Const(root_.WithOpName("constant_loss"), 1.0f);
+  EXPECT_FALSE(Adam::Make()->Minimize(root_, loss).valid());
+  EXPECT_EQ(root_.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(root_.status().message()),
+              HasSubstr("no gradients for any variable: the loss constant_loss:0 depends on none of "
+                        "['dense/kernel', 'dense/bias']"));
+}
+
+}  // namespace
+}  // namespace ckflow
