@@ -1,0 +1,193 @@
+#include "ops/layers.h"
+
+#include <set>
+#include <string_view>
+#include <utility>
+
+#include "ops/initializers.h"
+#include "ops/math_ops.h"
+#include "ops/nn_ops.h"
+
+namespace ckflow {
+namespace {
+
+void CollectVariables(const Trackable& object, std::set<const Trackable*>& seen,
+                      std::vector<std::shared_ptr<Variable>>& out) {
+  for (const auto& [name, child] : object.Children()) {
+    if (!seen.insert(child.get()).second) continue;
+    if (auto v = std::dynamic_pointer_cast<Variable>(child)) {
+      out.push_back(std::move(v));
+    } else {
+      CollectVariables(*child, seen, out);
+    }
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Layer
+
+Layer::Layer(std::string type_name, std::string name)
+    : type_name_(std::move(type_name)), name_(std::move(name)) {}
+
+Output Layer::operator()(const Scope& scope, Output input) {
+  if (!scope.ok()) return Output();
+  const std::string context = "layer '" + name_ + "'";
+  if (!input.valid()) {
+    scope.UpdateStatus(InvalidArgumentError(context, ": the input is invalid"));
+    return Output();
+  }
+  Scope layer_scope = scope.NewSubScope(name_);
+  if (!built_) {
+    Status s = Build(layer_scope, input);
+    if (!s.ok()) {
+      scope.UpdateStatus(s.WithContext(context));
+      return Output();
+    }
+    if (!scope.ok()) return Output();
+    built_ = true;
+  }
+  return Call(layer_scope, input);
+}
+
+Status Layer::Build(const Scope&, const Output&) { return OkStatus(); }
+
+std::shared_ptr<Variable> Layer::AddWeight(const Scope& scope, const std::string& name,
+                                           DataType dtype, const TensorShape& shape,
+                                           const Initializer& initializer, bool trainable) {
+  std::shared_ptr<Variable> v =
+      Variable::Create(scope, name, dtype, shape, initializer, {.trainable = trainable});
+  if (v != nullptr) Track(name, v);
+  return v;
+}
+
+std::vector<std::shared_ptr<Variable>> Layer::variables() const {
+  std::set<const Trackable*> seen{this};
+  std::vector<std::shared_ptr<Variable>> out;
+  CollectVariables(*this, seen, out);
+  return out;
+}
+
+std::vector<std::shared_ptr<Variable>> Layer::trainable_variables() const {
+  std::vector<std::shared_ptr<Variable>> out;
+  for (auto& v : variables()) {
+    if (v->trainable()) out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::vector<std::shared_ptr<Variable>> Layer::non_trainable_variables() const {
+  std::vector<std::shared_ptr<Variable>> out;
+  for (auto& v : variables()) {
+    if (!v->trainable()) out.push_back(std::move(v));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- Dense
+
+Dense::Dense(int64_t units, DenseOptions options)
+    : Layer("Dense", options.name), units_(units), options_(std::move(options)) {}
+
+std::shared_ptr<Dense> Dense::Make(int64_t units, DenseOptions options) {
+  return std::shared_ptr<Dense>(new Dense(units, std::move(options)));
+}
+
+Status Dense::Build(const Scope& scope, const Output& input) {
+  if (units_ <= 0) return InvalidArgumentError("units must be positive, got ", units_);
+  const PartialShape& shape = input.shape();
+  if (shape.rank() != 2 || shape.dim(1) < 0) {
+    return InvalidArgumentError("expects an input [batch, features] with known features, got ",
+                                input.name(), " of shape ", shape.ToString());
+  }
+  if (input.dtype() != DT_FLOAT && input.dtype() != DT_DOUBLE) {
+    return InvalidArgumentError("expects a float32 or float64 input, got ", input.name(),
+                                " of ", DataTypeName(input.dtype()));
+  }
+  const Initializer& kernel_init = options_.kernel_initializer
+                                       ? options_.kernel_initializer
+                                       : initializers::GlorotUniform();
+  kernel_ = AddWeight(scope, "kernel", input.dtype(), TensorShape({shape.dim(1), units_}),
+                      kernel_init);
+  if (options_.use_bias) {
+    const Initializer& bias_init =
+        options_.bias_initializer ? options_.bias_initializer : initializers::Zeros();
+    bias_ = AddWeight(scope, "bias", input.dtype(), TensorShape({units_}), bias_init);
+  }
+  return OkStatus();
+}
+
+Output Dense::Call(const Scope& scope, Output input) {
+  Output y = ops::MatMul(scope, input, kernel_->Read(scope));
+  if (bias_ != nullptr) y = ops::BiasAdd(scope, y, bias_->Read(scope));
+  if (options_.activation) y = options_.activation(scope, y);
+  return y;
+}
+
+// ----------------------------------------------------------- Sequential
+
+namespace {
+constexpr std::string_view kLayerEdge = "layer-";
+constexpr std::string_view kWeightedLayerEdge = "layer_with_weights-";
+}  // namespace
+
+Sequential::Sequential(std::string name) : Layer("Sequential", std::move(name)) {}
+
+std::shared_ptr<Sequential> Sequential::Make(std::vector<std::shared_ptr<Layer>> layers,
+                                             std::string name) {
+  auto model = std::shared_ptr<Sequential>(new Sequential(std::move(name)));
+  for (auto& layer : layers) model->Add(std::move(layer));
+  return model;
+}
+
+void Sequential::Add(std::shared_ptr<Layer> layer) {
+  if (layer == nullptr) return;
+  Track(std::string(kLayerEdge) + std::to_string(layers_.size()), layer);
+  layers_.push_back(std::move(layer));
+  TrackWeightedLayers();
+}
+
+void Sequential::TrackWeightedLayers() {
+  size_t k = 0;
+  for (const auto& layer : layers_) {
+    if (layer->variables().empty()) continue;
+    if (k == weighted_.size()) weighted_.push_back(nullptr);
+    if (weighted_[k] != layer.get()) {
+      weighted_[k] = layer.get();
+      // Hands the layer to a restore waiting under this name (Keras'
+      // _handle_deferred_layer_dependencies).
+      Track(std::string(kWeightedLayerEdge) + std::to_string(k), layer);
+    }
+    ++k;
+  }
+}
+
+Output Sequential::Call(const Scope& scope, Output input) {
+  Output x = input;
+  for (const auto& layer : layers_) {
+    x = (*layer)(scope, x);
+    if (!x.valid()) return Output();
+  }
+  TrackWeightedLayers();
+  return x;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Trackable>>> Sequential::Children() const {
+  std::vector<std::pair<std::string, std::shared_ptr<Trackable>>> out;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    for (size_t k = 0; k < weighted_.size(); ++k) {
+      if (weighted_[k] == layers_[i].get()) {
+        out.emplace_back(std::string(kWeightedLayerEdge) + std::to_string(k), layers_[i]);
+      }
+    }
+    out.emplace_back(std::string(kLayerEdge) + std::to_string(i), layers_[i]);
+  }
+  for (auto& [name, child] : Trackable::Children()) {
+    if (!name.starts_with(kLayerEdge) && !name.starts_with(kWeightedLayerEdge)) {
+      out.emplace_back(name, std::move(child));
+    }
+  }
+  return out;
+}
+
+}  // namespace ckflow
