@@ -77,6 +77,9 @@ FakeOps::FakeOps() {
               for (size_t i = 0; i < z.size(); ++i) z[i] = x[i] + y[i];
               return OkStatus();
             })});
+  Register({.type = "NoOp",
+            .shape_fn = NoOutputs(),
+            .kernel_factory = StatelessKernel([](KernelContext&) { return OkStatus(); })});
   Register({.type = "Split2",
             .shape_fn =
                 [](InferenceContext& c) -> Status {

@@ -11,6 +11,7 @@
 //   Const       the "value" attr
 //   Placeholder fails when run: it must be fed
 //   Add         float32 elementwise a + b (equal shapes)
+//   NoOp        nothing
 //   Split2      float32 x -> (x, -x)
 //   Log         no outputs; appends its "tag" attr to log()
 //   Fail        fails with the "code" and "message" attrs
