@@ -1,0 +1,118 @@
+// Array op builders: constants, placeholders, identity, shapes and dtypes.
+//
+//   Scope root = Scope::NewRootScope();
+//   Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, {.shape = {-1, 784}});
+//   Output w = ops::Const<float>(root, {1, 2, 3, 4}, {2, 2});
+//   Output flat = ops::Reshape(root, x, {-1});
+//
+// Every builder adds one node through `scope` (its name scope, control
+// dependencies and device apply; the node is named after its op type unless
+// the scope has WithOpName) and returns its output. On a build error it
+// returns an invalid Output and leaves the error sticky in the scope's graph,
+// so model code can build on and check root.status() once; the messages
+// name the node and the inputs at fault. The op types and their attributes
+// are TensorFlow's.
+//
+// Thread safety: graph building is single-threaded (see graph/graph.h).
+
+#ifndef CKFLOW_OPS_ARRAY_OPS_H_
+#define CKFLOW_OPS_ARRAY_OPS_H_
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "ops/input.h"
+#include "runtime/tensor.h"
+
+namespace ckflow::ops {
+
+// Const: the value, shared (not copied) by every run.
+Output Const(const Scope& scope, const Tensor& value);
+template <ConstElement T>
+Output Const(const Scope& scope, T value) {
+  return Const(scope, Tensor::Scalar(value));
+}
+// A string scalar (file names, tensor names for save/restore ops).
+Output Const(const Scope& scope, const std::string& value);
+// `values` in row-major order into `shape`; InvalidArgument (sticky) if the
+// count does not match or a dimension is negative.
+template <ConstElement T>
+Output Const(const Scope& scope, const std::vector<T>& values, const std::vector<int64_t>& shape);
+template <ConstElement T>
+Output Const(const Scope& scope, std::initializer_list<T> values,
+             const std::vector<int64_t>& shape) {
+  return Const(scope, std::vector<T>(values), shape);
+}
+// A vector.
+template <ConstElement T>
+Output Const(const Scope& scope, const std::vector<T>& values) {
+  return Const(scope, values, {static_cast<int64_t>(values.size())});
+}
+
+struct PlaceholderAttrs {
+  PartialShape shape;  // unknown by default
+};
+// Placeholder: a value the caller feeds. Running it unfed is an
+// InvalidArgument naming it; a fed value must match `dtype` and `shape`.
+Output Placeholder(const Scope& scope, DataType dtype, const PlaceholderAttrs& attrs = {});
+
+// Identity: its input (no copy). StopGradient: the same, but blocks
+// gradients.
+Output Identity(const Scope& scope, Input input);
+Output StopGradient(const Scope& scope, Input input);
+
+// NoOp: does nothing; with the scope's control dependencies it groups other
+// ops. The returned Output has no data (index 0 of a node with no outputs):
+// use it only as a target or control dependency.
+Output NoOp(const Scope& scope);
+// A NoOp that runs after all of `deps` (tf.group).
+Output Group(const Scope& scope, const std::vector<Output>& deps);
+
+// Reshape: `tensor` with the dimensions of `shape` (int32/int64 vector; one
+// dimension may be -1 and is inferred). Shares the buffer.
+Output Reshape(const Scope& scope, Input tensor, Input shape);
+
+// Cast to `dtype`, between float32/64, bfloat16, float16, the signed and
+// unsigned integers and bool. Floating to integer rounds toward zero and
+// saturates at the integer's range (NaN becomes 0); anything to bool is
+// x != 0.
+Output Cast(const Scope& scope, Input x, DataType dtype);
+
+// Fill: a tensor of shape `dims` (int32/int64 vector) with every element
+// `value` (a scalar of any dtype).
+Output Fill(const Scope& scope, Input dims, Input value);
+// Zeros and ones of x's dtype (numeric or bool) and shape.
+Output ZerosLike(const Scope& scope, Input x);
+Output OnesLike(const Scope& scope, Input x);
+
+// Shape of `input` as an int32 or int64 vector. int32 fails at run time
+// for a dimension above 2^31 - 1.
+Output Shape(const Scope& scope, Input input, DataType out_type = DT_INT32);
+
+}  // namespace ckflow::ops
+
+namespace ckflow::internal {
+// Allocates the tensor for ops::Const(scope, values, shape); records and
+// returns an error if `shape` is invalid or does not hold `count` values.
+StatusOr<Tensor> AllocateConst(const Scope& scope, DataType dtype,
+                               const std::vector<int64_t>& shape, size_t count);
+}  // namespace ckflow::internal
+
+namespace ckflow::ops {
+
+template <ConstElement T>
+Output Const(const Scope& scope, const std::vector<T>& values, const std::vector<int64_t>& shape) {
+  StatusOr<Tensor> t =
+      ::ckflow::internal::AllocateConst(scope, DataTypeOf<T>(), shape, values.size());
+  if (!t.ok()) return Output();
+  std::span<T> out = t->template flat<T>();
+  for (size_t i = 0; i < values.size(); ++i) out[i] = values[i];
+  return Const(scope, *t);
+}
+
+}  // namespace ckflow::ops
+
+#endif  // CKFLOW_OPS_ARRAY_OPS_H_

@@ -1,0 +1,367 @@
+// NN ops: activations and their gradients, BiasAdd, softmax, losses.
+
+#include "ops/nn_ops.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "ops/cwise_internal.h"
+#include "ops/standard_ops.h"
+
+namespace ckflow {
+namespace internal {
+namespace {
+
+struct ReluFn : CwiseTraits {
+  template <typename A>
+  static auto Eval(const A& a) { return a.max(typename A::Scalar(0)); }
+};
+struct SigmoidFn : CwiseTraits {
+  static constexpr int64_t kCost = kTranscendentalCost;
+  template <typename A>
+  static auto Eval(const A& a) { return a.logistic(); }
+};
+struct TanhFn : CwiseTraits {
+  static constexpr int64_t kCost = kTranscendentalCost;
+  template <typename A>
+  static auto Eval(const A& a) { return a.tanh(); }
+};
+
+struct GradTraits : CwiseTraits {
+  static constexpr bool kBroadcasts = false;
+};
+struct ReluGradFn : GradTraits {  // (gradients, features)
+  template <typename A, typename B>
+  static auto Eval(const A& g, const B& f) {
+    using S = typename A::Scalar;
+    return (f > S(0)).select(g, S(0));
+  }
+};
+struct SigmoidGradFn : GradTraits {  // (y, dy)
+  template <typename A, typename B>
+  static auto Eval(const A& y, const B& dy) {
+    return dy * y * (typename A::Scalar(1) - y);
+  }
+};
+struct TanhGradFn : GradTraits {  // (y, dy)
+  template <typename A, typename B>
+  static auto Eval(const A& y, const B& dy) {
+    return dy * (typename A::Scalar(1) - y.square());
+  }
+};
+struct SigmoidCrossEntropyFn : GradTraits {  // (logits, labels)
+  static constexpr int64_t kCost = 2 * kTranscendentalCost;
+  template <typename A, typename B>
+  static auto Eval(const A& x, const B& z) {
+    using S = typename A::Scalar;
+    return x.max(S(0)) - x * z + (-x.abs()).exp().log1p();
+  }
+};
+
+// ------------------------------------------------------------- BiasAdd
+
+Status BiasAddShapeFn(InferenceContext& c) {
+  CKFLOW_RETURN_IF_ERROR(CheckSameDtype(c, 0, "value", 1, "bias"));
+  CKFLOW_RETURN_IF_ERROR(CheckDtype(c, 0, "value", kNumericTypes));
+  CKFLOW_RETURN_IF_ERROR(CheckRank(c, 0, "value", 2, std::numeric_limits<int>::max()));
+  CKFLOW_RETURN_IF_ERROR(CheckRank(c, 1, "bias", 1, 1));
+  PartialShape out = c.input_shapes[0];
+  const PartialShape& bias = c.input_shapes[1];
+  if (out.known_rank() && bias.known_rank()) {
+    int64_t last = out.dim(out.rank() - 1);
+    int64_t channels = bias.dim(0);
+    if (last >= 0 && channels >= 0 && last != channels) {
+      return InvalidArgumentError("bias is ", bias.ToString(), " (", InputName(c, 1),
+                                  "), but must match the last dimension of value, ",
+                                  out.ToString(), " (", InputName(c, 0), ")");
+    }
+    std::vector<int64_t> dims = out.dims();
+    if (last < 0) dims.back() = channels;
+    out = PartialShape(std::move(dims));
+  }
+  c.AddOutput(c.input_types[0], std::move(out));
+  return OkStatus();
+}
+
+StatusOr<Kernel> BiasAddKernel(const Node& node) {
+  CKFLOW_ASSIGN_OR_RETURN(Kernel add, AddKernel(node.output_type(0), "value", "bias"));
+  return Kernel([add = std::move(add)](KernelContext& ctx) -> Status {
+    const TensorShape& value = ctx.input(0).shape();
+    const TensorShape& bias = ctx.input(1).shape();
+    if (value.rank() < 2 || bias.rank() != 1 || bias.dim(0) != value.dim(value.rank() - 1)) {
+      return InvalidArgumentError("bias is ", bias.ToString(),
+                                  ", but must be a vector as long as the last dimension of value, ",
+                                  value.ToString(), " (of rank >= 2)");
+    }
+    return add(ctx);
+  });
+}
+
+Status BiasAddGradShapeFn(InferenceContext& c) {
+  CKFLOW_RETURN_IF_ERROR(CheckDtype(c, 0, "out_backprop", kNumericTypes));
+  CKFLOW_RETURN_IF_ERROR(CheckRank(c, 0, "out_backprop", 2, std::numeric_limits<int>::max()));
+  const PartialShape& in = c.input_shapes[0];
+  c.AddOutput(c.input_types[0], PartialShape({in.known_rank() ? in.dim(in.rank() - 1) : -1}));
+  return OkStatus();
+}
+
+Status BiasAddGradCompute(KernelContext& ctx) {
+  const Tensor& in = ctx.input(0);
+  const int rank = in.shape().rank();
+  if (rank < 2) {
+    return InvalidArgumentError("out_backprop must have rank >= 2, got ", in.shape().ToString());
+  }
+  std::vector<bool> reduced(rank, true);
+  reduced.back() = false;
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, in.dtype(),
+                                                           TensorShape({in.shape().dim(rank - 1)})));
+  return ReduceTensor(Reduction::kSum, in, reduced, *out);
+}
+
+// ------------------------------------------------------------- softmax
+
+Status SoftmaxShapeFn(InferenceContext& c) {
+  CKFLOW_RETURN_IF_ERROR(CheckDtype(c, 0, "logits", kFloatTypes));
+  CKFLOW_RETURN_IF_ERROR(CheckRank(c, 0, "logits", 1, std::numeric_limits<int>::max()));
+  c.AddOutput(c.input_types[0], c.input_shapes[0]);
+  return OkStatus();
+}
+
+// Softmax (or log-softmax) of each row, from x - max(x) so exp never
+// overflows.
+template <typename T, bool kLog>
+Status SoftmaxCompute(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  if (x.shape().rank() < 1) return InvalidArgumentError("logits must have rank >= 1, got a scalar");
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, x.dtype(), x.shape()));
+  const int64_t cols = x.shape().dim(x.shape().rank() - 1);
+  if (x.NumElements() == 0) return OkStatus();
+  const T* in = x.flat<T>().data();
+  T* o = out->flat<T>().data();
+  ParallelFor(x.NumElements() / cols, cols * kTranscendentalCost, [&](int64_t b, int64_t e) {
+    for (int64_t row = b; row < e; ++row) {
+      ConstArrayMap<T> xr(in + row * cols, cols);
+      ArrayMap<T> orow(o + row * cols, cols);
+      orow = xr - xr.maxCoeff();
+      if constexpr (kLog) {
+        orow -= std::log(orow.exp().sum());
+      } else {
+        orow = orow.exp();
+        orow /= orow.sum();
+      }
+    }
+  });
+  return OkStatus();
+}
+
+template <bool kLog>
+StatusOr<Kernel> SoftmaxKernel(const Node& node) {
+  return DispatchFloat(node.output_type(0), [](auto tag) -> StatusOr<Kernel> {
+    return Kernel(SoftmaxCompute<typename decltype(tag)::type, kLog>);
+  });
+}
+
+// ------------------------------------------------------- cross entropy
+
+Status CrossEntropyShapeFn(InferenceContext& c, bool sparse) {
+  CKFLOW_RETURN_IF_ERROR(CheckDtype(c, 0, "features", kFloatTypes));
+  CKFLOW_RETURN_IF_ERROR(CheckRank(c, 0, "features", 2, 2));
+  PartialShape features = c.input_shapes[0];
+  const PartialShape& labels = c.input_shapes[1];
+  if (sparse) {
+    CKFLOW_RETURN_IF_ERROR(CheckDtype(c, 1, "labels", kIndexTypes));
+    CKFLOW_RETURN_IF_ERROR(CheckRank(c, 1, "labels", 1, 1));
+    if (features.known_rank() && labels.known_rank()) {
+      StatusOr<PartialShape> batch = PartialShape({features.dim(0)}).Merge(labels);
+      if (!batch.ok()) {
+        return InvalidArgumentError("labels is ", labels.ToString(), " (", InputName(c, 1),
+                                    "), but features is ", features.ToString(), " (",
+                                    InputName(c, 0), "): batch sizes differ");
+      }
+      features = PartialShape({batch->dim(0), features.dim(1)});
+    }
+  } else {
+    CKFLOW_RETURN_IF_ERROR(CheckSameDtype(c, 0, "features", 1, "labels"));
+    StatusOr<PartialShape> merged = features.Merge(labels);
+    if (!merged.ok()) {
+      return InvalidArgumentError("shapes must be equal: features is ", features.ToString(), " (",
+                                  InputName(c, 0), "), labels is ", labels.ToString(), " (",
+                                  InputName(c, 1), ")");
+    }
+    features = *std::move(merged);
+  }
+  c.AddOutput(c.input_types[0], PartialShape({features.known_rank() ? features.dim(0) : -1}));
+  c.AddOutput(c.input_types[0], features.known_rank() ? features : PartialShape({-1, -1}));
+  return OkStatus();
+}
+
+// Index labels are Label (int32/int64); dense labels are T (Label = void).
+template <typename T, typename Label>
+Status CrossEntropyCompute(KernelContext& ctx) {
+  constexpr bool kSparse = !std::is_void_v<Label>;
+  const Tensor& features = ctx.input(0);
+  const Tensor& labels = ctx.input(1);
+  const TensorShape& fs = features.shape();
+  if (fs.rank() != 2) return InvalidArgumentError("features must have rank 2, got ", fs.ToString());
+  const int64_t batch = fs.dim(0);
+  const int64_t classes = fs.dim(1);
+  if constexpr (kSparse) {
+    if (labels.shape() != TensorShape({batch})) {
+      return InvalidArgumentError("labels is ", labels.shape().ToString(), ", but features is ",
+                                  fs.ToString(), ": must be [", batch, "]");
+    }
+    // Checked before any work so no thread ever indexes out of range.
+    std::span<const Label> l = labels.flat<Label>();
+    for (int64_t i = 0; i < batch; ++i) {
+      if (l[i] < 0 || l[i] >= classes) {
+        return InvalidArgumentError("labels[", i, "] = ", l[i],
+                                    " is outside the valid range [0, ", classes, ")");
+      }
+    }
+  } else if (labels.shape() != fs) {
+    return InvalidArgumentError("shapes must be equal: features is ", fs.ToString(),
+                                ", labels is ", labels.shape().ToString());
+  }
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * loss, ctx.AllocateOutput(0, features.dtype(), TensorShape({batch})));
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * backprop, ctx.AllocateOutput(1, features.dtype(), fs));
+  if (batch == 0) return OkStatus();
+  const T* f = features.flat<T>().data();
+  T* lo = loss->flat<T>().data();
+  T* bp = backprop->flat<T>().data();
+  if (classes == 0) {
+    std::fill(lo, lo + batch, T(0));
+    return OkStatus();
+  }
+  ParallelFor(batch, classes * kTranscendentalCost, [&](int64_t b, int64_t e) {
+    for (int64_t row = b; row < e; ++row) {
+      ConstArrayMap<T> x(f + row * classes, classes);
+      ArrayMap<T> g(bp + row * classes, classes);
+      g = x - x.maxCoeff();  // shifted logits, for now
+      const T sum_exp = g.exp().sum();
+      const T log_sum_exp = std::log(sum_exp);
+      if constexpr (kSparse) {
+        const Label label = labels.flat<Label>()[row];
+        lo[row] = log_sum_exp - g[label];
+        g = g.exp() / sum_exp;
+        g[label] -= T(1);
+      } else {
+        ConstArrayMap<T> z(labels.flat<T>().data() + row * classes, classes);
+        lo[row] = (z * (log_sum_exp - g)).sum();
+        g = g.exp() / sum_exp - z;
+      }
+    }
+  });
+  return OkStatus();
+}
+
+template <bool kSparse>
+StatusOr<Kernel> CrossEntropyKernel(const Node& node) {
+  DataType label_type = node.input(1).dtype();
+  return DispatchFloat(node.output_type(0), [label_type](auto tag) -> StatusOr<Kernel> {
+    using T = typename decltype(tag)::type;
+    if constexpr (kSparse) {
+      return DispatchIndex(label_type, [](auto label_tag) -> StatusOr<Kernel> {
+        return Kernel(CrossEntropyCompute<T, typename decltype(label_tag)::type>);
+      });
+    } else {
+      return Kernel(CrossEntropyCompute<T, void>);
+    }
+  });
+}
+
+}  // namespace
+}  // namespace internal
+
+Status RegisterNnOps(OpRegistry& r) {
+  using namespace internal;  // NOLINT: the kernels above
+  CKFLOW_RETURN_IF_ERROR(RegisterUnary<ReluFn>(r, "Relu", "features"));
+  CKFLOW_RETURN_IF_ERROR(RegisterUnary<SigmoidFn>(r, "Sigmoid"));
+  CKFLOW_RETURN_IF_ERROR(RegisterUnary<TanhFn>(r, "Tanh"));
+  CKFLOW_RETURN_IF_ERROR(RegisterBinary<ReluGradFn>(r, "ReluGrad", "gradients", "features"));
+  CKFLOW_RETURN_IF_ERROR(RegisterBinary<SigmoidGradFn>(r, "SigmoidGrad", "y", "dy"));
+  CKFLOW_RETURN_IF_ERROR(RegisterBinary<TanhGradFn>(r, "TanhGrad", "y", "dy"));
+  CKFLOW_RETURN_IF_ERROR(
+      RegisterBinary<SigmoidCrossEntropyFn>(r, "SigmoidCrossEntropyWithLogits", "logits", "labels"));
+  CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "BiasAdd",
+                                        .inputs = {"value", "bias"},
+                                        .shape_fn = BiasAddShapeFn,
+                                        .kernel_factory = BiasAddKernel}));
+  CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "BiasAddGrad",
+                                        .inputs = {"out_backprop"},
+                                        .shape_fn = BiasAddGradShapeFn,
+                                        .kernel_factory = StatelessKernel(BiasAddGradCompute)}));
+  CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "Softmax",
+                                        .inputs = {"logits"},
+                                        .shape_fn = SoftmaxShapeFn,
+                                        .kernel_factory = SoftmaxKernel<false>}));
+  CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "LogSoftmax",
+                                        .inputs = {"logits"},
+                                        .shape_fn = SoftmaxShapeFn,
+                                        .kernel_factory = SoftmaxKernel<true>}));
+  CKFLOW_RETURN_IF_ERROR(RegisterOp(
+      r, {.type = "SoftmaxCrossEntropyWithLogits",
+          .inputs = {"features", "labels"},
+          .shape_fn = [](InferenceContext& c) { return CrossEntropyShapeFn(c, false); },
+          .kernel_factory = CrossEntropyKernel<false>}));
+  CKFLOW_RETURN_IF_ERROR(RegisterOp(
+      r, {.type = "SparseSoftmaxCrossEntropyWithLogits",
+          .inputs = {"features", "labels"},
+          .shape_fn = [](InferenceContext& c) { return CrossEntropyShapeFn(c, true); },
+          .kernel_factory = CrossEntropyKernel<true>}));
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------- builders
+
+namespace ops {
+
+using internal::BuildNode;
+using internal::BuildOp;
+
+Output Relu(const Scope& scope, Input features) { return BuildOp(scope, "Relu", {features}); }
+Output Sigmoid(const Scope& scope, Input x) { return BuildOp(scope, "Sigmoid", {x}); }
+Output Tanh(const Scope& scope, Input x) { return BuildOp(scope, "Tanh", {x}); }
+
+Output ReluGrad(const Scope& scope, Input gradients, Input features) {
+  return BuildOp(scope, "ReluGrad", {gradients, features});
+}
+Output SigmoidGrad(const Scope& scope, Input y, Input dy) {
+  return BuildOp(scope, "SigmoidGrad", {y, dy});
+}
+Output TanhGrad(const Scope& scope, Input y, Input dy) {
+  return BuildOp(scope, "TanhGrad", {y, dy});
+}
+
+Output BiasAdd(const Scope& scope, Input value, Input bias) {
+  return BuildOp(scope, "BiasAdd", {value, bias});
+}
+Output BiasAddGrad(const Scope& scope, Input out_backprop) {
+  return BuildOp(scope, "BiasAddGrad", {out_backprop});
+}
+
+Output Softmax(const Scope& scope, Input logits) { return BuildOp(scope, "Softmax", {logits}); }
+Output LogSoftmax(const Scope& scope, Input logits) {
+  return BuildOp(scope, "LogSoftmax", {logits});
+}
+
+CrossEntropy SoftmaxCrossEntropyWithLogits(const Scope& scope, Input features, Input labels) {
+  Node* node = BuildNode(scope, "SoftmaxCrossEntropyWithLogits", {features, labels});
+  if (node == nullptr) return {};
+  return {Output(node, 0), Output(node, 1)};
+}
+
+CrossEntropy SparseSoftmaxCrossEntropyWithLogits(const Scope& scope, Input features,
+                                                 Input labels) {
+  Node* node = BuildNode(scope, "SparseSoftmaxCrossEntropyWithLogits", {features, labels});
+  if (node == nullptr) return {};
+  return {Output(node, 0), Output(node, 1)};
+}
+
+Output SigmoidCrossEntropyWithLogits(const Scope& scope, Input logits, Input labels) {
+  return BuildOp(scope, "SigmoidCrossEntropyWithLogits", {logits, labels});
+}
+
+}  // namespace ops
+}  // namespace ckflow
