@@ -1,9 +1,8 @@
-#include "checkpoint/bundle_coding_internal.h"
-
 #include <algorithm>
 #include <bit>
 #include <vector>
 
+#include "checkpoint/bundle_coding_internal.h"
 #include "checkpoint/crc32c.h"
 #include "runtime/parallel.h"
 
@@ -116,8 +115,7 @@ Status DecodeStringTensor(std::string_view bytes, std::span<std::string> out, bo
   c = crc32c::Extend(c, p, 4);
   p += 4;
   if (static_cast<uint64_t>(end - p) != total) {
-    return DataLossError("string bytes take ", end - p, " bytes but the lengths add up to ",
-                         total);
+    return DataLossError("string bytes take ", end - p, " bytes but the lengths add up to ", total);
   }
   for (size_t i = 0; i < out.size(); ++i) {
     out[i].assign(p, lengths[i]);

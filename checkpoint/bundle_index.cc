@@ -1,5 +1,3 @@
-#include "checkpoint/bundle_index_internal.h"
-
 #include <leveldb/env.h>
 #include <leveldb/iterator.h>
 #include <leveldb/options.h>
@@ -15,6 +13,7 @@
 
 #include "checkpoint/bundle_coding_internal.h"
 #include "checkpoint/bundle_format.h"
+#include "checkpoint/bundle_index_internal.h"
 #include "checkpoint/crc32c.h"
 
 namespace ckflow::internal {
@@ -53,8 +52,8 @@ class MemoryFile final : public leveldb::RandomAccessFile {
   leveldb::Status Read(uint64_t offset, size_t n, leveldb::Slice* result,
                        char* /*scratch*/) const override {
     if (offset > contents_.size()) return leveldb::Status::IOError("read past the end of file");
-    *result = leveldb::Slice(contents_.data() + offset,
-                             std::min<uint64_t>(n, contents_.size() - offset));
+    *result =
+        leveldb::Slice(contents_.data() + offset, std::min<uint64_t>(n, contents_.size() - offset));
     return leveldb::Status::OK();
   }
 
@@ -88,8 +87,8 @@ StatusOr<std::string_view> CheckBlock(std::string_view path, std::string_view co
   const char type = data[n];
   uint32_t crc = crc32c::Extend(crc32c::Value(data, n), &type, 1);
   if (crc32c::Unmask(DecodeFixed32(data + n + 1)) != crc) {
-    return DataLossError(path, ": block checksum mismatch at offset ", handle.offset, " (",
-                         what, ")");
+    return DataLossError(path, ": block checksum mismatch at offset ", handle.offset, " (", what,
+                         ")");
   }
   if (type == 0) return std::string_view(data, n);
   if (type != 1) {
@@ -97,8 +96,7 @@ StatusOr<std::string_view> CheckBlock(std::string_view path, std::string_view co
                          handle.offset, " (", what, ")");
   }
   if (!snappy::IsValidCompressedBuffer(data, n)) {
-    return DataLossError(path, ": corrupt Snappy block at offset ", handle.offset, " (", what,
-                         ")");
+    return DataLossError(path, ": corrupt Snappy block at offset ", handle.offset, " (", what, ")");
   }
   if (storage == nullptr) return std::string_view();
   if (!snappy::Uncompress(data, n, storage)) {
@@ -108,8 +106,7 @@ StatusOr<std::string_view> CheckBlock(std::string_view path, std::string_view co
 }
 
 // The BlockHandle values of the index block's entries.
-StatusOr<std::vector<BlockHandle>> ParseIndexBlock(std::string_view path,
-                                                   std::string_view block) {
+StatusOr<std::vector<BlockHandle>> ParseIndexBlock(std::string_view path, std::string_view block) {
   auto corrupt = [&](std::string_view what) {
     return DataLossError(path, ": corrupt index block (", what, ")");
   };
@@ -149,8 +146,8 @@ Status PrevalidateTable(std::string_view path, std::string_view contents) {
   }
   const uint64_t limit = contents.size() - kTableFooterSize;
   const char* footer = contents.data() + limit;
-  const uint64_t magic = DecodeFixed32(footer + 40) |
-                         (static_cast<uint64_t>(DecodeFixed32(footer + 44)) << 32);
+  const uint64_t magic =
+      DecodeFixed32(footer + 40) | (static_cast<uint64_t>(DecodeFixed32(footer + 44)) << 32);
   if (magic != kTableMagic) {
     char hex[32];
     std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(magic));
@@ -231,8 +228,7 @@ StatusOr<std::string> BuildTable(std::span<const KeyValue> entries) {
     leveldb::Status s = builder.Finish();
     if (!s.ok()) return InternalError("building a table: ", s.ToString());
   } catch (const std::bad_alloc&) {
-    return ResourceExhaustedError("out of memory building a table of ", entries.size(),
-                                  " entries");
+    return ResourceExhaustedError("out of memory building a table of ", entries.size(), " entries");
   }
   return out;
 }

@@ -84,7 +84,8 @@ StatusOr<std::unique_ptr<BundleReader>> BundleReader::Open(const std::string& pr
   std::vector<BundleEntry> entries;
   entries.reserve(index.entries.size());
   for (auto& [key, proto] : index.entries) {
-    CKFLOW_ASSIGN_OR_RETURN(BundleEntry e, MakeEntry(index.path, num_shards, std::move(key), proto));
+    CKFLOW_ASSIGN_OR_RETURN(BundleEntry e,
+                            MakeEntry(index.path, num_shards, std::move(key), proto));
     entries.push_back(std::move(e));
   }
   const bool big_endian = index.header.endianness() == tensorflow::BundleHeaderProto::BIG;
@@ -129,12 +130,12 @@ StatusOr<const RandomAccessFile*> BundleReader::EntryFile(const BundleEntry& e) 
                               " slices; reading slices is not supported");
   }
   if (StoredElementSize(e.dtype) == 0 && e.dtype != DT_STRING) {
-    return InvalidArgumentError(index_path_, ": key '", e.key, "' has ",
-                                IsSupportedDataType(static_cast<DataType>(e.dtype)) ||
-                                        e.dtype == DT_VARIANT
-                                    ? "unsupported dtype "
-                                    : "unknown dtype ",
-                                StoredDataTypeName(e.dtype));
+    return InvalidArgumentError(
+        index_path_, ": key '", e.key, "' has ",
+        IsSupportedDataType(static_cast<DataType>(e.dtype)) || e.dtype == DT_VARIANT
+            ? "unsupported dtype "
+            : "unknown dtype ",
+        StoredDataTypeName(e.dtype));
   }
   StatusOr<const RandomAccessFile*> file = DataFile(e.shard_id);
   if (!file.ok()) return file.status().WithContext("key '" + e.key + "'");
@@ -174,8 +175,7 @@ Status BundleReader::CheckCrc(const BundleEntry& e, const RandomAccessFile& file
                               uint32_t crc) const {
   if (crc == crc32c::Unmask(e.masked_crc32c)) return OkStatus();
   char msg[64];
-  std::snprintf(msg, sizeof(msg), "stored %08x, computed %08x", e.masked_crc32c,
-                crc32c::Mask(crc));
+  std::snprintf(msg, sizeof(msg), "stored %08x, computed %08x", e.masked_crc32c, crc32c::Mask(crc));
   return DataLossError(file.path(), ": checksum mismatch for key '", e.key, "' (", msg, ")");
 }
 
@@ -272,8 +272,6 @@ StatusOr<std::string> BundleReader::ReadRaw(const BundleEntry& e) const {
   return bytes;
 }
 
-Status BundleReader::Verify(const BundleEntry& e) const {
-  return ReadRaw(e).status();
-}
+Status BundleReader::Verify(const BundleEntry& e) const { return ReadRaw(e).status(); }
 
 }  // namespace ckflow

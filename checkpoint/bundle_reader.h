@@ -130,8 +130,7 @@ class BundleReader {
   Status DecodeStrings(const BundleEntry& entry, const RandomAccessFile& file,
                        std::string_view bytes, std::span<std::string> dst) const;
   Status CheckCrc(const BundleEntry& entry, const RandomAccessFile& file, uint32_t crc) const;
-  Status ReadValidated(const BundleEntry& entry, const RandomAccessFile& file,
-                       Tensor* dest) const;
+  Status ReadValidated(const BundleEntry& entry, const RandomAccessFile& file, Tensor* dest) const;
 
   // Constant after construction.
   const std::string prefix_;

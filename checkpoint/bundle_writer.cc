@@ -31,8 +31,8 @@ StatusOr<std::unique_ptr<BundleWriter>> BundleWriter::Create(const std::string& 
       new BundleWriter(prefix, options, std::move(data_temp), std::move(file)));
 }
 
-BundleWriter::BundleWriter(std::string prefix, const Options& options,
-                           std::string data_temp_path, std::unique_ptr<WritableFile> data_file)
+BundleWriter::BundleWriter(std::string prefix, const Options& options, std::string data_temp_path,
+                           std::unique_ptr<WritableFile> data_file)
     : prefix_(std::move(prefix)),
       options_(options),
       fs_(options.fs ? options.fs : FileSystem::Default()),
@@ -85,13 +85,13 @@ StatusOr<uint32_t> BundleWriter::AppendData(std::string_view data) {
   WritableFile* file = data_file_.get();
   CKFLOW_ASSIGN_OR_RETURN(
       uint32_t crc,
-      internal::ParallelChunkedCrc(
-          data.size(), kChunkSize, [&](uint64_t offset, uint64_t length) -> StatusOr<uint32_t> {
-            std::string_view piece = data.substr(offset, length);
-            uint32_t piece_crc = crc32c::Value(piece);
-            CKFLOW_RETURN_IF_ERROR(file->WriteAt(base + offset, piece));
-            return piece_crc;
-          }));
+      internal::ParallelChunkedCrc(data.size(), kChunkSize,
+                                   [&](uint64_t offset, uint64_t length) -> StatusOr<uint32_t> {
+                                     std::string_view piece = data.substr(offset, length);
+                                     uint32_t piece_crc = crc32c::Value(piece);
+                                     CKFLOW_RETURN_IF_ERROR(file->WriteAt(base + offset, piece));
+                                     return piece_crc;
+                                   }));
   size_ += data.size();
   return crc;
 }
@@ -143,9 +143,8 @@ Status BundleWriter::AddRaw(std::string_view key, int dtype, const TensorShape& 
     write_error_ = crc.status().WithContext(data_temp_path_);
     return write_error_;
   }
-  entries_.emplace(std::string(key),
-                   Entry{dtype, shape, static_cast<int64_t>(offset),
-                         static_cast<int64_t>(data.size()), crc32c::Mask(*crc)});
+  entries_.emplace(std::string(key), Entry{dtype, shape, static_cast<int64_t>(offset),
+                                           static_cast<int64_t>(data.size()), crc32c::Mask(*crc)});
   return OkStatus();
 }
 

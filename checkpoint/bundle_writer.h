@@ -77,8 +77,7 @@ class BundleWriter {
   // laid out as stored: `data` holds shape.num_elements() elements of
   // StoredElementSize(dtype) bytes. InvalidArgument if the size disagrees or
   // the dtype is not fixed-size.
-  Status AddRaw(std::string_view key, int dtype, const TensorShape& shape,
-                std::string_view data);
+  Status AddRaw(std::string_view key, int dtype, const TensorShape& shape, std::string_view data);
 
   // Writes the index and renames both files into place. After it (OK or
   // not) the writer accepts nothing more; on error no file of the new
@@ -113,12 +112,12 @@ class BundleWriter {
   const std::string index_temp_path_;
 
   std::unique_ptr<WritableFile> data_file_;
-  std::string buffer_;         // data not yet written, ending at size_
-  uint64_t size_ = 0;          // logical size of the data file
+  std::string buffer_;  // data not yet written, ending at size_
+  uint64_t size_ = 0;   // logical size of the data file
   std::map<std::string, Entry, std::less<>> entries_;
-  Status write_error_;         // sticky
+  Status write_error_;  // sticky
   bool finished_ = false;
-  bool renamed_ = false;       // Finish() succeeded: the files are in place
+  bool renamed_ = false;  // Finish() succeeded: the files are in place
 };
 
 }  // namespace ckflow

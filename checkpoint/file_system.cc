@@ -52,8 +52,8 @@ class PosixRandomAccessFile final : public RandomAccessFile {
         return IoError(path_, errno);
       }
       if (r == 0) {
-        return DataLossError(path_, ": unexpected end of file at offset ", offset, " (",
-                             n, " more bytes wanted)");
+        return DataLossError(path_, ": unexpected end of file at offset ", offset, " (", n,
+                             " more bytes wanted)");
       }
       dst += r;
       n -= static_cast<size_t>(r);

@@ -50,14 +50,13 @@ Status MergeOne(FileSystem* fs, const std::string& input, MergeState* state) {
     if (it != state->entries.end()) {
       tensorflow::BundleEntryProto& existing = it->second.proto;
       if (existing.slices().empty() || entry.slices().empty()) {
-        return InvalidArgumentError("duplicate key '", key, "' in ", IndexFilename(input),
-                                    " and ", IndexFilename(*it->second.from));
+        return InvalidArgumentError("duplicate key '", key, "' in ", IndexFilename(input), " and ",
+                                    IndexFilename(*it->second.from));
       }
       if (existing.dtype() != entry.dtype() ||
           existing.shape().SerializeAsString() != entry.shape().SerializeAsString()) {
-        return InvalidArgumentError("key '", key, "': slices in ", IndexFilename(input),
-                                    " and ", IndexFilename(*it->second.from),
-                                    " disagree on dtype or shape");
+        return InvalidArgumentError("key '", key, "': slices in ", IndexFilename(input), " and ",
+                                    IndexFilename(*it->second.from), " disagree on dtype or shape");
       }
       for (const auto& slice : entry.slices()) *existing.add_slices() = slice;
       continue;

@@ -46,8 +46,7 @@ struct MergeOptions {
 
 Status MergeBundles(std::span<const std::string> input_prefixes, const std::string& prefix,
                     const MergeOptions& options);
-inline Status MergeBundles(std::span<const std::string> input_prefixes,
-                           const std::string& prefix) {
+inline Status MergeBundles(std::span<const std::string> input_prefixes, const std::string& prefix) {
   return MergeBundles(input_prefixes, prefix, MergeOptions());
 }
 

@@ -1,5 +1,6 @@
 #include "checkpoint/object_tree.h"
 
+#include <algorithm>
 #include <deque>
 #include <sstream>
 #include <vector>
@@ -15,6 +16,7 @@ using Proto = tensorflow::TrackableObjectGraph;
 using ProtoNode = tensorflow::TrackableObjectGraph::TrackableObject;
 
 constexpr std::string_view kVariableValue = "VARIABLE_VALUE";
+constexpr int kMaxIndent = 40;
 
 // Where each node is shown: under the first edge a BFS from the root meets
 // (children first, then slot variables of the optimizers in BFS order).
@@ -23,7 +25,6 @@ struct Placement {
   int item = -1;    // index among the parent's children, then slots
   bool slot = false;
   bool reached = false;
-  std::string path;  // escaped key path; "" for the root
 };
 
 struct Graph {
@@ -32,9 +33,7 @@ struct Graph {
   std::vector<int> unreached;  // shown at the end, as extra roots
 };
 
-int NumItems(const ProtoNode& node) {
-  return node.children_size() + node.slot_variables_size();
-}
+int NumItems(const ProtoNode& node) { return node.children_size() + node.slot_variables_size(); }
 
 // Item i of a node: a child edge or a slot variable. Returns the target.
 int ItemTarget(const ProtoNode& node, int i) {
@@ -50,8 +49,7 @@ StatusOr<Graph> LoadGraph(const BundleReader& reader) {
   CKFLOW_ASSIGN_OR_RETURN(Tensor t, reader.Lookup(kObjectGraphKey));
   if (t.dtype() != DT_STRING || t.NumElements() != 1) {
     return DataLossError(IndexFilename(reader.prefix()), ": ", kObjectGraphKey, " is ",
-                         DataTypeName(t.dtype()), t.shape().ToString(),
-                         ", not a string scalar");
+                         DataTypeName(t.dtype()), t.shape().ToString(), ", not a string scalar");
   }
   Graph g;
   if (!g.proto.ParseFromString(t.flat<std::string>()[0])) {
@@ -92,8 +90,7 @@ StatusOr<Graph> LoadGraph(const BundleReader& reader) {
     for (int i = 0; i < node.children_size(); ++i) {
       Placement& p = g.placement[node.children(i).node_id()];
       if (p.reached) continue;
-      p = {u, i, false, true,
-           (u == 0 ? "" : g.placement[u].path + "/") + EscapeLocalName(node.children(i).local_name())};
+      p = {u, i, false, true};
       queue.push_back(node.children(i).node_id());
     }
   }
@@ -103,9 +100,7 @@ StatusOr<Graph> LoadGraph(const BundleReader& reader) {
       const auto& s = node.slot_variables(j);
       Placement& p = g.placement[s.slot_variable_node_id()];
       if (p.reached) continue;
-      p = {u, node.children_size() + j, true, true,
-           g.placement[s.original_variable_node_id()].path + "/.OPTIMIZER_SLOT/" +
-               g.placement[u].path + "/" + EscapeLocalName(s.slot_name())};
+      p = {u, node.children_size() + j, true, true};
     }
   }
   for (int u = 0; u < n; ++u) {
@@ -166,11 +161,41 @@ std::string DescribeEntry(const BundleEntry* e) {
   return StoredDataTypeName(e->dtype) + e->shape.ToString();
 }
 
-std::string PathOrRoot(const Graph& g, int node) {
-  if (node == 0) return "(root)";
-  if (!g.placement[node].reached) return "(node " + std::to_string(node) + ")";
-  return g.placement[node].path;
+// The key path of a node (edge names from the root, escaped, joined by '/';
+// a slot's is "<variable>/.OPTIMIZER_SLOT/<optimizer>/<slot>"), computed on
+// demand: storing every node's full path would be quadratic in a deep
+// (crafted) graph. Paths deeper than `budget` edges keep their last edges
+// behind ".../".
+std::string PathOf(const Graph& g, int node, int budget = 64) {
+  std::vector<std::string> parts;
+  int v = node;
+  for (; v > 0 && budget > 0; --budget) {
+    const Placement& p = g.placement[v];
+    if (!p.reached) {
+      parts.push_back("(node " + std::to_string(v) + ")");
+      v = 0;
+      break;
+    }
+    const ProtoNode& parent = g.proto.nodes(p.parent);
+    if (p.slot) {
+      const auto& s = parent.slot_variables(p.item - parent.children_size());
+      parts.push_back(PathOf(g, s.original_variable_node_id(), budget / 2) + "/.OPTIMIZER_SLOT/" +
+                      PathOf(g, p.parent, budget / 2) + "/" + EscapeLocalName(s.slot_name()));
+      v = 0;
+      break;
+    }
+    parts.push_back(EscapeLocalName(parent.children(p.item).local_name()));
+    v = p.parent;
+  }
+  std::string path = v > 0 ? "..." : "";
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+    if (!path.empty()) path += "/";
+    path += *it;
+  }
+  return path;
 }
+
+std::string PathOrRoot(const Graph& g, int node) { return node == 0 ? "(root)" : PathOf(g, node); }
 
 class Renderer {
  public:
@@ -186,7 +211,10 @@ class Renderer {
   std::string Tree() const {
     std::ostringstream out;
     for (const Row& row : Walk(g_)) {
-      const std::string indent(2 * row.depth, ' ');
+      // Deeper levels are numbered instead of indented further, so a deep
+      // (crafted) graph cannot make the output quadratic.
+      std::string indent(2 * std::min(row.depth, kMaxIndent), ' ');
+      if (row.depth > kMaxIndent) indent += "(depth " + std::to_string(row.depth) + ") ";
       out << indent << Label(row);
       if (row.reference) {
         out << " -> " << PathOrRoot(g_, row.node) << "\n";
@@ -220,8 +248,8 @@ class Renderer {
     out << "{\"objects\":" << g_.proto.nodes_size() << ",\"values\":" << values_
         << ",\"missing_values\":" << missing_ << ",\"roots\":[";
     // Rows come in pre-order with depths: close open objects as depth falls.
-    int open = -1;       // depth of the innermost open object
-    bool fresh = true;   // the current list has no element yet
+    int open = -1;      // depth of the innermost open object
+    bool fresh = true;  // the current list has no element yet
     for (const Row& row : Walk(g_)) {
       while (open >= row.depth) {
         out << "]}";
@@ -236,8 +264,8 @@ class Renderer {
           out << "\"edge\":" << internal::JsonQuote(parent.children(row.item).local_name()) << ",";
         } else {
           const auto& s = parent.slot_variables(row.item - parent.children_size());
-          out << "\"slot\":" << internal::JsonQuote(s.slot_name())
-              << ",\"variable\":" << internal::JsonQuote(PathOrRoot(g_, s.original_variable_node_id()))
+          out << "\"slot\":" << internal::JsonQuote(s.slot_name()) << ",\"variable\":"
+              << internal::JsonQuote(PathOrRoot(g_, s.original_variable_node_id()))
               << ",\"variable_node\":" << s.original_variable_node_id() << ",";
         }
       }
@@ -246,7 +274,7 @@ class Renderer {
         out << ",\"ref\":" << internal::JsonQuote(PathOrRoot(g_, row.node)) << "}";
         continue;
       }
-      out << ",\"path\":" << internal::JsonQuote(g_.placement[row.node].path);
+      out << ",\"path\":" << internal::JsonQuote(PathOf(g_, row.node));
       const ProtoNode& node = g_.proto.nodes(row.node);
       if (node.has_registered_saver()) {
         out << ",\"registered_saver\":" << internal::JsonQuote(node.registered_saver().name());
@@ -319,7 +347,8 @@ class Renderer {
 
  private:
   std::string Label(const Row& row) const {
-    if (row.parent < 0) return row.node == 0 ? "(root)" : "(unreachable node " + std::to_string(row.node) + ")";
+    if (row.parent < 0)
+      return row.node == 0 ? "(root)" : "(unreachable node " + std::to_string(row.node) + ")";
     const ProtoNode& parent = g_.proto.nodes(row.parent);
     if (row.item < parent.children_size()) return parent.children(row.item).local_name();
     const auto& s = parent.slot_variables(row.item - parent.children_size());
@@ -334,8 +363,8 @@ class Renderer {
   }
 
   std::string Summary() const {
-    std::string s = std::to_string(g_.proto.nodes_size()) + " objects, " +
-                    std::to_string(values_) + (values_ == 1 ? " value" : " values");
+    std::string s = std::to_string(g_.proto.nodes_size()) + " objects, " + std::to_string(values_) +
+                    (values_ == 1 ? " value" : " values");
     if (missing_ > 0) s += " (" + std::to_string(missing_) + " not in the checkpoint)";
     return s;
   }
@@ -367,9 +396,12 @@ StatusOr<std::string> RenderObjectGraph(const BundleReader& reader, ObjectGraphF
   CKFLOW_ASSIGN_OR_RETURN(Graph g, LoadGraph(reader));
   Renderer r(reader, g);
   switch (format) {
-    case ObjectGraphFormat::kTree: return r.Tree();
-    case ObjectGraphFormat::kJson: return r.Json();
-    case ObjectGraphFormat::kDot: return r.Dot();
+    case ObjectGraphFormat::kTree:
+      return r.Tree();
+    case ObjectGraphFormat::kJson:
+      return r.Json();
+    case ObjectGraphFormat::kDot:
+      return r.Dot();
   }
   return InvalidArgumentError("unknown object graph format");
 }

@@ -10,7 +10,6 @@
 // `checkpoint` state file's newest checkpoint).
 
 #include <CLI/CLI.hpp>
-
 #include <vector>
 
 #include "tools/commands.h"

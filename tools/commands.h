@@ -11,7 +11,6 @@
 #define CKFLOW_TOOLS_COMMANDS_H_
 
 #include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <functional>
 #include <memory>

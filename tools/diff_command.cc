@@ -12,7 +12,9 @@
 namespace ckflow::tools {
 namespace {
 
-std::string Describe(const BundleEntry& e) { return StoredDataTypeName(e.dtype) + e.shape.ToString(); }
+std::string Describe(const BundleEntry& e) {
+  return StoredDataTypeName(e.dtype) + e.shape.ToString();
+}
 
 // How the values of two tensors of equal dtype and shape differ.
 struct ValueDiff {

@@ -25,10 +25,15 @@ bool CanHold(const BundleEntry& e) {
          e.dtype != DT_RESOURCE;
 }
 
-// A value as JSON: numbers at full precision, non-finite ones and strings
-// as strings, bools as true/false.
+// A value as JSON: numbers at full precision, non-finite ones as strings,
+// bools as true/false; UTF-8 strings as strings, other bytes (a serialized
+// proto) as {"base64": ...}.
 std::string JsonElement(const Tensor& t, int64_t i) {
-  if (t.dtype() == DT_STRING) return internal::JsonQuote(t.flat<std::string>()[i]);
+  if (t.dtype() == DT_STRING) {
+    const std::string& s = t.flat<std::string>()[i];
+    if (internal::IsValidUtf8(s)) return internal::JsonQuote(s);
+    return "{\"base64\":\"" + internal::Base64(s) + "\"}";
+  }
   if (t.dtype() == DT_BOOL) return t.flat<bool>()[i] ? "true" : "false";
   if (t.dtype() == DT_INT64) return std::to_string(t.flat<int64_t>()[i]);
   if (t.dtype() == DT_UINT64) return std::to_string(t.flat<uint64_t>()[i]);
@@ -85,23 +90,25 @@ int RunInspect(const InspectOptions& options) {
     return exit_code;
   }
 
-  size_t key_width = 3, dtype_width = 5, shape_width = 5;
+  // Keys last: they are long and of any length.
+  size_t dtype_width = 5, shape_width = 5;
   uint64_t total = 0;
   for (const BundleEntry& e : entries) {
-    key_width = std::max(key_width, e.key.size());
     dtype_width = std::max(dtype_width, StoredDataTypeName(e.dtype).size());
     shape_width = std::max(shape_width, e.shape.ToString().size());
     total += static_cast<uint64_t>(e.size);
   }
   char line[64];
-  auto pad = [](const std::string& s, size_t width) { return s + std::string(width - s.size() + 2, ' '); };
-  out << pad("KEY", key_width) << pad("DTYPE", dtype_width) << pad("SHAPE", shape_width)
-      << "SHARD      OFFSET        SIZE\n";
+  auto pad = [](const std::string& s, size_t width) {
+    return s + std::string(width - s.size() + 2, ' ');
+  };
+  out << pad("DTYPE", dtype_width) << pad("SHAPE", shape_width)
+      << "SHARD      OFFSET        SIZE  KEY\n";
   for (const BundleEntry& e : entries) {
-    std::snprintf(line, sizeof(line), "%5d %11lld %11lld", e.shard_id,
+    std::snprintf(line, sizeof(line), "%5d %11lld %11lld  ", e.shard_id,
                   static_cast<long long>(e.offset), static_cast<long long>(e.size));
-    out << pad(e.key, key_width) << pad(StoredDataTypeName(e.dtype), dtype_width)
-        << pad(e.shape.ToString(), shape_width) << line;
+    out << pad(StoredDataTypeName(e.dtype), dtype_width) << pad(e.shape.ToString(), shape_width)
+        << line << e.key;
     if (e.num_slices) out << "  (" << e.num_slices << " slices)";
     out << "\n";
     if (!options.values) continue;
@@ -129,8 +136,7 @@ int RunInspect(const InspectOptions& options) {
 Command AddInspectCommand(CLI::App& app) {
   auto options = std::make_shared<InspectOptions>();
   CLI::App* sub = app.add_subcommand("inspect", "List a checkpoint's tensors: dtype, shape, size");
-  sub->add_option("path", options->path, "checkpoint prefix, .index file or directory")
-      ->required();
+  sub->add_option("path", options->path, "checkpoint prefix, .index file or directory")->required();
   sub->add_flag("--values", options->values, "also print the first values of each tensor");
   sub->add_flag("--json", options->json, "print JSON: {\"tensors\":[{\"key\":...}]}");
   sub->add_option("--max-values", options->max_values, "values shown per tensor (default 8)");

@@ -27,9 +27,9 @@ struct TreeOptions {
 Command AddTreeCommand(CLI::App& app) {
   auto options = std::make_shared<TreeOptions>();
   CLI::App* sub = app.add_subcommand(
-      "tree", "Print the object graph as a tree of edge names, with each value's key, dtype, shape");
-  sub->add_option("path", options->path, "checkpoint prefix, .index file or directory")
-      ->required();
+      "tree",
+      "Print the object graph as a tree of edge names, with each value's key, dtype, shape");
+  sub->add_option("path", options->path, "checkpoint prefix, .index file or directory")->required();
   sub->add_flag("--json", options->json, "print JSON instead");
   return {sub, [options] {
             return RunRender("tree", options->path,

@@ -113,8 +113,7 @@ TEST_P(FixtureTest, EveryEntryMatchesItsDescription) {
   const auto described = ParseDescription(
       testing::ReadFileOrDie(testing::FixturesDir() + "/" + f.dir + "/DESCRIPTION.txt"));
   ASSERT_FALSE(described.empty());
-  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader,
-                              BundleReader::Open(f.Prefix()));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(f.Prefix()));
   EXPECT_EQ(reader->num_shards(), f.num_shards);
   ASSERT_EQ(reader->entries().size(), described.size());
   size_t values_compared = 0;
@@ -167,8 +166,7 @@ TEST_P(FixtureTest, ReadIntoFillsACallersTensor) {
 // contents must match.
 TEST_P(FixtureTest, RewriteIsByteIdentical) {
   const Fixture& f = GetParam();
-  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader,
-                              BundleReader::Open(f.Prefix()));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(f.Prefix()));
   std::vector<const BundleEntry*> order;
   for (const BundleEntry& e : reader->entries()) order.push_back(&e);
   std::sort(order.begin(), order.end(), [](const BundleEntry* a, const BundleEntry* b) {
@@ -178,9 +176,8 @@ TEST_P(FixtureTest, RewriteIsByteIdentical) {
   const std::string prefix = dir + "/" + f.name;
   std::vector<std::string> parts;
   for (int shard = 0; shard < f.num_shards; ++shard) {
-    const std::string part = f.num_shards == 1
-                                 ? prefix
-                                 : DataFilename(prefix + "_temp/part", shard, f.num_shards);
+    const std::string part =
+        f.num_shards == 1 ? prefix : DataFilename(prefix + "_temp/part", shard, f.num_shards);
     testing::NamedTensors tensors;
     for (const BundleEntry* e : order) {
       if (e->shard_id != shard) continue;
@@ -225,36 +222,79 @@ TEST(Fixtures, HandPickedValuesMatchTheirDescriptions) {
       {"tf1_onnx_regression/model", "W", DT_FLOAT, {}, 0, {0.2139618}},
       {"tf1_onnx_regression/model", "b", DT_FLOAT, {}, 0, {1.049525}},
       {"tf1_t2t_transformer_two_shards/model.ckpt-1", "global_step", DT_INT64, {}, 0, {1}},
-      {"tf1_t2t_transformer_two_shards/model.ckpt-1", "train_stats/problem_0_steps", DT_INT32,
-       {}, 0, {0}},
-      {"tf1_t2t_transformer_two_shards/model.ckpt-1", "training/beta1_power", DT_FLOAT, {}, 1,
+      {"tf1_t2t_transformer_two_shards/model.ckpt-1",
+       "train_stats/problem_0_steps",
+       DT_INT32,
+       {},
+       0,
+       {0}},
+      {"tf1_t2t_transformer_two_shards/model.ckpt-1",
+       "training/beta1_power",
+       DT_FLOAT,
+       {},
+       1,
        {0.8099999}},
       {"tf1_t2t_transformer_two_shards/model.ckpt-1",
-       "training/transformer/body/decoder/layer_0/ffn/conv1/bias/Adam", DT_FLOAT, {8}, 1,
+       "training/transformer/body/decoder/layer_0/ffn/conv1/bias/Adam",
+       DT_FLOAT,
+       {8},
+       1,
        {-0.0003186256, -0.0004191156, 0.0005502066, -0.0008179109}},
-      {"tf2_half_plus_two_snappy/variables", "a/.ATTRIBUTES/VARIABLE_VALUE", DT_FLOAT, {}, 0,
+      {"tf2_half_plus_two_snappy/variables",
+       "a/.ATTRIBUTES/VARIABLE_VALUE",
+       DT_FLOAT,
+       {},
+       0,
        {0.5}},
-      {"tf2_half_plus_two_snappy/variables", "c/.ATTRIBUTES/VARIABLE_VALUE", DT_FLOAT, {}, 0,
+      {"tf2_half_plus_two_snappy/variables", "c/.ATTRIBUTES/VARIABLE_VALUE", DT_FLOAT, {}, 0, {3}},
+      {"tf2_cyclic_module/variables",
+       "child/my_variable/.ATTRIBUTES/VARIABLE_VALUE",
+       DT_FLOAT,
+       {},
+       0,
        {3}},
-      {"tf2_cyclic_module/variables", "child/my_variable/.ATTRIBUTES/VARIABLE_VALUE", DT_FLOAT,
-       {}, 0, {3}},
-      {"tf2_tftrt_two_shards/variables", "v/.ATTRIBUTES/VARIABLE_VALUE", DT_FLOAT, {1, 1, 1},
-       1, {1}},
+      {"tf2_tftrt_two_shards/variables",
+       "v/.ATTRIBUTES/VARIABLE_VALUE",
+       DT_FLOAT,
+       {1, 1, 1},
+       1,
+       {1}},
       {"tf2_uninitialized_variable/variables",
-       "initialized_variable/.ATTRIBUTES/VARIABLE_VALUE", DT_FLOAT, {}, 0, {1}},
+       "initialized_variable/.ATTRIBUTES/VARIABLE_VALUE",
+       DT_FLOAT,
+       {},
+       0,
+       {1}},
       {"tf2_tensorforce_ppo_adam_slots/ppo-checkpoint-1",
-       "save_counter/.ATTRIBUTES/VARIABLE_VALUE", DT_INT64, {}, 0, {1}},
+       "save_counter/.ATTRIBUTES/VARIABLE_VALUE",
+       DT_INT64,
+       {},
+       0,
+       {1}},
       {"tf2_tensorforce_ppo_adam_slots/ppo-checkpoint-1",
-       "agent/actions_buffer/SINGLETON/.ATTRIBUTES/VARIABLE_VALUE", DT_INT64, {1, 500}, 0,
+       "agent/actions_buffer/SINGLETON/.ATTRIBUTES/VARIABLE_VALUE",
+       DT_INT64,
+       {1, 500},
+       0,
        {1, 0, 1, 0, 1, 1, 0, 0}},
       {"tf2_tensorforce_ppo_adam_slots/ppo-checkpoint-1",
-       "agent/auxiliaries_buffer/SINGLETON/mask/.ATTRIBUTES/VARIABLE_VALUE", DT_BOOL,
-       {1, 500, 2}, 0, {1, 1, 1, 1}},
+       "agent/auxiliaries_buffer/SINGLETON/mask/.ATTRIBUTES/VARIABLE_VALUE",
+       DT_BOOL,
+       {1, 500, 2},
+       0,
+       {1, 1, 1, 1}},
       {"tf2_tensorforce_ppo_adam_slots/ppo-checkpoint-1",
        "agent/baseline/network/layers/0/bias/.OPTIMIZER_SLOT/agent/baseline_optimizer/"
        "optimizer/optimizer/tf_optimizer/v/.ATTRIBUTES/VARIABLE_VALUE",
-       DT_FLOAT, {64}, 0, {3.61843, 1.660314, 1.230475}},
-      {"tf_old_string_tensors/foo", "floats", DT_FLOAT, {2, 3}, 0,
+       DT_FLOAT,
+       {64},
+       0,
+       {3.61843, 1.660314, 1.230475}},
+      {"tf_old_string_tensors/foo",
+       "floats",
+       DT_FLOAT,
+       {2, 3},
+       0,
        {16.18, 16.18, 16.18, 16.18, 16.18, 16.18}},
   };
   for (const PickedValue& p : picks) {

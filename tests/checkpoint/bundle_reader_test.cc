@@ -162,8 +162,7 @@ TEST_F(BundleReaderTest, LargeTensorChecksumMismatchIsCaughtInAnyChunk) {
     std::string bad = good;
     bad[pos] = 1;
     testing::WriteFileOrDie(data_path(), bad);
-    CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader,
-                                BundleReader::Open(prefix_));
+    CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix_));
     Tensor dest(DT_FLOAT, big.shape());
     ExpectError(reader->ReadInto("big", &dest), StatusCode::kDataLoss, {"'big'", "checksum"});
   }
@@ -195,12 +194,10 @@ struct BadEntryCase {
 TEST_F(BundleReaderTest, InconsistentEntriesAreRejectedAtOpen) {
   const std::string data = Floats({1, 2, 3, 4, 5, 6});
   const BadEntryCase cases[] = {
-      {"overflow", Entry(DT_FLOAT, {int64_t{1} << 40, int64_t{1} << 40}, 0, 24, 0),
-       "overflows"},
+      {"overflow", Entry(DT_FLOAT, {int64_t{1} << 40, int64_t{1} << 40}, 0, 24, 0), "overflows"},
       {"negative_dim", Entry(DT_FLOAT, {-2, 3}, 0, 24, 0), "negative dimension"},
       {"size_mismatch", Entry(DT_FLOAT, {2, 3}, 0, 20, 0), "size 20 disagrees with float32[2,3]"},
-      {"size_times_element_overflows", Entry(DT_INT64, {int64_t{1} << 61}, 0, 8, 0),
-       "disagrees"},
+      {"size_times_element_overflows", Entry(DT_INT64, {int64_t{1} << 61}, 0, 8, 0), "disagrees"},
       {"shard_out_of_range", Entry(DT_FLOAT, {2, 3}, 0, 24, 0, /*shard=*/3),
        "shard_id 3 out of range"},
       {"negative_shard", Entry(DT_FLOAT, {2, 3}, 0, 24, 0, /*shard=*/-1), "shard_id -1"},
@@ -233,8 +230,8 @@ TEST_F(BundleReaderTest, UnknownDtypeIsInvalidArgumentOnRead) {
 }
 
 TEST_F(BundleReaderTest, UnparsableEntryIsDataLoss) {
-  std::vector<internal::KeyValue> table = {
-      {"", internal::MakeBundleHeader(1).SerializeAsString()}, {"x", "\xff\xff\xff"}};
+  std::vector<internal::KeyValue> table = {{"", internal::MakeBundleHeader(1).SerializeAsString()},
+                                           {"x", "\xff\xff\xff"}};
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::string index, internal::BuildTable(table));
   testing::WriteFileOrDie(index_path(), index);
   ExpectError(BundleReader::Open(prefix_).status(), StatusCode::kDataLoss,
@@ -288,8 +285,11 @@ TEST_F(BundleReaderTest, CorruptStringEncodingsAreDataLoss) {
     std::string message;
   };
   std::string lengths_too_long("\x64\x00\x00\x00\x00", 5);  // length 100 in 5 bytes
-  std::string truncated_varint(12, '\xff');  // a varint that never ends
-  std::string bad_length_checksum("\x01\x00\x00\x00\x00" "a", 6);
+  std::string truncated_varint(12, '\xff');                 // a varint that never ends
+  std::string bad_length_checksum(
+      "\x01\x00\x00\x00\x00"
+      "a",
+      6);
   const Case cases[] = {
       {"too_long", lengths_too_long, "lengths add up to more"},
       {"varint", truncated_varint, "truncated or malformed"},
@@ -301,8 +301,7 @@ TEST_F(BundleReaderTest, CorruptStringEncodingsAreDataLoss) {
                  {{c.name, Entry(DT_STRING, {1}, 0, static_cast<int64_t>(c.data.size()),
                                  MaskedCrc(c.data))}},
                  c.data);
-    CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader,
-                                BundleReader::Open(prefix_));
+    CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix_));
     ExpectError(reader->Lookup(c.name).status(), StatusCode::kDataLoss,
                 {"ckpt.data-00000-of-00001", "'" + c.name + "'", c.message});
   }
@@ -435,10 +434,9 @@ TEST_F(CraftedTableTest, KeysOutOfOrderAreDataLoss) {
 }
 
 TEST_F(CraftedTableTest, GarbageDataBlockIsDataLoss) {
-  for (const std::string& garbage :
-       {std::string("\xff\xff\xff\xff\xff\xff\xff\xff\x01\0\0\0", 12),
-        std::string("\x05\x01\x01xy\0\0\0\0\x01\0\0\0", 13), std::string("\x01", 1),
-        std::string(64, '\x7f')}) {
+  for (const std::string& garbage : {std::string("\xff\xff\xff\xff\xff\xff\xff\xff\x01\0\0\0", 12),
+                                     std::string("\x05\x01\x01xy\0\0\0\0\x01\0\0\0", 13),
+                                     std::string("\x01", 1), std::string(64, '\x7f')}) {
     testing::WriteFileOrDie(index_path(), Table(garbage, 0, 0, garbage.size()));
     Status s = BundleReader::Open(prefix_).status();
     EXPECT_TRUE(IsDataLoss(s)) << s;
@@ -453,8 +451,7 @@ TEST_F(CraftedTableTest, HandCraftedTableIsReadable) {
 }
 
 TEST_F(CraftedTableTest, BlockHandlePastTheEndIsDataLoss) {
-  testing::WriteFileOrDie(index_path(),
-                          Table(std::string(8, '\0'), 0, 0, uint64_t{1} << 62));
+  testing::WriteFileOrDie(index_path(), Table(std::string(8, '\0'), 0, 0, uint64_t{1} << 62));
   ExpectError(BundleReader::Open(prefix_).status(), StatusCode::kDataLoss,
               {"ckpt.index", "data block at offset 0", "runs past the end"});
 }

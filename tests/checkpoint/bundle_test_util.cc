@@ -26,8 +26,7 @@ const std::vector<Fixture>& AllFixtures() {
 }
 
 int RunDescribe(const std::string& path, std::string* output) {
-  return RunCommand("python3 '" + SharedDir() + "/tools/describe.py' '" + path + "' 2>&1",
-                    output);
+  return RunCommand("python3 '" + SharedDir() + "/tools/describe.py' '" + path + "' 2>&1", output);
 }
 
 std::vector<std::string> ListDir(const std::string& dir) {
@@ -91,8 +90,7 @@ class FaultyWritableFile final : public WritableFile {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<WritableFile>> FaultyFileSystem::NewWritableFile(
-    const std::string& path) {
+StatusOr<std::unique_ptr<WritableFile>> FaultyFileSystem::NewWritableFile(const std::string& path) {
   CKFLOW_RETURN_IF_ERROR(Tick(path));
   CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, base_->NewWritableFile(path));
   return std::unique_ptr<WritableFile>(new FaultyWritableFile(std::move(file), this));

@@ -18,10 +18,10 @@ namespace ckflow::testing {
 
 // A real TensorFlow checkpoint under ../shared/fixtures.
 struct Fixture {
-  std::string dir;     // folder under FixturesDir()
-  std::string name;    // the prefix's file name
+  std::string dir;   // folder under FixturesDir()
+  std::string name;  // the prefix's file name
   int num_shards;
-  bool snappy;         // its index has Snappy-compressed blocks
+  bool snappy;  // its index has Snappy-compressed blocks
   std::string Prefix() const;
 };
 const std::vector<Fixture>& AllFixtures();

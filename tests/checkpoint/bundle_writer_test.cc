@@ -44,8 +44,8 @@ NamedTensors EveryDtype() {
       {"bool", Make<bool>({true, false, true}, {3})},
       {"bfloat16", Make<bfloat16>({bfloat16(1.0f), bfloat16(-3.5f), bfloat16(inf)}, {3})},
       {"float16", Make<float16>({float16(0.5f), float16(-65504.0f)}, {2})},
-      {"string", Make<std::string>({"", "a", std::string(100000, 'x'), std::string("\0\xff\n", 3)},
-                                   {2, 2})},
+      {"string",
+       Make<std::string>({"", "a", std::string(100000, 'x'), std::string("\0\xff\n", 3)}, {2, 2})},
       {"scalar_float", Tensor::Scalar(2.25f)},
       {"scalar_string", Tensor::Scalar(std::string("hello"))},
       {"empty_float", Tensor(DT_FLOAT, TensorShape({0}))},
@@ -90,7 +90,8 @@ TEST(BundleWriter, EveryKindPassesTheIndependentReader) {
   // A tensor big enough to take the parallel chunked path (3 MiB).
   Tensor big(DT_FLOAT, TensorShape({3, 1 << 18}));
   for (int64_t i = 0; i < big.NumElements(); ++i) big.flat<float>()[i] = static_cast<float>(i);
-  CKFLOW_ASSERT_OK(testing::WriteBundle(dir + "/big", {{"big", big}, {"small", Tensor::Scalar(1)}}));
+  CKFLOW_ASSERT_OK(
+      testing::WriteBundle(dir + "/big", {{"big", big}, {"small", Tensor::Scalar(1)}}));
   std::string output;
   EXPECT_EQ(testing::RunDescribe(dir, &output), 0) << output;
   EXPECT_NE(output.find("all checks passed"), std::string::npos) << output;
@@ -107,10 +108,9 @@ TEST(BundleWriter, LargeTensorsReadBackUnderEveryParallelism) {
     SCOPED_TRACE(threads);
     tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
     CKFLOW_ASSERT_OK(testing::WriteBundle(prefix, {{"big", big}}));
-    CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader,
-                                BundleReader::Open(prefix));
-    EXPECT_EQ(reader->entries()[0].masked_crc32c, crc32c::Mask(crc32c::Value(
-                                                      big.raw_data(), big.TotalBytes())));
+    CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
+    EXPECT_EQ(reader->entries()[0].masked_crc32c,
+              crc32c::Mask(crc32c::Value(big.raw_data(), big.TotalBytes())));
     Tensor into(DT_UINT8, big.shape());
     CKFLOW_ASSERT_OK(reader->ReadInto("big", &into));
     ExpectSameTensor(into, big);
@@ -119,9 +119,9 @@ TEST(BundleWriter, LargeTensorsReadBackUnderEveryParallelism) {
 
 TEST(BundleWriter, KeysMayComeInAnyOrderAndDataKeepsAddOrder) {
   const std::string prefix = testing::NewTempDir("order") + "/ckpt";
-  CKFLOW_ASSERT_OK(testing::WriteBundle(
-      prefix, {{"zeta", Tensor::Scalar(1.0f)}, {"alpha", Tensor::Scalar(int64_t{2})},
-               {"mid", Tensor::Scalar(3.0)}}));
+  CKFLOW_ASSERT_OK(testing::WriteBundle(prefix, {{"zeta", Tensor::Scalar(1.0f)},
+                                                 {"alpha", Tensor::Scalar(int64_t{2})},
+                                                 {"mid", Tensor::Scalar(3.0)}}));
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
   ASSERT_EQ(reader->entries().size(), 3u);
   EXPECT_EQ(reader->entries()[0].key, "alpha");
@@ -179,7 +179,8 @@ TEST(BundleWriter, EmptyStringTensorStoresOnlyTheMaskedZeroChecksum) {
 TEST(BundleWriter, StringEncodingMatchesTheSpec) {
   const std::string prefix = testing::NewTempDir("str") + "/ckpt";
   const std::string long_string(300, 'z');  // a 2-byte varint length
-  CKFLOW_ASSERT_OK(testing::WriteBundle(prefix, {{"s", Make<std::string>({"ab", long_string}, {2})}}));
+  CKFLOW_ASSERT_OK(
+      testing::WriteBundle(prefix, {{"s", Make<std::string>({"ab", long_string}, {2})}}));
   const std::string data = testing::ReadFileOrDie(DataFilename(prefix, 0, 1));
   const uint32_t lengths[] = {2, 300};
   const uint32_t length_crc = crc32c::Value(lengths, sizeof(lengths));
@@ -220,7 +221,8 @@ TEST(BundleWriter, ManyKeysSpanSeveralBlocks) {
   CKFLOW_ASSERT_OK(testing::WriteBundle(prefix, tensors));
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
   ASSERT_EQ(reader->entries().size(), tensors.size());
-  CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor t, reader->Lookup("layer_12345/kernel/.ATTRIBUTES/VARIABLE_VALUE"));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor t,
+                              reader->Lookup("layer_12345/kernel/.ATTRIBUTES/VARIABLE_VALUE"));
   EXPECT_EQ(t.scalar<float>(), 12345.0f);
   std::string output;
   EXPECT_EQ(testing::RunDescribe(prefix, &output), 0) << output.substr(0, 2000);
@@ -305,8 +307,8 @@ TEST(BundleWriter, FailedSaveNeverDamagesThePreviousCheckpoint) {
   const NamedTensors old_tensors = {{"v", Tensor::Scalar(1.0f)}, {"big", big}};
   CKFLOW_ASSERT_OK(testing::WriteBundle(prefix, old_tensors));
   const std::vector<std::string> old_files = testing::ListDir(dir);
-  const NamedTensors new_tensors = {{"v", Tensor::Scalar(2.0f)}, {"big", big.Clone()},
-                                    {"w", Tensor::Scalar(3.0f)}};
+  const NamedTensors new_tensors = {
+      {"v", Tensor::Scalar(2.0f)}, {"big", big.Clone()}, {"w", Tensor::Scalar(3.0f)}};
   int failures = 0;
   for (int fail_at = 1;; ++fail_at) {
     SCOPED_TRACE(fail_at);

@@ -55,10 +55,16 @@ std::unique_ptr<RestoredFixture> RestoreFixture(const std::string& prefix) {
 }
 
 float FloatAt(RestoredFixture& r, const std::string& key, int i = 0) {
-  auto it = r.mirror.variable_by_key.find(key);
-  EXPECT_NE(it, r.mirror.variable_by_key.end()) << key;
-  if (it == r.mirror.variable_by_key.end()) return NAN;
-  return static_cast<float>(ValueOf(*r.session, *it->second).ElementAsDouble(i));
+  std::shared_ptr<Variable> var;
+  if (auto it = r.mirror.variable_by_key.find(key); it != r.mirror.variable_by_key.end()) {
+    var = it->second;
+  }
+  for (const auto& opt : r.mirror.optimizers) {
+    if (auto it = opt->slot_by_key.find(key); it != opt->slot_by_key.end()) var = it->second;
+  }
+  EXPECT_NE(var, nullptr) << key;
+  if (var == nullptr) return NAN;
+  return static_cast<float>(ValueOf(*r.session, *var).ElementAsDouble(i));
 }
 
 TEST(FixtureRestore, HalfPlusTwoWithASnappyIndex) {
@@ -132,12 +138,16 @@ TEST(NameBasedRestore, Tf1SaverCheckpointMatchesVariablesByName) {
 TEST(NameBasedRestore, TwoShardTransformerReportsVariablesItLacks) {
   Scope scope = Scope::NewRootScope();
   auto model = std::make_shared<Module>();
-  auto step = model->Track("step", Variable::Create(scope, "global_step", ops::Const(scope, int64_t{0})));
-  auto beta = model->Track("beta", Variable::Create(scope, "training/beta1_power", ops::Const(scope, 0.0f)));
-  auto absent = model->Track("absent", Variable::Create(scope, "not/in/checkpoint", ops::Const(scope, 0.0f)));
+  auto step =
+      model->Track("step", Variable::Create(scope, "global_step", ops::Const(scope, int64_t{0})));
+  auto beta = model->Track(
+      "beta", Variable::Create(scope, "training/beta1_power", ops::Const(scope, 0.0f)));
+  auto absent =
+      model->Track("absent", Variable::Create(scope, "not/in/checkpoint", ops::Const(scope, 0.0f)));
   Checkpoint checkpoint(scope, {{"model", model}});
   CKFLOW_ASSERT_OK_AND_ASSIGN(
-      LoadStatus status, checkpoint.Restore(Fixture("tf1_t2t_transformer_two_shards/model.ckpt-1")));
+      LoadStatus status,
+      checkpoint.Restore(Fixture("tf1_t2t_transformer_two_shards/model.ckpt-1")));
   auto session = NewSession(scope);
   CKFLOW_ASSERT_OK(status.RunRestoreOps(*session));
   EXPECT_EQ(ValueOf(*session, *step).scalar<int64_t>(), 1);
@@ -154,9 +164,8 @@ class DescribeTest : public ::testing::Test {
   // Runs describe.py; expects success and returns its output.
   std::string Describe(const std::string& path) {
     std::string out;
-    int rc = testing::RunCommand("python3 " + testing::SharedDir() + "/tools/describe.py " + path +
-                                     " 2>&1",
-                                 &out);
+    int rc = testing::RunCommand(
+        "python3 " + testing::SharedDir() + "/tools/describe.py " + path + " 2>&1", &out);
     EXPECT_EQ(rc, 0) << out;
     EXPECT_NE(out.find("all checks passed"), std::string::npos) << out;
     return out;
@@ -169,13 +178,14 @@ class DescribeTest : public ::testing::Test {
       std::string name = i == 0 ? "kernel" : "bias";
       VariableOptions options;
       if (!device_prefix.empty()) options.device = device_prefix + std::to_string(i);
-      vars_.push_back(dense->Track(name, CountingVariable(scope, "dense/" + name, {2, 3}, i, options)));
+      vars_.push_back(
+          dense->Track(name, CountingVariable(scope, "dense/" + name, {2, 3}, i, options)));
     }
     optimizer_ = Adam::Make();
     Tensor g(DT_FLOAT, TensorShape({2, 3}));
     for (auto& x : g.flat<float>()) x = 1;
-    train_ = optimizer_->ApplyGradients(scope, {{ops::Const(scope, g), vars_[0]},
-                                                {ops::Const(scope, g), vars_[1]}});
+    train_ = optimizer_->ApplyGradients(
+        scope, {{ops::Const(scope, g), vars_[0]}, {ops::Const(scope, g), vars_[1]}});
   }
   std::string dir_ = testing::NewTempDir("describe");
   std::shared_ptr<Module> model_;
@@ -193,12 +203,13 @@ TEST_F(DescribeTest, CheckpointSaveDecodesToTheObjectTree) {
   RunOrFail(*session, {train_});
   std::string path = checkpoint.Save(dir_ + "/ckpt", *session).value();
   std::string out = Describe(path);
-  for (const char* expected : {
-           "'model' -> node 1", "'optimizer' -> node 2", "'save_counter' -> node 3",
-           "'dense' -> node", "'beta1_power' -> node", "checkpoint_key='model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE'",
-           "checkpoint_key='model/dense/kernel/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE'",
-           "[slot_variable slot_name='v'", "checkpoint_key='save_counter/.ATTRIBUTES/VARIABLE_VALUE'",
-           "missing from bundle: []", "model_checkpoint_path: \"ckpt-1\""}) {
+  for (const char* expected :
+       {"'model' -> node 1", "'optimizer' -> node 2", "'save_counter' -> node 3", "'dense' -> node",
+        "'beta1_power' -> node", "checkpoint_key='model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE'",
+        "checkpoint_key='model/dense/kernel/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/"
+        "VARIABLE_VALUE'",
+        "[slot_variable slot_name='v'", "checkpoint_key='save_counter/.ATTRIBUTES/VARIABLE_VALUE'",
+        "missing from bundle: []", "model_checkpoint_path: \"ckpt-1\""}) {
     EXPECT_NE(out.find(expected), std::string::npos) << expected << "\n" << out;
   }
 }
@@ -216,7 +227,8 @@ TEST_F(DescribeTest, ShardedSaveWeightsAndManagerCheckpointsDecode) {
   out = Describe(dir_ + "/weights/w");
   EXPECT_NE(out.find("checkpoint_key='dense/bias/.ATTRIBUTES/VARIABLE_VALUE'"), std::string::npos)
       << out;
-  auto manager = CheckpointManager::Create(checkpoint, dir_ + "/managed", {.max_to_keep = 1}).value();
+  auto manager =
+      CheckpointManager::Create(checkpoint, dir_ + "/managed", {.max_to_keep = 1}).value();
   ASSERT_TRUE(manager->Save(*session).ok());
   ASSERT_TRUE(manager->Save(*session).ok());
   out = Describe(dir_ + "/managed");

@@ -45,7 +45,7 @@ struct Program {
     kernel = dense->Track("kernel", CountingVariable(scope, "dense/kernel", {3, 4}, offset));
     bias = dense->Track("bias", CountingVariable(scope, "dense/bias", {4}, offset + 100));
     step = model->Track("step", Variable::Create(scope, "step", ops::Const(scope, int64_t{7}),
-                                                  {.trainable = false}));
+                                                 {.trainable = false}));
   }
   void BuildTrainOp() {
     Tensor gk(DT_FLOAT, TensorShape({3, 4}));
@@ -103,7 +103,8 @@ class CheckpointTest : public ::testing::Test {
   std::map<std::string, Tensor> saved_;
 };
 
-void ExpectSameValues(const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b) {
+void ExpectSameValues(const std::map<std::string, Tensor>& a,
+                      const std::map<std::string, Tensor>& b) {
   ASSERT_EQ(a.size(), b.size());
   for (const auto& [name, tensor] : a) {
     ASSERT_TRUE(b.count(name)) << name;
@@ -153,7 +154,8 @@ TEST_F(CheckpointTest, SlotsRestoreWhenTheOptimizerIsBoundAfterItsVariables) {
   // optimizer, then for the slots to be created.
   Program p;
   p.BuildVariables(50);
-  p.checkpoint = std::make_unique<Checkpoint>(p.scope, Checkpoint::Dependencies{{"model", p.model}});
+  p.checkpoint =
+      std::make_unique<Checkpoint>(p.scope, Checkpoint::Dependencies{{"model", p.model}});
   CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, p.checkpoint->Restore(path));
   EXPECT_EQ(status.AssertConsumed().code(), StatusCode::kFailedPrecondition);
   p.checkpoint->root()->Track("optimizer", p.optimizer);
@@ -185,8 +187,7 @@ TEST_F(CheckpointTest, AssertConsumedFailsOnAnUnresolvedSlot) {
   // restorations stay unresolved.
   Program p;
   p.kernel = p.dense->Track("kernel", CountingVariable(p.scope, "dense/kernel", {3, 4}, 0));
-  p.step = p.model->Track("step", Variable::Create(p.scope, "step",
-                                                   ops::Const(p.scope, int64_t{0}),
+  p.step = p.model->Track("step", Variable::Create(p.scope, "step", ops::Const(p.scope, int64_t{0}),
                                                    {.trainable = false}));
   p.MakeCheckpoint();
   CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, p.checkpoint->Restore(path));
@@ -425,9 +426,8 @@ TEST_F(CheckpointTest, ShardedSaveWritesOneShardPerDeviceAndRestores) {
     std::vector<std::shared_ptr<Variable>> vars;
     for (int d = 0; d < 3; ++d) {
       std::string name = "w" + std::to_string(d);
-      vars.push_back(model->Track(
-          name, CountingVariable(scope, name, {4, 5}, 10.0f * d,
-                                 {.device = "/cpu:" + std::to_string(d)})));
+      vars.push_back(model->Track(name, CountingVariable(scope, name, {4, 5}, 10.0f * d,
+                                                         {.device = "/cpu:" + std::to_string(d)})));
     }
     Checkpoint checkpoint(scope, {{"model", model}});
     auto session = NewSession(scope);
@@ -489,7 +489,8 @@ class CheckpointManagerTest : public CheckpointTest {
   }
   std::vector<std::string> Files() const {
     std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
+    for (const auto& e : fs::directory_iterator(dir_))
+      names.push_back(e.path().filename().string());
     std::sort(names.begin(), names.end());
     return names;
   }
@@ -509,9 +510,10 @@ TEST_F(CheckpointManagerTest, KeepsTheNewestAndDeletesOnlyWhatItManages) {
     EXPECT_EQ(*path, dir_ + "/ckpt-" + std::to_string(i));
   }
   EXPECT_EQ(manager->checkpoints(), (std::vector<std::string>{dir_ + "/ckpt-3", dir_ + "/ckpt-4"}));
-  EXPECT_EQ(Files(), (std::vector<std::string>{
-                         "checkpoint", "ckpt-1.data-00000-of-00001.bak", "ckpt-3.data-00000-of-00001",
-                         "ckpt-3.index", "ckpt-4.data-00000-of-00001", "ckpt-4.index", "notes.txt"}));
+  EXPECT_EQ(Files(),
+            (std::vector<std::string>{"checkpoint", "ckpt-1.data-00000-of-00001.bak",
+                                      "ckpt-3.data-00000-of-00001", "ckpt-3.index",
+                                      "ckpt-4.data-00000-of-00001", "ckpt-4.index", "notes.txt"}));
   EXPECT_EQ(LatestCheckpoint(dir_), dir_ + "/ckpt-4");
   // A new manager picks the directory's state up.
   auto again = NewManager({.max_to_keep = 2});

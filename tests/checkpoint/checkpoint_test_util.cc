@@ -64,7 +64,7 @@ std::vector<std::string> MirrorOptimizer::SlotNames() const {
 }
 
 std::shared_ptr<Trackable> MirrorOptimizer::GetSlot(const Trackable& variable,
-                                                   std::string_view slot_name) const {
+                                                    std::string_view slot_name) const {
   auto it = slots_.find({&variable, std::string(slot_name)});
   return it == slots_.end() ? nullptr : it->second;
 }
@@ -78,6 +78,7 @@ void MirrorOptimizer::CreateSlots(const Scope& scope) {
                                  ops::Const(scope, zeros), {.trainable = false});
     ASSERT_TRUE(slot != nullptr) << scope.status();
     slots_[{p.variable.get(), p.slot_name}] = slot;
+    slot_by_key[p.key] = slot;
     OnSlotCreated(*p.variable, p.slot_name, slot);
   }
 }
@@ -160,12 +161,12 @@ StatusOr<Mirror> MirrorCheckpoint(const Scope& scope, const std::string& prefix)
       auto var = std::dynamic_pointer_cast<Variable>(objects[s.original_variable_node_id()]);
       if (!var) continue;
       const auto& slot_node = proto.nodes(s.slot_variable_node_id());
-      const BundleEntry* entry =
-          slot_node.attributes_size() ? reader->FindEntry(slot_node.attributes(0).checkpoint_key())
-                                      : nullptr;
+      const BundleEntry* entry = slot_node.attributes_size()
+                                     ? reader->FindEntry(slot_node.attributes(0).checkpoint_key())
+                                     : nullptr;
       if (entry == nullptr) continue;
-      opt->pending.push_back(
-          {var, s.slot_name(), static_cast<DataType>(entry->dtype), entry->shape});
+      opt->pending.push_back({var, s.slot_name(), static_cast<DataType>(entry->dtype),
+                              entry->shape, slot_node.attributes(0).checkpoint_key()});
     }
   }
   mirror.root = objects[0];

@@ -54,10 +54,12 @@ class MirrorOptimizer : public SlotOwner {
     std::string slot_name;
     DataType dtype;
     TensorShape shape;
+    std::string key;  // the slot's checkpoint key
   };
   // Creates every slot recorded in `pending` (restores fire here).
   void CreateSlots(const Scope& scope);
   std::vector<PendingSlot> pending;
+  std::map<std::string, std::shared_ptr<Variable>> slot_by_key;
 
  private:
   std::map<std::pair<const Trackable*, std::string>, std::shared_ptr<Variable>> slots_;

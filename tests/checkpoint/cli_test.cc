@@ -1,0 +1,140 @@
+// The ckflow CLI on the real TensorFlow checkpoints, against golden outputs
+// under tests/checkpoint/golden/ (reviewed renderings of TensorFlow-written
+// files). CKFLOW_UPDATE_GOLDENS=1 rewrites them instead of comparing.
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <sstream>
+
+#include "tests/checkpoint/bundle_test_util.h"
+#include "tests/test_util.h"
+
+namespace ckflow {
+namespace {
+
+struct CliCase {
+  std::string golden;  // file under golden/
+  std::string args;    // "$F" stands for the fixtures directory
+  int exit_code;
+};
+
+// Replaces every `from` in `s` by `to`.
+std::string ReplaceAll(std::string s, const std::string& from, const std::string& to) {
+  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) {
+    s.replace(pos, from.size(), to);
+  }
+  return s;
+}
+
+// Output without what depends on the machine: the fixtures' location and
+// verify's timing line.
+std::string Normalize(const std::string& output) {
+  std::istringstream in(ReplaceAll(output, testing::FixturesDir(), "$F"));
+  std::string line, out;
+  while (std::getline(in, line)) {
+    if (line.rfind("read in ", 0) == 0) continue;
+    out += line + "\n";
+  }
+  return out;
+}
+
+class CliTest : public ::testing::TestWithParam<CliCase> {};
+
+TEST_P(CliTest, MatchesGolden) {
+  const CliCase& c = GetParam();
+  std::string output;
+  const int rc = testing::RunCommand(
+      std::string(CKFLOW_CLI) + " " + ReplaceAll(c.args, "$F", testing::FixturesDir()) + " 2>&1",
+      &output);
+  EXPECT_EQ(rc, c.exit_code) << output;
+  const std::string golden_path = testing::SourceDir() + "/tests/checkpoint/golden/" + c.golden;
+  if (std::getenv("CKFLOW_UPDATE_GOLDENS")) {
+    testing::WriteFileOrDie(golden_path, Normalize(output));
+    return;
+  }
+  EXPECT_EQ(Normalize(output), testing::ReadFileOrDie(golden_path)) << golden_path;
+}
+
+const CliCase kCases[] = {
+    {"onnx_regression.inspect.txt", "inspect $F/tf1_onnx_regression/model --values", 0},
+    {"onnx_regression.inspect.json", "inspect $F/tf1_onnx_regression/model.index --json --values",
+     0},
+    {"onnx_regression.tree.txt", "tree $F/tf1_onnx_regression", 2},
+    {"t2t_two_shards.inspect.txt", "inspect $F/tf1_t2t_transformer_two_shards", 0},
+    {"t2t_two_shards.inspect.json", "inspect $F/tf1_t2t_transformer_two_shards --json", 0},
+    {"t2t_two_shards.verify.txt", "verify $F/tf1_t2t_transformer_two_shards", 0},
+    {"cyclic_module.tree.txt", "tree $F/tf2_cyclic_module/variables", 0},
+    {"cyclic_module.tree.json", "tree $F/tf2_cyclic_module/variables --json", 0},
+    {"cyclic_module.dot", "dot $F/tf2_cyclic_module/variables", 0},
+    {"half_plus_two_snappy.inspect.txt", "inspect $F/tf2_half_plus_two_snappy/variables --values",
+     0},
+    {"half_plus_two_snappy.tree.txt", "tree $F/tf2_half_plus_two_snappy/variables", 0},
+    {"ppo_adam_slots.inspect.txt", "inspect $F/tf2_tensorforce_ppo_adam_slots --values", 0},
+    {"ppo_adam_slots.tree.txt", "tree $F/tf2_tensorforce_ppo_adam_slots", 0},
+    {"ppo_adam_slots.verify.txt", "verify $F/tf2_tensorforce_ppo_adam_slots", 0},
+    {"tftrt_two_shards.inspect.txt", "inspect $F/tf2_tftrt_two_shards/variables --values", 0},
+    {"tftrt_two_shards.tree.txt", "tree $F/tf2_tftrt_two_shards/variables", 0},
+    {"uninitialized_variable.tree.txt", "tree $F/tf2_uninitialized_variable/variables", 0},
+    {"uninitialized_variable.dot", "dot $F/tf2_uninitialized_variable/variables", 0},
+    {"old_string_tensors.inspect.txt", "inspect $F/tf_old_string_tensors/foo --values", 0},
+    {"old_string_tensors.inspect.json", "inspect $F/tf_old_string_tensors/foo --json --values", 0},
+    {"diff.cyclic_vs_tftrt.txt",
+     "diff $F/tf2_cyclic_module/variables $F/tf2_tftrt_two_shards/variables", 1},
+    {"diff.same.txt",
+     "diff $F/tf2_tensorforce_ppo_adam_slots "
+     "$F/tf2_tensorforce_ppo_adam_slots/ppo-checkpoint-1.index",
+     0},
+    {"missing.inspect.txt", "inspect $F/no_such_checkpoint", 2},
+};
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CliTest, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<CliCase>& p) {
+                           std::string name;
+                           for (char ch : p.param.golden) name += std::isalnum(ch) ? ch : '_';
+                           return name;
+                         });
+
+TEST(Cli, JsonGoldensAreValidJson) {
+  const std::string dir = testing::SourceDir() + "/tests/checkpoint/golden";
+  int checked = 0;
+  for (const std::string& name : testing::ListDir(dir)) {
+    if (!name.ends_with(".json")) continue;
+    std::string output;
+    EXPECT_EQ(testing::RunCommand("python3 -m json.tool '" + dir + "/" + name + "' >/dev/null 2>&1",
+                                  &output),
+              0)
+        << name;
+    ++checked;
+  }
+  EXPECT_GE(checked, 4);
+}
+
+// A checkpoint that changed: verify names the bad key and fails; diff
+// reports the value difference.
+TEST(Cli, VerifyAndDiffCatchAChangedTensor) {
+  const std::string dir = testing::NewTempDir("cli");
+  CKFLOW_ASSERT_OK(testing::WriteBundle(dir + "/a", {{"w", Tensor::FromVector<float>({1, 2, 3})},
+                                                     {"n", Tensor::Scalar(int64_t{5})}}));
+  CKFLOW_ASSERT_OK(testing::WriteBundle(dir + "/b", {{"w", Tensor::FromVector<float>({1, 2.5f, 3})},
+                                                     {"n", Tensor::Scalar(int64_t{5})}}));
+  std::string output;
+  EXPECT_EQ(
+      testing::RunCommand(std::string(CKFLOW_CLI) + " diff " + dir + "/a " + dir + "/b", &output),
+      1);
+  EXPECT_EQ(output,
+            "! w  float32[3]  1 of 3 values differ, max abs difference 0.5\n"
+            "0 only in A, 0 only in B, 0 with another dtype or shape, 1 with other values, "
+            "1 identical\n");
+  std::string data = testing::ReadFileOrDie(dir + "/a.data-00000-of-00001");
+  data[13] ^= 1;  // in "n" (bytes 12..19)
+  testing::WriteFileOrDie(dir + "/a.data-00000-of-00001", data);
+  EXPECT_EQ(testing::RunCommand(std::string(CKFLOW_CLI) + " verify " + dir + "/a 2>&1", &output),
+            1);
+  EXPECT_NE(output.find("key 'n'"), std::string::npos) << output;
+  EXPECT_NE(output.find("checksum mismatch"), std::string::npos) << output;
+  EXPECT_NE(output.find("FAILED: 1 of 2 tensors"), std::string::npos) << output;
+}
+
+}  // namespace
+}  // namespace ckflow
