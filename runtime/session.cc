@@ -12,12 +12,9 @@
 #include <unordered_map>
 #include <utility>
 
+#include "ops/standard_ops.h"
 #include "runtime/executor_internal.h"
 #include "runtime/session_internal.h"
-
-#ifdef CKFLOW_HAVE_STANDARD_OPS
-#include "ops/standard_ops.h"
-#endif
 
 namespace ckflow {
 namespace {
@@ -285,15 +282,8 @@ Session::~Session() = default;
 
 StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph, SessionOptions options) {
   CKFLOW_RETURN_IF_ERROR(graph.status());
-  const OpRegistry* registry = options.registry;
-  if (registry == nullptr) {
-#ifdef CKFLOW_HAVE_STANDARD_OPS
-    registry = &StandardOps();
-#else
-    return FailedPreconditionError("no op registry given and ckflow was built without its ops");
-#endif
-  }
-  return std::unique_ptr<Session>(new Session(std::make_unique<Impl>(graph, *registry)));
+  const OpRegistry& registry = options.registry ? *options.registry : StandardOps();
+  return std::unique_ptr<Session>(new Session(std::make_unique<Impl>(graph, registry)));
 }
 
 StatusOr<std::vector<Tensor>> Session::Run(const std::vector<Feed>& feeds,

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "ops/array_ops.h"
+#include "ops/math_ops.h"
 #include "runtime/session_internal.h"
 #include "tests/runtime/fake_ops.h"
 #include "tests/test_util.h"
@@ -49,6 +51,14 @@ TEST_F(SessionTest, CreateFailsWithTheGraphsBuildError) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status(), root_.status());
   EXPECT_THAT(s.status().message(), HasSubstr("bad"));
+}
+
+TEST_F(SessionTest, DefaultRegistryIsTheStandardOps) {
+  Output a = ops::Const(root_, Tensor::FromVector<float>({1, 2}));
+  Output b = ops::Add(root_, a, a);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Session> session, Session::Create(root_.graph()));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> out, session->Run({}, {b}));
+  EXPECT_EQ(Values(out[0]), (std::vector<float>{2, 4}));
 }
 
 TEST_F(SessionTest, FetchesComputedValuesInOrder) {

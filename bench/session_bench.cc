@@ -1,0 +1,212 @@
+// Session overhead: the same kernels run through Session::Run and called
+// directly in a loop, in one binary and one run.
+//
+//   BM_SessionChain       1,000 tiny Adds, each on the previous one's output
+//   BM_SessionIndependent 1,000 tiny Adds on constants, joined by a NoOp
+//   BM_SessionMatMul      one 1024x1024 float32 MatMul
+//
+// Each session benchmark times its own step and, interleaved with it, the
+// baseline: the same Kernel objects (made by the nodes' OpDef kernel
+// factories) called in node order with hand-made KernelContexts. Counters:
+//   direct_us         the baseline's time per step
+//   x_direct          session time / direct time (target: <= 3 for the chain)
+//   overhead_ns/node  (session - direct) / nodes run
+// BM_SessionMatMul also times the bare Eigen product a user would write
+// (one thread) and reports speeds: speed_vs_eigen = eigen time / session
+// time (target: >= 0.9), speed_vs_direct likewise for its own kernel.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "graph/graph.h"
+#include "ops/array_ops.h"
+#include "ops/math_ops.h"
+#include "runtime/session.h"
+#include "runtime/tensor_eigen_internal.h"
+
+namespace ckflow {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+void Check(const Status& s) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "session_bench: %s\n", s.ToString().c_str());
+    std::abort();
+  }
+}
+
+Tensor Filled(const TensorShape& shape, float seed) {
+  Tensor t(DT_FLOAT, shape);
+  auto f = t.flat<float>();
+  for (size_t i = 0; i < f.size(); ++i) f[i] = seed + static_cast<float>(i % 97) * 0.01f;
+  return t;
+}
+
+// Every node of a graph run in id order (a topological order) by its own
+// Kernel, outputs kept in per-node vectors: what a session with no
+// scheduling, no pruning and no checks would do.
+class DirectLoop {
+ public:
+  explicit DirectLoop(const Graph& graph) : outputs_(graph.num_nodes()), inputs_(graph.num_nodes()) {
+    for (int id = 0; id < graph.num_nodes(); ++id) {
+      const Node* node = graph.node(id);
+      nodes_.push_back(node);
+      StatusOr<Kernel> kernel = node->op_def().kernel_factory(*node);
+      Check(kernel.status());
+      kernels_.push_back(*std::move(kernel));
+      outputs_[id].resize(node->num_outputs());
+    }
+    for (int id = 0; id < graph.num_nodes(); ++id) {
+      for (const Output& in : nodes_[id]->inputs()) {
+        inputs_[id].push_back(&outputs_[in.node()->id()][in.index()]);
+      }
+    }
+  }
+
+  void Run() {
+    for (size_t id = 0; id < nodes_.size(); ++id) {
+      KernelContext ctx(*nodes_[id], inputs_[id], outputs_[id], resources_);
+      Check(kernels_[id](ctx));
+    }
+  }
+
+  const Tensor& output(Output out) const { return outputs_[out.node()->id()][out.index()]; }
+
+ private:
+  std::vector<const Node*> nodes_;
+  std::vector<Kernel> kernels_;
+  std::vector<std::vector<Tensor>> outputs_;
+  std::vector<std::vector<const Tensor*>> inputs_;
+  ResourceMgr resources_;
+};
+
+// Runs `session_step` and each baseline once per iteration, interleaved so
+// that a noisy neighbour slows all of them alike. The session's time is the
+// benchmark's (manual) iteration time. Returns the mean seconds per step of
+// the session, then of each baseline.
+std::vector<double> TimeInterleaved(benchmark::State& state,
+                                    const std::function<void()>& session_step,
+                                    const std::vector<std::function<void()>>& baselines) {
+  std::vector<double> totals(1 + baselines.size(), 0.0);
+  for (auto _ : state) {
+    Clock::time_point t0 = Clock::now();
+    session_step();
+    Clock::time_point t1 = Clock::now();
+    state.SetIterationTime(Seconds(t0, t1));
+    totals[0] += Seconds(t0, t1);
+    for (size_t i = 0; i < baselines.size(); ++i) {
+      Clock::time_point b0 = Clock::now();
+      baselines[i]();
+      totals[i + 1] += Seconds(b0, Clock::now());
+    }
+  }
+  for (double& t : totals) t /= static_cast<double>(state.iterations());
+  return totals;
+}
+
+// The counters of a tiny-op benchmark: session against the direct loop.
+void ReportOverhead(benchmark::State& state, const std::vector<double>& times, int nodes) {
+  state.counters["direct_us"] = times[1] * 1e6;
+  state.counters["x_direct"] = times[0] / times[1];
+  state.counters["overhead_ns/node"] = (times[0] - times[1]) / nodes * 1e9;
+}
+
+constexpr int kTinyOps = 1000;
+
+void BM_SessionChain(benchmark::State& state) {
+  Scope root = Scope::NewRootScope();
+  Output one = ops::Const(root, Tensor::FromVector<float>({1, 2, 3, 4}));
+  Output x = one;
+  for (int i = 0; i < kTinyOps; ++i) x = ops::Add(root, x, one);
+  Check(root.status());
+  std::unique_ptr<Session> session = *Session::Create(root.graph());
+  DirectLoop direct(root.graph());
+  std::vector<double> times = TimeInterleaved(
+      state,
+      [&] {
+        StatusOr<std::vector<Tensor>> out = session->Run({}, {x});
+        Check(out.status());
+        benchmark::DoNotOptimize(out->front().raw_data());
+      },
+      {[&] {
+        direct.Run();
+        benchmark::DoNotOptimize(direct.output(x).raw_data());
+      }});
+  ReportOverhead(state, times, kTinyOps + 1);
+}
+BENCHMARK(BM_SessionChain)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+void BM_SessionIndependent(benchmark::State& state) {
+  Scope root = Scope::NewRootScope();
+  Output a = ops::Const(root, Tensor::FromVector<float>({1, 2, 3, 4}));
+  Output b = ops::Const(root, Tensor::FromVector<float>({5, 6, 7, 8}));
+  std::vector<Output> adds;
+  for (int i = 0; i < kTinyOps; ++i) adds.push_back(ops::Add(root, a, b));
+  Output done = ops::NoOp(root.WithControlDependencies(adds));
+  Check(root.status());
+  std::unique_ptr<Session> session = *Session::Create(root.graph());
+  DirectLoop direct(root.graph());
+  std::vector<double> times = TimeInterleaved(
+      state, [&] { Check(session->Run({}, {}, {done}).status()); }, {[&] { direct.Run(); }});
+  ReportOverhead(state, times, kTinyOps + 3);
+}
+BENCHMARK(BM_SessionIndependent)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+constexpr int kMatMulSize = 1024;
+
+void BM_SessionMatMul(benchmark::State& state) {
+  const TensorShape shape({kMatMulSize, kMatMulSize});
+  Scope root = Scope::NewRootScope();
+  Output a = ops::Const(root, Filled(shape, 0.5f));
+  Output b = ops::Const(root, Filled(shape, -0.25f));
+  Output c = ops::MatMul(root, a, b);
+  Check(root.status());
+  std::unique_ptr<Session> session = *Session::Create(root.graph());
+  DirectLoop direct(root.graph());
+  const Tensor ta = Filled(shape, 0.5f);
+  const Tensor tb = Filled(shape, -0.25f);
+  Tensor tc(DT_FLOAT, shape);
+  std::vector<double> times = TimeInterleaved(
+      state,
+      [&] {
+        StatusOr<std::vector<Tensor>> out = session->Run({}, {c});
+        Check(out.status());
+        benchmark::DoNotOptimize(out->front().raw_data());
+      },
+      {[&] {
+         direct.Run();
+         benchmark::DoNotOptimize(direct.output(c).raw_data());
+       },
+       [&] {
+         // The product a user would write without ckflow.
+         internal::AsMatrix<float>(tc).noalias() =
+             internal::AsMatrix<float>(ta) * internal::AsMatrix<float>(tb);
+         benchmark::DoNotOptimize(tc.raw_data());
+       }});
+  state.counters["direct_ms"] = times[1] * 1e3;
+  state.counters["eigen_ms"] = times[2] * 1e3;
+  // Speed relative to the baselines (time ratio inverted): >= 0.9 is the
+  // target against Eigen.
+  state.counters["speed_vs_direct"] = times[1] / times[0];
+  state.counters["speed_vs_eigen"] = times[2] / times[0];
+  state.SetItemsProcessed(state.iterations() * 2LL * kMatMulSize * kMatMulSize * kMatMulSize);
+}
+BENCHMARK(BM_SessionMatMul)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace ckflow
+
+BENCHMARK_MAIN();
