@@ -74,6 +74,18 @@ StatusOr<BundleEntry> MakeEntry(const std::string& index_path, int num_shards, s
   return e;
 }
 
+// Only bytes 0 and 1 are bools; anything else would be undefined behaviour
+// once read through a bool. `first` is the index of p[0] in the tensor.
+Status CheckBools(const BundleEntry& e, const RandomAccessFile& file, const char* p, size_t n,
+                  uint64_t first) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(p);
+  const auto* bad = std::find_if(bytes, bytes + n, [](unsigned char b) { return b > 1; });
+  if (bad == bytes + n) return OkStatus();
+  return DataLossError(file.path(), ": key '", e.key, "': byte ", static_cast<int>(*bad),
+                       " at element ", first + static_cast<uint64_t>(bad - bytes),
+                       " is not a bool");
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<BundleReader>> BundleReader::Open(const std::string& prefix,
@@ -183,16 +195,7 @@ Status BundleReader::ReadNumeric(const BundleEntry& e, const RandomAccessFile& f
                                  char* dst) const {
   CKFLOW_RETURN_IF_ERROR(ReadChecked(e, file, dst));
   const auto size = static_cast<size_t>(e.size);
-  if (e.dtype == DT_BOOL) {
-    // Only 0 and 1 are bools; anything else would be undefined behaviour
-    // once read through a bool.
-    const auto* p = reinterpret_cast<const unsigned char*>(dst);
-    const auto* bad = std::find_if(p, p + size, [](unsigned char b) { return b > 1; });
-    if (bad != p + size) {
-      return DataLossError(file.path(), ": key '", e.key, "': byte ", static_cast<int>(*bad),
-                           " at element ", bad - p, " is not a bool");
-    }
-  }
+  if (e.dtype == DT_BOOL) CKFLOW_RETURN_IF_ERROR(CheckBools(e, file, dst, size, 0));
   if (big_endian_) {
     const size_t element_size = StoredElementSize(e.dtype);
     internal::SwapBytes(dst, element_size, size / element_size);
@@ -272,6 +275,25 @@ StatusOr<std::string> BundleReader::ReadRaw(const BundleEntry& e) const {
   return bytes;
 }
 
-Status BundleReader::Verify(const BundleEntry& e) const { return ReadRaw(e).status(); }
+Status BundleReader::Verify(const BundleEntry& e) const {
+  if (e.dtype == DT_STRING) return ReadRaw(e).status();
+  CKFLOW_ASSIGN_OR_RETURN(const RandomAccessFile* file, EntryFile(e));
+  // Chunk by chunk through a small buffer per thread: verifying a huge
+  // tensor needs no memory of its size.
+  const auto base = static_cast<uint64_t>(e.offset);
+  StatusOr<uint32_t> crc = internal::ParallelChunkedCrc(
+      static_cast<uint64_t>(e.size), kChunkSize,
+      [&](uint64_t offset, uint64_t length) -> StatusOr<uint32_t> {
+        thread_local std::vector<char> buffer;
+        buffer.resize(length);
+        CKFLOW_RETURN_IF_ERROR(file->ReadAt(base + offset, length, buffer.data()));
+        if (e.dtype == DT_BOOL) {
+          CKFLOW_RETURN_IF_ERROR(CheckBools(e, *file, buffer.data(), length, offset));
+        }
+        return crc32c::Value(buffer.data(), length);
+      });
+  if (!crc.ok()) return crc.status().WithContext("key '" + e.key + "'");
+  return CheckCrc(e, *file, *crc);
+}
 
 }  // namespace ckflow

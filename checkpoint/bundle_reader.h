@@ -108,7 +108,8 @@ class BundleReader {
   StatusOr<std::string> ReadRaw(const BundleEntry& entry) const;
 
   // Reads `entry` and checks its checksum (and, for DT_STRING, its
-  // encoding) without keeping the data.
+  // encoding; for DT_BOOL, that every byte is 0 or 1) without keeping the
+  // data: numeric entries go through a 1 MiB buffer per thread.
   Status Verify(const BundleEntry& entry) const;
 
   // P.data-SSSSS-of-NNNNN for shard `shard` of this checkpoint.

@@ -318,8 +318,9 @@ class Renderer {
       std::string style;
       for (const auto& a : node.attributes()) {
         const BundleEntry* e = reader_.FindEntry(a.checkpoint_key());
-        label += "\n" + (a.name() == kVariableValue ? std::string() : a.name() + ": ") +
-                 DescribeEntry(e);
+        label += '\n';
+        if (a.name() != kVariableValue) label += a.name() + ": ";
+        label += DescribeEntry(e);
         style = e ? ", shape=ellipse, style=filled, fillcolor=\"#dbe9f6\""
                   : ", shape=ellipse, style=dashed";
       }

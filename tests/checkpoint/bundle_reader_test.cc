@@ -165,6 +165,7 @@ TEST_F(BundleReaderTest, LargeTensorChecksumMismatchIsCaughtInAnyChunk) {
     CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix_));
     Tensor dest(DT_FLOAT, big.shape());
     ExpectError(reader->ReadInto("big", &dest), StatusCode::kDataLoss, {"'big'", "checksum"});
+    ExpectError(reader->Verify(reader->entries()[0]), StatusCode::kDataLoss, {"'big'", "checksum"});
   }
 }
 
@@ -275,6 +276,8 @@ TEST_F(BundleReaderTest, NonBoolByteIsDataLoss) {
   WriteCrafted(prefix_, {{"flags", Entry(DT_BOOL, {2}, 0, 2, MaskedCrc(data))}}, data);
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix_));
   ExpectError(reader->Lookup("flags").status(), StatusCode::kDataLoss,
+              {"'flags'", "byte 2 at element 1 is not a bool"});
+  ExpectError(reader->Verify(*reader->FindEntry("flags")), StatusCode::kDataLoss,
               {"'flags'", "byte 2 at element 1 is not a bool"});
 }
 
