@@ -12,8 +12,9 @@
 //   x_direct          session time / direct time (target: <= 3 for the chain)
 //   overhead_ns/node  (session - direct) / nodes run
 // BM_SessionMatMul also times the bare Eigen product a user would write
-// (one thread) and reports speeds: speed_vs_eigen = eigen time / session
-// time (target: >= 0.9), speed_vs_direct likewise for its own kernel.
+// (Eigen's GEMM, one thread) and reports speeds: speed_vs_eigen = eigen time
+// / session time (target: >= 0.9), speed_vs_direct likewise for its own
+// kernel; threads:1 limits oneTBB to one thread for a like-for-like figure.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -21,10 +22,12 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <Eigen/Core>
+#include <tbb/global_control.h>
 
 #include "graph/graph.h"
 #include "ops/array_ops.h"
@@ -56,11 +59,14 @@ Tensor Filled(const TensorShape& shape, float seed) {
 }
 
 // Every node of a graph run in id order (a topological order) by its own
-// Kernel, outputs kept in per-node vectors: what a session with no
-// scheduling, no pruning and no checks would do.
+// Kernel, each node's outputs dropped after their last consumer as a
+// hand-written loop would (`x = Add(x, one)`), except `kept`: a session with
+// no scheduling, no pruning and no checks.
 class DirectLoop {
  public:
-  explicit DirectLoop(const Graph& graph) : outputs_(graph.num_nodes()), inputs_(graph.num_nodes()) {
+  DirectLoop(const Graph& graph, Output kept = {})
+      : outputs_(graph.num_nodes()), inputs_(graph.num_nodes()), dead_after_(graph.num_nodes()) {
+    std::vector<int> last_use(graph.num_nodes(), -1);
     for (int id = 0; id < graph.num_nodes(); ++id) {
       const Node* node = graph.node(id);
       nodes_.push_back(node);
@@ -68,10 +74,14 @@ class DirectLoop {
       Check(kernel.status());
       kernels_.push_back(*std::move(kernel));
       outputs_[id].resize(node->num_outputs());
+      for (const Output& in : node->inputs()) {
+        inputs_[id].push_back(&outputs_[in.node()->id()][in.index()]);
+        last_use[in.node()->id()] = id;
+      }
     }
     for (int id = 0; id < graph.num_nodes(); ++id) {
-      for (const Output& in : nodes_[id]->inputs()) {
-        inputs_[id].push_back(&outputs_[in.node()->id()][in.index()]);
+      if (last_use[id] >= 0 && id != (kept.valid() ? kept.node()->id() : -1)) {
+        dead_after_[last_use[id]].push_back(id);
       }
     }
   }
@@ -80,6 +90,9 @@ class DirectLoop {
     for (size_t id = 0; id < nodes_.size(); ++id) {
       KernelContext ctx(*nodes_[id], inputs_[id], outputs_[id], resources_);
       Check(kernels_[id](ctx));
+      for (int dead : dead_after_[id]) {
+        for (Tensor& t : outputs_[dead]) t = Tensor();
+      }
     }
   }
 
@@ -90,6 +103,7 @@ class DirectLoop {
   std::vector<Kernel> kernels_;
   std::vector<std::vector<Tensor>> outputs_;
   std::vector<std::vector<const Tensor*>> inputs_;
+  std::vector<std::vector<int>> dead_after_;  // nodes whose outputs die after this one
   ResourceMgr resources_;
 };
 
@@ -124,6 +138,15 @@ void ReportOverhead(benchmark::State& state, const std::vector<double>& times, i
   state.counters["overhead_ns/node"] = (times[0] - times[1]) / nodes * 1e9;
 }
 
+// One step that fetches `out`.
+std::function<void()> FetchStep(Session& session, Output out) {
+  return [&session, out] {
+    StatusOr<std::vector<Tensor>> fetched = session.Run({}, {out});
+    Check(fetched.status());
+    benchmark::DoNotOptimize(fetched->front().raw_data());
+  };
+}
+
 constexpr int kTinyOps = 1000;
 
 void BM_SessionChain(benchmark::State& state) {
@@ -133,14 +156,9 @@ void BM_SessionChain(benchmark::State& state) {
   for (int i = 0; i < kTinyOps; ++i) x = ops::Add(root, x, one);
   Check(root.status());
   std::unique_ptr<Session> session = *Session::Create(root.graph());
-  DirectLoop direct(root.graph());
+  DirectLoop direct(root.graph(), x);
   std::vector<double> times = TimeInterleaved(
-      state,
-      [&] {
-        StatusOr<std::vector<Tensor>> out = session->Run({}, {x});
-        Check(out.status());
-        benchmark::DoNotOptimize(out->front().raw_data());
-      },
+      state, FetchStep(*session, x),
       {[&] {
         direct.Run();
         benchmark::DoNotOptimize(direct.output(x).raw_data());
@@ -167,7 +185,13 @@ BENCHMARK(BM_SessionIndependent)->UseManualTime()->Unit(benchmark::kMicrosecond)
 
 constexpr int kMatMulSize = 1024;
 
+// Arg: the most threads oneTBB may use (0: all), so the one-thread figures
+// compare the same amount of hardware.
 void BM_SessionMatMul(benchmark::State& state) {
+  std::optional<tbb::global_control> limit;
+  if (state.range(0) > 0) {
+    limit.emplace(tbb::global_control::max_allowed_parallelism, state.range(0));
+  }
   const TensorShape shape({kMatMulSize, kMatMulSize});
   Scope root = Scope::NewRootScope();
   Output a = ops::Const(root, Filled(shape, 0.5f));
@@ -175,17 +199,12 @@ void BM_SessionMatMul(benchmark::State& state) {
   Output c = ops::MatMul(root, a, b);
   Check(root.status());
   std::unique_ptr<Session> session = *Session::Create(root.graph());
-  DirectLoop direct(root.graph());
+  DirectLoop direct(root.graph(), c);
   const Tensor ta = Filled(shape, 0.5f);
   const Tensor tb = Filled(shape, -0.25f);
   Tensor tc(DT_FLOAT, shape);
   std::vector<double> times = TimeInterleaved(
-      state,
-      [&] {
-        StatusOr<std::vector<Tensor>> out = session->Run({}, {c});
-        Check(out.status());
-        benchmark::DoNotOptimize(out->front().raw_data());
-      },
+      state, FetchStep(*session, c),
       {[&] {
          direct.Run();
          benchmark::DoNotOptimize(direct.output(c).raw_data());
@@ -204,7 +223,12 @@ void BM_SessionMatMul(benchmark::State& state) {
   state.counters["speed_vs_eigen"] = times[2] / times[0];
   state.SetItemsProcessed(state.iterations() * 2LL * kMatMulSize * kMatMulSize * kMatMulSize);
 }
-BENCHMARK(BM_SessionMatMul)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SessionMatMul)
+    ->ArgName("threads")
+    ->Arg(0)
+    ->Arg(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace ckflow
