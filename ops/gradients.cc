@@ -315,12 +315,21 @@ Status CastGrad(const Scope& scope, const Node& op, const std::vector<Output>& d
   return OkStatus();
 }
 
+Status FillGrad(const Scope& scope, const Node&, const std::vector<Output>& dz,
+                std::vector<Output>* dx) {
+  // Fill(dims, value): every element is the scalar value.
+  (*dx)[1] = ops::Sum(scope, dz[0]);
+  return OkStatus();
+}
+
 Status RegisterArrayGradients(GradientRegistry& r) {
   CKFLOW_RETURN_IF_ERROR(r.Register("Identity", IdentityGrad));
   CKFLOW_RETURN_IF_ERROR(r.Register("Reshape", ReshapeGrad));
   CKFLOW_RETURN_IF_ERROR(r.Register("Cast", CastGrad));
-  // Non-differentiable by design: gradients stop here.
-  for (const char* type : {"StopGradient", "ZerosLike", "OnesLike", "Shape", "Fill"}) {
+  CKFLOW_RETURN_IF_ERROR(r.Register("Fill", FillGrad));
+  // Non-differentiable by design: gradients stop here. (ZerosLike and
+  // OnesLike do not depend on their input's values; TensorFlow too.)
+  for (const char* type : {"StopGradient", "ZerosLike", "OnesLike", "Shape"}) {
     CKFLOW_RETURN_IF_ERROR(r.RegisterNoGradient(type));
   }
   return OkStatus();

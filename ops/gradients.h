@@ -19,6 +19,13 @@
 // output) is the gradient with respect to its value, summed over all of its
 // ReadVariableOps on a path to ys.
 //
+// Where a derivative is not unique, the choices are TensorFlow's: Max and
+// Min reductions split the gradient equally among tied elements; Maximum
+// and Minimum give a tie to x; Relu's derivative at 0 is 0; the softmax
+// cross-entropy gradient assumes label rows that sum to 1. Broadcasting ops
+// sum the gradient back to each input's shape, with a runtime op
+// (SumToShapeOf) where the shapes are not known when the graph is built.
+//
 // Thread safety: graph building is single-threaded; AddGradients mutates the
 // scope's graph. The standard gradient registry is filled once on first use
 // and is read-only afterwards, so StandardGradients() may be used from any

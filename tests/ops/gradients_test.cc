@@ -293,6 +293,11 @@ std::vector<GradCase> OtherCases() {
                        },
                    .step = 1e-2,
                    .tolerance = 1e-4});
+  cases.push_back({.name = "Fill",
+                   .shapes = {{}},
+                   .f = [](const Scope& s, const Inputs& x) {
+                     return ops::Square(s, ops::Fill(s, {2, 3}, x[0]));
+                   }});
   cases.push_back({.name = "Select",
                    .shapes = {{2, 3}, {3}},
                    .f = [](const Scope& s, const Inputs& x) {
@@ -513,6 +518,12 @@ TEST_F(AddGradientsTest, IntegerPathsBlock) {
                               AddGradients(root_, {ops::Mul(root_, a, floored)}, {a}));
   auto out = Run({grads[0]}, {{a, Tensor::FromVector<double>({1.5, 2.5})}});
   EXPECT_EQ(out[0], (std::vector<double>{1, 2}));
+  // An integer x has no gradient even where it feeds y.
+  Output i = ops::Placeholder(root_.WithOpName("i"), DT_INT32, {.shape = {2}});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(
+      std::vector<Output> from_int,
+      AddGradients(root_, {ops::Mul(root_, a, ops::Cast(root_, i, DT_DOUBLE))}, {i}));
+  EXPECT_FALSE(from_int[0].valid());
 }
 
 TEST_F(AddGradientsTest, OpWithoutGradientOnThePathFailsNamingIt) {
@@ -694,6 +705,61 @@ TEST(GradientRegistryTest, EveryDifferentiableFoundationOpHasAGradient) {
     EXPECT_TRUE(StandardGradients().Contains(type)) << type;
     EXPECT_EQ(StandardGradients().Find(type), nullptr) << type;
   }
+}
+
+// ------------------------------------------------- the ops gradients add
+
+TEST(GradientOpsTest, BroadcastToRepeatsAlongBroadcastDimensions) {
+  Scope root = Scope::NewRootScope();
+  Output b = ops::BroadcastTo(root, ops::Const<double>(root, {1, 2, 3}, {3, 1}), {2, 3, 2});
+  EXPECT_EQ(b.shape(), PartialShape({2, 3, 2}));
+  auto session = NewSession(root);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> out, session->Run({}, {b}));
+  EXPECT_EQ(out[0].shape(), TensorShape({2, 3, 2}));
+  EXPECT_EQ(Values(out[0]), (std::vector<double>{1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3}));
+}
+
+TEST(GradientOpsTest, BroadcastToRejectsAShapeItCannotReachAtBuildTime) {
+  Scope root = Scope::NewRootScope();
+  ops::BroadcastTo(root.WithOpName("spread"), ops::Const<double>(root, {1, 2, 3, 4, 5, 6}, {2, 3}),
+                   {3, 3});
+  ASSERT_FALSE(root.ok());
+  EXPECT_TRUE(IsInvalidArgument(root.status())) << root.status();
+  EXPECT_THAT(root.status().message(), HasSubstr("spread (BroadcastTo)"));
+  EXPECT_THAT(root.status().message(), HasSubstr("[2,3]"));
+  EXPECT_THAT(root.status().message(), HasSubstr("does not broadcast to shape [3,3]"));
+}
+
+TEST(GradientOpsTest, BroadcastToRejectsAShapeItCannotReachAtRunTime) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root.WithOpName("x"), DT_DOUBLE);
+  Output b = ops::BroadcastTo(root.WithOpName("spread"), x, {4, 3});
+  auto session = NewSession(root);
+  StatusOr<std::vector<Tensor>> out =
+      session->Run({{x, Tensor::FromVector<double>({1, 2, 3, 4, 5, 6}, {2, 3})}}, {b});
+  ASSERT_FALSE(out.ok());
+  EXPECT_TRUE(IsInvalidArgument(out.status())) << out.status();
+  EXPECT_THAT(out.status().message(), HasSubstr("spread"));
+  EXPECT_THAT(out.status().message(), HasSubstr("[2,3] does not broadcast to shape [4,3]"));
+}
+
+TEST(GradientOpsTest, ReducedShapeSetsTheReducedDimensionsToOne) {
+  Scope root = Scope::NewRootScope();
+  Output s = ops::ReducedShape(root, ops::Const<int64_t>(root, {2, 3, 4}, {3}), {0, -1});
+  auto session = NewSession(root);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> out, session->Run({}, {s}));
+  EXPECT_EQ(Values(out[0]), (std::vector<double>{1, 3, 1}));
+}
+
+TEST(GradientOpsTest, ReducedShapeRejectsAnAxisOutOfRange) {
+  Scope root = Scope::NewRootScope();
+  Output s = ops::ReducedShape(root.WithOpName("kept"), ops::Const<int32_t>(root, {2, 3}, {2}), 2);
+  auto session = NewSession(root);
+  StatusOr<std::vector<Tensor>> out = session->Run({}, {s});
+  ASSERT_FALSE(out.ok());
+  EXPECT_TRUE(IsInvalidArgument(out.status())) << out.status();
+  EXPECT_THAT(out.status().message(), HasSubstr("kept"));
+  EXPECT_THAT(out.status().message(), HasSubstr("axis 2 is out of range for rank 2"));
 }
 
 // ------------------------------------------------------------ variables
