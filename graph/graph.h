@@ -201,6 +201,14 @@ class Scope {
   // that holds graph objects but no scope. FailedPrecondition if the graph is
   // not owned by a shared_ptr.
   static StatusOr<Scope> ForGraph(Graph& graph);
+  // A copy that does not keep the graph alive, for objects the graph itself
+  // owns (attachments): an owning scope there would be a reference cycle.
+  // REQUIRES: the graph outlives the copy.
+  Scope Unowned() const {
+    Scope s = *this;
+    s.graph_ = std::shared_ptr<Graph>(std::shared_ptr<Graph>(), graph_.get());
+    return s;
+  }
 
   Graph& graph() const { return *graph_; }
   std::shared_ptr<Graph> shared_graph() const { return graph_; }

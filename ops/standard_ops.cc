@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "ops/checkpoint_ops.h"
 #include "ops/gradients.h"
 #include "ops/training_ops.h"
 #include "ops/variable_ops.h"
@@ -21,6 +22,7 @@ Status RegisterStandardOps(OpRegistry& registry) {
            RegisterVariableOps,
            RegisterTrainingOps,
            RegisterGradientOps,
+           RegisterCheckpointOps,
        }) {
     CKFLOW_RETURN_IF_ERROR(register_group(registry));
   }

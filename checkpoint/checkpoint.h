@@ -1,0 +1,208 @@
+// Object-based checkpoints in graph mode: TensorFlow's
+// tf.compat.v1.train.Checkpoint, in C++.
+//
+//   Checkpoint checkpoint(scope, {{"optimizer", optimizer}, {"model", model}});
+//   CKFLOW_ASSIGN_OR_RETURN(LoadStatus status,
+//                           checkpoint.Restore(LatestCheckpoint(dir)));
+//   Output train_op = optimizer->Minimize(scope, loss);  // restore ops appear
+//   CKFLOW_ASSIGN_OR_RETURN(auto session, Session::Create(scope.graph()));
+//   CKFLOW_RETURN_IF_ERROR(status.InitializeOrRestore(*session));
+//   for (...) {
+//     session->Run(feeds, {}, {train_op});
+//     CKFLOW_ASSIGN_OR_RETURN(std::string path, checkpoint.Save(dir + "/ckpt", *session));
+//   }
+//
+// A Checkpoint is the root of an object graph: its named dependencies (sorted
+// by name, as TensorFlow orders keyword arguments), then `save_counter`. A
+// checkpoint file records that graph (`_CHECKPOINTABLE_OBJECT_GRAPH`) and each
+// value under its object path ("model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE"),
+// so restoring matches values to objects by path, not by variable names.
+//
+// Save and restore are graph ops the session runs (SaveV2 per device, then
+// MergeV2Checkpoints; restore ops that read straight into the variables),
+// built once and cached: the checkpoint prefix is fed, so the thousandth save
+// or restore adds no node to the graph.
+//
+// Restore is deferred: objects and variables that do not exist yet when
+// Restore is called (a layer's weights before its first call, optimizer
+// slots before Minimize) get their restore ops the moment they are created.
+// LoadStatus::RunRestoreOps runs every restore op accumulated so far.
+//
+// Thread safety: a Checkpoint and its LoadStatus objects are used from the
+// thread that builds the graph. The session ops they run are thread-safe.
+
+#ifndef CKFLOW_CHECKPOINT_CHECKPOINT_H_
+#define CKFLOW_CHECKPOINT_CHECKPOINT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/trackable.h"
+#include "runtime/session.h"
+#include "runtime/status.h"
+
+namespace ckflow {
+
+class Variable;
+
+namespace internal {
+class LoadStatusImpl;
+class CheckpointRoot;
+}  // namespace internal
+
+// What Checkpoint::Restore returns: TensorFlow's CheckpointLoadStatus,
+// InitializationOnlyStatus or NameBasedSaverStatus, as one value type (copies
+// share the same restore). kind() tells which; each method has the exact
+// conditions of its TensorFlow namesake (assert_consumed, ...). A failed
+// assertion is FailedPrecondition listing what did not match by object path
+// and checkpoint key.
+//
+// Dropping the last copy of a status whose checkpoint values were never all
+// matched logs a warning listing them, unless ExpectPartial() was called.
+class LoadStatus {
+ public:
+  enum class Kind { kCheckpointLoad, kInitializationOnly, kNameBasedSaver };
+
+  Kind kind() const;
+  // "CheckpointLoadStatus", "InitializationOnlyStatus", "NameBasedSaverStatus".
+  std::string_view kind_name() const;
+
+  // Every checkpointed value was matched to an object and every object that
+  // exists now was matched (also AssertExistingObjectsMatched).
+  Status AssertConsumed() const;
+  // Every object that exists now and owns values was matched.
+  Status AssertExistingObjectsMatched() const;
+  // Something besides the root was matched.
+  Status AssertNontrivialMatch() const;
+  // Silences the warning about unmatched values. Returns *this.
+  LoadStatus& ExpectPartial();
+  // Runs all restore ops created so far (including deferred ones).
+  Status RunRestoreOps(Session& session) const;
+  // Runs the restore ops, then initializes every variable this restore did
+  // not match and no later restore assigned.
+  Status InitializeOrRestore(Session& session) const;
+
+  // The checkpoint this status restores from; empty for kInitializationOnly.
+  const std::string& save_path() const;
+
+ private:
+  friend class Checkpoint;
+  friend class internal::LoadStatusImpl;
+  explicit LoadStatus(std::shared_ptr<internal::LoadStatusImpl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<internal::LoadStatusImpl> impl_;
+};
+
+struct SaveOptions {
+  // fsync the data files, the index and the directory before returning (and
+  // before the state file names the new checkpoint).
+  bool durable = false;
+};
+
+class Checkpoint {
+ public:
+  using Dependencies = std::vector<std::pair<std::string, std::shared_ptr<Trackable>>>;
+
+  // A checkpoint whose root has `dependencies` as children, sorted by name.
+  // Ops it adds (save_counter, save and restore ops) go into scope's graph
+  // under "save". A duplicate or empty name, or a null object, is recorded in
+  // the scope as InvalidArgument.
+  Checkpoint(const Scope& scope, Dependencies dependencies);
+  ~Checkpoint();
+  Checkpoint(const Checkpoint&) = delete;
+  Checkpoint& operator=(const Checkpoint&) = delete;
+
+  // Increments save_counter (creating and initializing it on the first save)
+  // and writes "<prefix>-<counter>", then points `<dirname>/checkpoint` at it.
+  // Returns the path written.
+  StatusOr<std::string> Save(const std::string& prefix, Session& session,
+                             const SaveOptions& options = {});
+  // Writes exactly `prefix`: no counter increment, no state file.
+  StatusOr<std::string> Write(const std::string& prefix, Session& session,
+                              const SaveOptions& options = {});
+
+  // Restores from `save_path` (deferred as described above); with nullopt
+  // nothing is restored and the status only initializes. NotFound if the
+  // checkpoint does not exist; DataLoss if its index is corrupt.
+  StatusOr<LoadStatus> Restore(const std::optional<std::string>& save_path);
+
+  // The int64 variable counting saves; null until the first Save or Restore.
+  std::shared_ptr<Variable> save_counter() const;
+  // The root object (for inspection and for CheckpointManager).
+  std::shared_ptr<Trackable> root() const;
+
+ private:
+  friend class CheckpointManager;
+  std::shared_ptr<internal::CheckpointRoot> root_;
+};
+
+// The newest checkpoint named by `<dir>/checkpoint`, if that state file
+// exists, parses, and the checkpoint's index file exists; else nullopt (as
+// TensorFlow's tf.train.latest_checkpoint returns None).
+std::optional<std::string> LatestCheckpoint(const std::string& dir);
+
+// Keeps the last `max_to_keep` checkpoints of a Checkpoint in a directory,
+// as TensorFlow's tf.train.CheckpointManager: saves "<dir>/<name>-<N>",
+// deletes the files of checkpoints it no longer keeps (only checkpoints it
+// manages), optionally keeps one every N hours, and picks up the state of an
+// existing directory when constructed.
+class CheckpointManager {
+ public:
+  struct Options {
+    std::optional<int> max_to_keep = 5;  // nullopt: keep all
+    std::optional<double> keep_checkpoint_every_n_hours;
+    std::string checkpoint_name = "ckpt";
+    // Seconds since the epoch; tests replace it.
+    std::function<double()> clock;
+    SaveOptions save_options;
+  };
+
+  // InvalidArgument if max_to_keep <= 0.
+  static StatusOr<std::unique_ptr<CheckpointManager>> Create(Checkpoint& checkpoint,
+                                                             std::string directory,
+                                                             Options options);
+  ~CheckpointManager();
+
+  // Saves a checkpoint numbered by the incremented save_counter (or
+  // `checkpoint_number`), updates the state file and deletes what is no
+  // longer kept. Returns the path.
+  StatusOr<std::string> Save(Session& session, std::optional<int64_t> checkpoint_number = {});
+
+  // The managed checkpoints, oldest first.
+  std::vector<std::string> checkpoints() const;
+  std::optional<std::string> latest_checkpoint() const;
+  const std::string& directory() const { return directory_; }
+
+ private:
+  CheckpointManager(Checkpoint& checkpoint, std::string directory, Options options);
+  Status WriteState() const;
+  Status Sweep();
+
+  Checkpoint& checkpoint_;
+  const std::string directory_;
+  const Options options_;
+  std::vector<std::pair<std::string, double>> active_;  // path, timestamp; oldest first
+  std::optional<std::string> latest_;
+  double last_preserved_ = 0;
+};
+
+// Keras-style weights of one object (usually a Model) with that object as
+// the root of the object graph: no save_counter, exactly `path` written.
+// Because the root differs, these files do not match Checkpoint{model}
+// (TensorFlow warns about the same).
+Status SaveWeights(const std::shared_ptr<Trackable>& root, const std::string& path,
+                   Session& session, const SaveOptions& options = {});
+// Restores with `root` as the root, runs the restore ops available now (and
+// the deferred ones as the objects appear, on the next RunRestoreOps), and
+// checks AssertNontrivialMatch, as Keras' load_weights does.
+StatusOr<LoadStatus> LoadWeights(const std::shared_ptr<Trackable>& root, const std::string& path,
+                                 Session& session);
+
+}  // namespace ckflow
+
+#endif  // CKFLOW_CHECKPOINT_CHECKPOINT_H_

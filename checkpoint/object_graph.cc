@@ -1,0 +1,178 @@
+#include "checkpoint/object_graph_internal.h"
+
+#include <deque>
+
+namespace ckflow::internal {
+
+std::string EscapeLocalName(std::string_view name) {
+  std::string out;
+  out.reserve(name.size());
+  for (char c : name) {
+    if (c == '.') {
+      out += "..";
+    } else if (c == '/') {
+      out += ".S";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string AttributeKey(std::string_view object_path, std::string_view attribute_name) {
+  std::string key(object_path);
+  key += "/.ATTRIBUTES/";
+  key += EscapeLocalName(attribute_name);
+  return key;
+}
+
+namespace {
+
+std::string JoinPath(const std::string& parent, std::string_view escaped) {
+  if (parent.empty()) return std::string(escaped);
+  return parent + "/" + std::string(escaped);
+}
+
+void AddAttributes(ObjectGraph& graph, int id) {
+  ObjectGraphNode& node = graph.nodes[id];
+  node.attributes = node.object->Attributes();
+  for (const SaveableAttribute& attr : node.attributes) {
+    node.keys.push_back(AttributeKey(node.path, attr.name));
+    graph.values.push_back({node.keys.back(), attr, id});
+  }
+}
+
+}  // namespace
+
+ObjectGraph BuildObjectGraph(const std::shared_ptr<Trackable>& root) {
+  ObjectGraph graph;
+  graph.nodes.push_back({.object = root, .path = "", .display = "(root)"});
+  graph.id_of[root.get()] = 0;
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    // Copy out what we need: push_back below may move graph.nodes.
+    std::shared_ptr<Trackable> object = graph.nodes[i].object;
+    for (auto& [name, child] : object->Children()) {
+      auto [it, inserted] = graph.id_of.emplace(child.get(), static_cast<int>(graph.nodes.size()));
+      if (inserted) {
+        graph.nodes.push_back({.object = child,
+                               .path = JoinPath(graph.nodes[i].path, EscapeLocalName(name)),
+                               .display = graph.nodes[i].display + "." + name});
+      }
+      graph.nodes[i].children.emplace_back(name, it->second);
+    }
+  }
+  const size_t num_ordinary = graph.nodes.size();
+  for (size_t opt = 0; opt < num_ordinary; ++opt) {
+    auto* owner = dynamic_cast<SlotOwner*>(graph.nodes[opt].object.get());
+    if (owner == nullptr) continue;
+    for (const std::string& slot_name : owner->SlotNames()) {
+      for (size_t var = 0; var < num_ordinary; ++var) {
+        std::shared_ptr<Trackable> slot = owner->GetSlot(*graph.nodes[var].object, slot_name);
+        if (!slot) continue;
+        int id = static_cast<int>(graph.nodes.size());
+        // A slot that is also an ordinary dependency keeps its first id.
+        if (!graph.id_of.emplace(slot.get(), id).second) continue;
+        std::string path = graph.nodes[var].path + "/.OPTIMIZER_SLOT/" + graph.nodes[opt].path +
+                           "/" + EscapeLocalName(slot_name);
+        std::string display = graph.nodes[opt].display + "'s state '" + slot_name + "' for " +
+                              graph.nodes[var].display;
+        graph.nodes.push_back({.object = slot,
+                               .path = std::move(path),
+                               .display = std::move(display),
+                               .is_slot = true,
+                               .slot_variable_of = static_cast<int>(var),
+                               .slot_optimizer = static_cast<int>(opt),
+                               .slot_name = slot_name});
+      }
+    }
+  }
+  for (size_t id = 0; id < graph.nodes.size(); ++id) AddAttributes(graph, static_cast<int>(id));
+  return graph;
+}
+
+tensorflow::TrackableObjectGraph ToProto(const ObjectGraph& graph) {
+  tensorflow::TrackableObjectGraph proto;
+  const int n = static_cast<int>(graph.nodes.size());
+  std::vector<bool> has_values(n, false);
+  for (int id = 0; id < n; ++id) {
+    const ObjectGraphNode& node = graph.nodes[id];
+    auto* out = proto.add_nodes();
+    for (const auto& [name, child] : node.children) {
+      auto* ref = out->add_children();
+      ref->set_node_id(child);
+      ref->set_local_name(name);
+    }
+    for (size_t a = 0; a < node.attributes.size(); ++a) {
+      auto* attr = out->add_attributes();
+      // TensorFlow stores the attribute name escaped once; the key escapes it
+      // again (save_util._get_tensors_from_trackable).
+      attr->set_name(EscapeLocalName(node.attributes[a].name));
+      attr->set_full_name(node.attributes[a].full_name);
+      attr->set_checkpoint_key(node.keys[a]);
+    }
+    if (!node.attributes.empty()) has_values[id] = true;
+    if (node.is_slot) {
+      auto* ref = proto.mutable_nodes(node.slot_optimizer)->add_slot_variables();
+      ref->set_original_variable_node_id(node.slot_variable_of);
+      ref->set_slot_name(node.slot_name);
+      ref->set_slot_variable_node_id(id);
+      has_values[node.slot_optimizer] = true;
+    }
+  }
+  // has_checkpoint_values flows up the children edges; the graph may have
+  // cycles, so iterate to a fixed point (each pass is linear, and values only
+  // turn true).
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int id = n - 1; id >= 0; --id) {
+      if (has_values[id]) continue;
+      for (const auto& [name, child] : graph.nodes[id].children) {
+        if (has_values[child]) {
+          has_values[id] = true;
+          changed = true;
+          break;
+        }
+      }
+    }
+  }
+  for (int id = 0; id < n; ++id) {
+    auto* flag = proto.mutable_nodes(id)->mutable_has_checkpoint_values();
+    flag->set_value(has_values[id]);
+  }
+  return proto;
+}
+
+std::vector<std::string> ProtoNodeNames(const tensorflow::TrackableObjectGraph& proto) {
+  const int n = proto.nodes_size();
+  std::vector<std::string> names(n);
+  if (n == 0) return names;
+  std::vector<bool> seen(n, false);
+  std::deque<int> queue{0};
+  names[0] = "(root)";
+  seen[0] = true;
+  while (!queue.empty()) {
+    int id = queue.front();
+    queue.pop_front();
+    for (const auto& child : proto.nodes(id).children()) {
+      int c = child.node_id();
+      if (c < 0 || c >= n || seen[c]) continue;
+      seen[c] = true;
+      names[c] = names[id] + "." + child.local_name();
+      queue.push_back(c);
+    }
+  }
+  for (int id = 0; id < n; ++id) {
+    for (const auto& slot : proto.nodes(id).slot_variables()) {
+      int s = slot.slot_variable_node_id();
+      int v = slot.original_variable_node_id();
+      if (s < 0 || s >= n || v < 0 || v >= n) continue;
+      names[s] = names[id] + "'s state '" + slot.slot_name() + "' for " + names[v];
+    }
+  }
+  for (int id = 0; id < n; ++id) {
+    if (names[id].empty()) names[id] = "(node " + std::to_string(id) + ")";
+  }
+  return names;
+}
+
+}  // namespace ckflow::internal

@@ -1,0 +1,73 @@
+// The object graph as a checkpoint sees it: TensorFlow's ObjectGraphView and
+// its serialization into a TrackableObjectGraph proto.
+//
+// Node ids come from a breadth-first walk from the root, children in
+// tracking order; an object reachable by two paths is one node, named by
+// the first path the walk meets. Slot variables are appended after every
+// ordinary node: for each optimizer (in id order), each slot name (sorted),
+// each variable (in id order) that has that slot.
+//
+// Keys: an object's path is its edge names from the root, each escaped
+// ('.' -> '..', then '/' -> '.S'), joined by '/'; a slot's path is
+// "<variable path>/.OPTIMIZER_SLOT/<optimizer path>/<slot name>"; a value's
+// key is "<path>/.ATTRIBUTES/<attribute name>".
+
+#ifndef CKFLOW_CHECKPOINT_OBJECT_GRAPH_INTERNAL_H_
+#define CKFLOW_CHECKPOINT_OBJECT_GRAPH_INTERNAL_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "checkpoint/protos/trackable_object_graph.pb.h"
+#include "graph/trackable.h"
+
+namespace ckflow::internal {
+
+std::string EscapeLocalName(std::string_view name);
+// The key of attribute `attribute_name` of the object at `object_path`.
+std::string AttributeKey(std::string_view object_path, std::string_view attribute_name);
+
+struct ObjectGraphNode {
+  std::shared_ptr<Trackable> object;
+  std::string path;         // escaped key path; "" for the root
+  std::string display;      // "(root).model.dense.kernel", for messages
+  std::vector<std::pair<std::string, int>> children;  // every edge, in order
+  std::vector<SaveableAttribute> attributes;
+  std::vector<std::string> keys;  // parallel to attributes
+  bool is_slot = false;
+  // For slot nodes: the original variable and optimizer node ids.
+  int slot_variable_of = -1;
+  int slot_optimizer = -1;
+  std::string slot_name;
+};
+
+struct ObjectGraph {
+  std::vector<ObjectGraphNode> nodes;  // node 0 is the root
+  std::unordered_map<const Trackable*, int> id_of;
+  // Every (key, attribute, node id) to save, in node order.
+  struct Value {
+    std::string key;
+    SaveableAttribute attribute;
+    int node = -1;
+  };
+  std::vector<Value> values;
+};
+
+// Walks the objects reachable from `root` (children, then slots).
+ObjectGraph BuildObjectGraph(const std::shared_ptr<Trackable>& root);
+
+// The TrackableObjectGraph proto TensorFlow would write for `graph`,
+// has_checkpoint_values set on every node.
+tensorflow::TrackableObjectGraph ToProto(const ObjectGraph& graph);
+
+// "(root).a.b" names of proto nodes (BFS over the proto's children from node
+// 0, slots named "<optimizer>'s state '<slot>' for <variable>"), as
+// TensorFlow names them in warnings.
+std::vector<std::string> ProtoNodeNames(const tensorflow::TrackableObjectGraph& proto);
+
+}  // namespace ckflow::internal
+
+#endif  // CKFLOW_CHECKPOINT_OBJECT_GRAPH_INTERNAL_H_

@@ -1,0 +1,604 @@
+// Matching a checkpoint's object graph to live objects, and the three status
+// kinds. The conditions follow TensorFlow's python/checkpoint/ (restore.py,
+// checkpoint.py), spec §5.5–5.6.
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <sstream>
+#include <unordered_set>
+
+#include "checkpoint/bundle_format.h"
+#include "checkpoint/restore_internal.h"
+#include "runtime/logging.h"
+
+namespace ckflow::internal {
+namespace {
+
+constexpr int kMaxListed = 10;  // objects listed per message, as TensorFlow
+
+std::string JoinLines(const std::vector<std::string>& lines) {
+  std::string out;
+  const int n = static_cast<int>(lines.size());
+  for (int i = 0; i < std::min(n, kMaxListed); ++i) out += "\n  " + lines[i];
+  if (n > kMaxListed) out += "\n  ... and " + std::to_string(n - kMaxListed) + " more";
+  return out;
+}
+
+// Whether a proto node, or anything below it, holds values (TensorFlow's
+// has_checkpoint_values, with its fallback for older checkpoints).
+bool NodeHasValues(const tensorflow::TrackableObjectGraph::TrackableObject& node) {
+  if (node.has_has_checkpoint_values()) return node.has_checkpoint_values().value();
+  return node.children_size() > 0 || node.attributes_size() > 0 || node.slot_variables_size() > 0 ||
+         node.has_registered_saver();
+}
+
+std::string ObjectDescription(const ObjectGraphNode& node) {
+  return (node.path.empty() ? std::string("(root)") : node.path) + " (" + node.object->TypeName() +
+         ")";
+}
+
+Status ValidateProto(const tensorflow::TrackableObjectGraph& proto, const std::string& path) {
+  const int n = proto.nodes_size();
+  if (n == 0) return DataLossError(path, ": the object graph has no nodes");
+  auto bad = [&](int id) { return id < 0 || id >= n; };
+  for (int id = 0; id < n; ++id) {
+    for (const auto& c : proto.nodes(id).children()) {
+      if (bad(c.node_id())) {
+        return DataLossError(path, ": object graph node ", id, " has child '", c.local_name(),
+                             "' pointing at node ", c.node_id(), " of ", n);
+      }
+    }
+    for (const auto& s : proto.nodes(id).slot_variables()) {
+      if (bad(s.original_variable_node_id()) || bad(s.slot_variable_node_id())) {
+        return DataLossError(path, ": object graph node ", id, " has slot '", s.slot_name(),
+                             "' referring to a node out of range");
+      }
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+int64_t NewRestoreUid() {
+  static std::atomic<int64_t> next{1};
+  return next.fetch_add(1);
+}
+
+// ------------------------------------------------------------ coordinator
+
+RestoreCoordinator::RestoreCoordinator(std::string path, std::shared_ptr<BundleReader> r,
+                                       tensorflow::TrackableObjectGraph p,
+                                       std::shared_ptr<Saver> s)
+    : uid(NewRestoreUid()),
+      save_path(std::move(path)),
+      reader(std::move(r)),
+      proto(std::move(p)),
+      node_names(ProtoNodeNames(proto)),
+      saver(std::move(s)),
+      object_by_proto_id(proto.nodes_size()),
+      bound(proto.nodes_size(), false) {
+  for (int id = 0; id < proto.nodes_size(); ++id) {
+    for (const auto& slot : proto.nodes(id).slot_variables()) {
+      slot_restorations[slot.original_variable_node_id()].push_back(
+          {id, slot.slot_variable_node_id(), slot.slot_name()});
+    }
+  }
+}
+
+RestoreCoordinator::~RestoreCoordinator() {
+  if (expect_partial) return;
+  std::vector<std::string> lines;
+  for (int id = 0; id < proto.nodes_size(); ++id) {
+    if (proto.nodes(id).attributes_size() > 0 && !matched_proto_ids.count(id)) {
+      lines.push_back("Value in checkpoint could not be found in the restored object: " +
+                      node_names[id] + " (key '" + proto.nodes(id).attributes(0).checkpoint_key() +
+                      "')");
+    }
+  }
+  for (const auto& [id, names] : unused_attributes) {
+    for (const std::string& name : names) {
+      lines.push_back("An attribute in the restored object could not be found in the checkpoint. "
+                      "Object: " + node_names[id] + ", attribute: " + name);
+    }
+  }
+  if (lines.empty()) return;
+  std::string message = "A checkpoint status for '" + save_path +
+                        "' is being deleted with unrestored values. If this is expected, call "
+                        "ExpectPartial() on the status returned by Restore to silence this "
+                        "warning; otherwise create the missing objects before running the restore "
+                        "ops.";
+  for (const std::string& line : lines) message += "\n  " + line;
+  Log(LogSeverity::kWarning, message);
+}
+
+bool RestoreCoordinator::Bind(int proto_id, const std::shared_ptr<Trackable>& object) {
+  RecordObject(object);
+  matched_proto_ids.insert(proto_id);
+  std::shared_ptr<Trackable> current = bound[proto_id] ? object_by_proto_id[proto_id].lock() : nullptr;
+  if (current == nullptr) {
+    bound[proto_id] = true;
+    object_by_proto_id[proto_id] = object;
+    proto_id_by_object[object.get()] = proto_id;
+    return true;
+  }
+  if (current != object) {
+    Log(LogSeverity::kWarning,
+        "Inconsistent references when restoring '" + save_path + "': checkpoint node " +
+            node_names[proto_id] + " is already bound to another object; the other reference "
+            "is not restored from it.");
+  }
+  return false;
+}
+
+bool RestoreCoordinator::IsBoundAnywhere(const Trackable* object) const {
+  auto it = proto_id_by_object.find(object);
+  return it != proto_id_by_object.end() && object_by_proto_id[it->second].lock().get() == object;
+}
+
+void RestoreCoordinator::RecordObject(const std::shared_ptr<Trackable>& object) {
+  all_objects.emplace(object.get(), object);
+}
+
+void RestoreCoordinator::AddRestoreOps(const std::vector<std::pair<int, RestoreItem>>& items) {
+  std::vector<RestoreItem> ok_items;
+  for (const auto& [id, item] : items) {
+    const std::string where = "restoring " + node_names[id] + " from '" + save_path + "'";
+    const BundleEntry* entry = reader->FindEntry(item.key);
+    if (entry == nullptr) {
+      problems.push_back(NotFoundError(where, ": the checkpoint's object graph names key '",
+                                       item.key, "' but its bundle has no such tensor"));
+      continue;
+    }
+    if (entry->dtype != item.attribute.dtype) {
+      problems.push_back(InvalidArgumentError(
+          where, ": key '", item.key, "' holds ", StoredDataTypeName(entry->dtype), " but variable '",
+          item.attribute.full_name, "' is ", DataTypeName(item.attribute.dtype)));
+      continue;
+    }
+    if (!item.attribute.shape.IsCompatibleWith(entry->shape)) {
+      problems.push_back(InvalidArgumentError(
+          where, ": key '", item.key, "' has shape ", entry->shape.ToString(), " but variable '",
+          item.attribute.full_name, "' has shape ", item.attribute.shape.ToString()));
+      continue;
+    }
+    ok_items.push_back(item);
+  }
+  if (ok_items.empty()) return;
+  StatusOr<std::vector<Output>> ops = saver->RestoreOps(ok_items);
+  if (!ops.ok()) {
+    problems.push_back(ops.status());
+    return;
+  }
+  restore_ops.insert(restore_ops.end(), ops->begin(), ops->end());
+}
+
+// ------------------------------------------------------------ positions
+
+void CheckpointPosition::Restore(const std::shared_ptr<Trackable>& object) {
+  RestoreCoordinator& c = *coordinator_;
+  if (!c.Bind(proto_id_, object)) return;
+  std::vector<std::pair<int, RestoreItem>> items;
+  std::deque<std::pair<int, std::shared_ptr<Trackable>>> queue{{proto_id_, object}};
+  while (!queue.empty()) {
+    auto [id, obj] = std::move(queue.front());
+    queue.pop_front();
+    const auto& node = c.proto.nodes(id);
+
+    // This object's own values, unless a newer restore already set them.
+    if (c.uid > obj->update_uid()) {
+      std::vector<SaveableAttribute> attributes = obj->Attributes();
+      for (const auto& serialized : node.attributes()) {
+        auto match = std::find_if(attributes.begin(), attributes.end(), [&](const auto& a) {
+          return a.name == serialized.name() || EscapeLocalName(a.name) == serialized.name();
+        });
+        if (match == attributes.end()) {
+          c.unused_attributes[id].push_back(serialized.name());
+          continue;
+        }
+        items.push_back({id, RestoreItem{serialized.checkpoint_key(), *match}});
+      }
+      obj->set_update_uid(c.uid);
+    }
+
+    for (const auto& child : node.children()) {
+      std::shared_ptr<Trackable> local = obj->LookupChild(child.local_name());
+      if (local == nullptr) {
+        if (NodeHasValues(c.proto.nodes(child.node_id()))) {
+          obj->AddDeferredRestore(child.local_name(),
+                                  std::make_shared<CheckpointPosition>(coordinator_, child.node_id()));
+        }
+        continue;
+      }
+      if (c.Bind(child.node_id(), local)) queue.emplace_back(child.node_id(), local);
+    }
+
+    // This object is an optimizer whose variables were bound earlier.
+    if (auto it = c.deferred_slot_restorations.find(id); it != c.deferred_slot_restorations.end()) {
+      std::vector<DeferredSlotRestoration> pending = std::move(it->second);
+      c.deferred_slot_restorations.erase(it);
+      if (auto* owner = dynamic_cast<SlotOwner*>(obj.get())) {
+        for (const DeferredSlotRestoration& d : pending) {
+          if (auto variable = d.original_variable.lock()) {
+            owner->CreateOrRestoreSlot(
+                variable, d.slot_name,
+                std::make_shared<CheckpointPosition>(coordinator_, d.slot_variable_id));
+          }
+        }
+      }
+    }
+    // This object is a variable that has slots in the checkpoint.
+    if (auto it = c.slot_restorations.find(id); it != c.slot_restorations.end()) {
+      std::vector<SlotRestoration> slots = std::move(it->second);
+      c.slot_restorations.erase(it);
+      for (const SlotRestoration& s : slots) {
+        std::shared_ptr<Trackable> optimizer =
+            c.bound[s.optimizer_id] ? c.object_by_proto_id[s.optimizer_id].lock() : nullptr;
+        if (optimizer == nullptr) {
+          c.deferred_slot_restorations[s.optimizer_id].push_back(
+              {obj, s.slot_variable_id, s.slot_name});
+        } else if (auto* owner = dynamic_cast<SlotOwner*>(optimizer.get())) {
+          owner->CreateOrRestoreSlot(
+              obj, s.slot_name, std::make_shared<CheckpointPosition>(coordinator_, s.slot_variable_id));
+        }
+      }
+    }
+  }
+  c.AddRestoreOps(items);
+}
+
+// ------------------------------------------------------------ statuses
+
+namespace {
+
+// The objects that exist now, reachable from the root (children, slots).
+ObjectGraph CurrentObjects(const std::shared_ptr<Trackable>& root) { return BuildObjectGraph(root); }
+
+Status RunTargets(Session& session, const std::vector<Feed>& feeds,
+                  const std::vector<Output>& targets) {
+  if (targets.empty()) return OkStatus();
+  StatusOr<std::vector<Tensor>> result = session.Run(feeds, {}, targets);
+  return result.status();
+}
+
+class CheckpointLoadStatusImpl : public LoadStatusImpl {
+ public:
+  CheckpointLoadStatusImpl(std::shared_ptr<RestoreCoordinator> coord, std::shared_ptr<Trackable> root)
+      : coord_(std::move(coord)), root_(std::move(root)) {}
+
+  LoadStatus::Kind kind() const override { return LoadStatus::Kind::kCheckpointLoad; }
+  const std::string& save_path() const override { return coord_->save_path; }
+
+  Status AssertExistingObjectsMatched() override {
+    RestoreCoordinator& c = *coord_;
+    std::vector<std::string> stale;
+    for (size_t id = 0; id < c.bound.size(); ++id) {
+      if (!c.bound[id]) continue;
+      auto obj = c.object_by_proto_id[id].lock();
+      if (obj && obj->update_uid() < c.uid) {
+        stale.push_back(c.node_names[id] + " was matched but not assigned a value from the checkpoint");
+      }
+    }
+    if (!stale.empty()) {
+      return FailedPreconditionError("checkpoint '", c.save_path, "':", JoinLines(stale));
+    }
+    ObjectGraph current = CurrentObjects(root_);
+    std::vector<std::string> unmatched;
+    for (const ObjectGraphNode& node : current.nodes) {
+      c.RecordObject(node.object);
+      if (node.attributes.empty() || c.IsBoundAnywhere(node.object.get())) continue;
+      std::string line = ObjectDescription(node);
+      for (const std::string& key : node.keys) line += ", would be key '" + key + "'";
+      unmatched.push_back(line);
+    }
+    if (!unmatched.empty()) {
+      return FailedPreconditionError(
+          "checkpoint '", c.save_path, "': ", unmatched.size(),
+          " object(s) that own values were not matched to anything in the checkpoint (the "
+          "program has objects the checkpoint does not; if that is expected, don't assert, or "
+          "restore a checkpoint written by this program):",
+          JoinLines(unmatched));
+    }
+    return OkStatus();
+  }
+
+  Status AssertConsumed() override {
+    CKFLOW_RETURN_IF_ERROR(AssertExistingObjectsMatched());
+    RestoreCoordinator& c = *coord_;
+    std::vector<std::string> unresolved;
+    for (int id = 0; id < c.proto.nodes_size(); ++id) {
+      const auto& node = c.proto.nodes(id);
+      if (node.attributes_size() == 0) continue;
+      if (c.bound[id] && !c.object_by_proto_id[id].expired()) continue;
+      unresolved.push_back(c.node_names[id] + " (key '" + node.attributes(0).checkpoint_key() + "')");
+    }
+    if (!unresolved.empty()) {
+      return FailedPreconditionError(
+          "checkpoint '", c.save_path, "': ", unresolved.size(),
+          " checkpointed value(s) were not matched to any object (create these objects — e.g. "
+          "call the layer or run Minimize — before asserting, or call ExpectPartial() if they "
+          "are not needed):",
+          JoinLines(unresolved));
+    }
+    std::vector<std::string> slots;
+    for (const auto& [var_id, restorations] : c.slot_restorations) {
+      for (const SlotRestoration& s : restorations) {
+        slots.push_back("slot '" + s.slot_name + "' of " + c.node_names[var_id] + " (optimizer " +
+                        c.node_names[s.optimizer_id] + ")");
+      }
+    }
+    if (!slots.empty()) {
+      return FailedPreconditionError("checkpoint '", c.save_path, "': ", slots.size(),
+                                     " slot variable(s) could not be restored because their "
+                                     "variable was never matched:",
+                                     JoinLines(slots));
+    }
+    std::vector<std::string> unused;
+    for (const auto& [id, names] : c.unused_attributes) {
+      for (const std::string& name : names) {
+        unused.push_back(c.node_names[id] + " has no attribute '" + name + "'");
+      }
+    }
+    if (!unused.empty()) {
+      return FailedPreconditionError("checkpoint '", c.save_path,
+                                     "': values exist in the checkpoint for attributes the "
+                                     "matched objects do not have:",
+                                     JoinLines(unused));
+    }
+    return OkStatus();
+  }
+
+  Status AssertNontrivialMatch() override {
+    RestoreCoordinator& c = *coord_;
+    ObjectGraph current = CurrentObjects(root_);
+    bool owns_values = false;
+    for (const ObjectGraphNode& node : current.nodes) {
+      c.RecordObject(node.object);
+      owns_values = owns_values || !node.attributes.empty();
+    }
+    int matched = 0;
+    for (size_t id = 0; id < c.bound.size(); ++id) {
+      if (c.bound[id] && !c.object_by_proto_id[id].expired()) ++matched;
+    }
+    if (matched > 1) return OkStatus();
+    if (owns_values) {
+      return FailedPreconditionError(
+          "checkpoint '", c.save_path,
+          "': nothing except the root object matched a checkpointed value. Typically the "
+          "checkpoint was written with another root (e.g. SaveWeights vs Checkpoint{model}) or "
+          "for another program; compare `ckflow tree` of the checkpoint with your objects.");
+    }
+    return FailedPreconditionError("checkpoint '", c.save_path,
+                                   "': nothing to load: no dependencies have been added to the "
+                                   "root object yet.");
+  }
+
+  void ExpectPartial() override { coord_->expect_partial = true; }
+
+  Status RunRestoreOps(Session& session) override {
+    RestoreCoordinator& c = *coord_;
+    if (!c.problems.empty()) {
+      Status first = c.problems.front();
+      if (c.problems.size() == 1) return first;
+      return Status(first.code(), std::string(first.message()) + " (and " +
+                                      std::to_string(c.problems.size() - 1) + " more problem(s))");
+    }
+    return RunTargets(session, {Feed(c.saver->restore_prefix(), Tensor::Scalar(c.save_path))},
+                      c.restore_ops);
+  }
+
+  Status InitializeOrRestore(Session& session) override {
+    RestoreCoordinator& c = *coord_;
+    ObjectGraph current = CurrentObjects(root_);
+    std::vector<Output> initializers;
+    for (const ObjectGraphNode& node : current.nodes) {
+      Output init = node.object->initializer();
+      if (!init.valid() || c.IsBoundAnywhere(node.object.get())) continue;
+      if (node.object->update_uid() >= c.uid) continue;
+      initializers.push_back(init);
+    }
+    CKFLOW_RETURN_IF_ERROR(RunRestoreOps(session));
+    return RunTargets(session, {}, initializers);
+  }
+
+ private:
+  std::shared_ptr<RestoreCoordinator> coord_;
+  std::shared_ptr<Trackable> root_;
+};
+
+class InitializationOnlyStatusImpl : public LoadStatusImpl {
+ public:
+  explicit InitializationOnlyStatusImpl(std::shared_ptr<Trackable> root)
+      : root_(std::move(root)), uid_(NewRestoreUid()) {}
+
+  LoadStatus::Kind kind() const override { return LoadStatus::Kind::kInitializationOnly; }
+  const std::string& save_path() const override { return empty_; }
+  Status AssertConsumed() override { return NothingRestored(); }
+  Status AssertExistingObjectsMatched() override { return NothingRestored(); }
+  Status AssertNontrivialMatch() override { return NothingRestored(); }
+  void ExpectPartial() override {}
+  Status RunRestoreOps(Session&) override {
+    return FailedPreconditionError(
+        "no checkpoint was specified (Restore(nullopt)), so there are no restore ops to run; use "
+        "InitializeOrRestore to initialize the variables");
+  }
+  Status InitializeOrRestore(Session& session) override {
+    ObjectGraph current = CurrentObjects(root_);
+    std::vector<Output> initializers;
+    for (const ObjectGraphNode& node : current.nodes) {
+      Output init = node.object->initializer();
+      if (init.valid() && node.object->update_uid() < uid_) initializers.push_back(init);
+    }
+    return RunTargets(session, {}, initializers);
+  }
+
+ private:
+  static Status NothingRestored() {
+    return FailedPreconditionError(
+        "no checkpoint was specified (Restore(nullopt)); nothing is being restored");
+  }
+  std::shared_ptr<Trackable> root_;
+  int64_t uid_;
+  std::string empty_;
+};
+
+class NameBasedSaverStatusImpl : public LoadStatusImpl {
+ public:
+  NameBasedSaverStatusImpl(std::string save_path, std::shared_ptr<BundleReader> reader,
+                           std::shared_ptr<Saver> saver, std::shared_ptr<Trackable> root)
+      : save_path_(std::move(save_path)),
+        reader_(std::move(reader)),
+        saver_(std::move(saver)),
+        root_(std::move(root)),
+        uid_(NewRestoreUid()) {
+    Log(LogSeverity::kWarning,
+        "Restoring a name-based checkpoint ('" + save_path_ +
+            "', written by a TensorFlow 1 Saver): variables are matched by their names. Save an "
+            "object-based checkpoint to match by object paths.");
+  }
+
+  void MarkOptional(const Trackable* object) { optional_.insert(object); }
+
+  LoadStatus::Kind kind() const override { return LoadStatus::Kind::kNameBasedSaver; }
+  const std::string& save_path() const override { return save_path_; }
+
+  Status AssertConsumed() override {
+    if (!unused_.empty()) {
+      return FailedPreconditionError("name-based checkpoint '", save_path_,
+                                     "' has no value for these variables:", JoinLines(unused_));
+    }
+    ObjectGraph current = CurrentObjects(root_);
+    std::vector<std::string> pending;
+    for (const ObjectGraphNode& node : current.nodes) {
+      if (node.object->update_uid() < uid_ && !optional_.count(node.object.get())) {
+        pending.push_back(ObjectDescription(node));
+      }
+    }
+    if (!pending.empty()) {
+      return FailedPreconditionError(
+          "name-based checkpoint '", save_path_,
+          "': these objects are not restored yet (a name-based restore matches when its ops run: "
+          "call RunRestoreOps or InitializeOrRestore first):",
+          JoinLines(pending));
+    }
+    return OkStatus();
+  }
+  Status AssertExistingObjectsMatched() override { return AssertConsumed(); }
+  Status AssertNontrivialMatch() override { return AssertConsumed(); }
+  void ExpectPartial() override {}
+
+  Status RunRestoreOps(Session& session) override {
+    ObjectGraph current = CurrentObjects(root_);
+    std::vector<RestoreItem> items;
+    for (const ObjectGraphNode& node : current.nodes) {
+      if (node.object->update_uid() >= uid_) continue;
+      node.object->set_update_uid(uid_);
+      for (const SaveableAttribute& attr : node.attributes) {
+        const BundleEntry* entry = reader_->FindEntry(attr.full_name);
+        if (entry == nullptr) {
+          // save_counter and the like are optional; everything else is reported by
+          // AssertConsumed, as TensorFlow records unused attributes.
+          if (!optional_.count(node.object.get())) {
+            unused_.push_back(ObjectDescription(node) + ": no key '" + attr.full_name + "'");
+          }
+          continue;
+        }
+        if (entry->dtype != attr.dtype || !attr.shape.IsCompatibleWith(entry->shape)) {
+          return InvalidArgumentError("name-based checkpoint '", save_path_, "': key '",
+                                      attr.full_name, "' is ", StoredDataTypeName(entry->dtype),
+                                      entry->shape.ToString(), " but the variable is ",
+                                      DataTypeName(attr.dtype), attr.shape.ToString());
+        }
+        items.push_back({attr.full_name, attr});
+      }
+    }
+    if (!items.empty()) {
+      CKFLOW_ASSIGN_OR_RETURN(std::vector<Output> ops, saver_->RestoreOps(items));
+      restore_ops_.insert(restore_ops_.end(), ops.begin(), ops.end());
+    }
+    return RunTargets(session, {Feed(saver_->restore_prefix(), Tensor::Scalar(save_path_))},
+                      restore_ops_);
+  }
+  // TensorFlow's NameBasedSaverStatus does not initialize anything.
+  Status InitializeOrRestore(Session& session) override { return RunRestoreOps(session); }
+
+ private:
+  std::string save_path_;
+  std::shared_ptr<BundleReader> reader_;
+  std::shared_ptr<Saver> saver_;
+  std::shared_ptr<Trackable> root_;
+  int64_t uid_;
+  std::unordered_set<const Trackable*> optional_;
+  std::vector<std::string> unused_;
+  std::vector<Output> restore_ops_;
+};
+
+}  // namespace
+
+StatusOr<LoadStatus> RestoreRoot(
+    const std::shared_ptr<Trackable>& root, const std::shared_ptr<Saver>& saver,
+    const std::optional<std::string>& save_path,
+    const std::function<std::shared_ptr<Trackable>()>& make_save_counter) {
+  if (!save_path.has_value()) {
+    auto status = std::make_shared<InitializationOnlyStatusImpl>(root);
+    if (make_save_counter) make_save_counter();
+    return LoadStatusImpl::Wrap(status);
+  }
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleReader> opened, BundleReader::Open(*save_path));
+  std::shared_ptr<BundleReader> reader = std::move(opened);
+  if (!reader->Contains(kObjectGraphKey)) {
+    auto status = std::make_shared<NameBasedSaverStatusImpl>(*save_path, reader, saver, root);
+    if (make_save_counter) {
+      if (std::shared_ptr<Trackable> counter = make_save_counter()) status->MarkOptional(counter.get());
+    }
+    return LoadStatusImpl::Wrap(status);
+  }
+  CKFLOW_ASSIGN_OR_RETURN(Tensor graph_tensor, reader->Lookup(kObjectGraphKey));
+  if (graph_tensor.dtype() != DT_STRING || graph_tensor.NumElements() != 1) {
+    return DataLossError(*save_path, ": ", kObjectGraphKey, " is not a string scalar");
+  }
+  tensorflow::TrackableObjectGraph proto;
+  if (!proto.ParseFromString(graph_tensor.flat<std::string>()[0])) {
+    return DataLossError(*save_path, ": ", kObjectGraphKey,
+                         " does not parse as a TrackableObjectGraph");
+  }
+  CKFLOW_RETURN_IF_ERROR(ValidateProto(proto, *save_path));
+  auto coordinator = std::make_shared<RestoreCoordinator>(*save_path, reader, std::move(proto), saver);
+  CheckpointPosition(coordinator, 0).Restore(root);
+  auto status = std::make_shared<CheckpointLoadStatusImpl>(coordinator, root);
+  if (make_save_counter) make_save_counter();
+  return LoadStatusImpl::Wrap(status);
+}
+
+}  // namespace ckflow::internal
+
+// ------------------------------------------------------------ LoadStatus
+
+namespace ckflow {
+
+LoadStatus::Kind LoadStatus::kind() const { return impl_->kind(); }
+
+std::string_view LoadStatus::kind_name() const {
+  switch (kind()) {
+    case Kind::kCheckpointLoad: return "CheckpointLoadStatus";
+    case Kind::kInitializationOnly: return "InitializationOnlyStatus";
+    case Kind::kNameBasedSaver: return "NameBasedSaverStatus";
+  }
+  return "LoadStatus";
+}
+
+Status LoadStatus::AssertConsumed() const { return impl_->AssertConsumed(); }
+Status LoadStatus::AssertExistingObjectsMatched() const { return impl_->AssertExistingObjectsMatched(); }
+Status LoadStatus::AssertNontrivialMatch() const { return impl_->AssertNontrivialMatch(); }
+LoadStatus& LoadStatus::ExpectPartial() {
+  impl_->ExpectPartial();
+  return *this;
+}
+Status LoadStatus::RunRestoreOps(Session& session) const { return impl_->RunRestoreOps(session); }
+Status LoadStatus::InitializeOrRestore(Session& session) const {
+  return impl_->InitializeOrRestore(session);
+}
+const std::string& LoadStatus::save_path() const { return impl_->save_path(); }
+
+}  // namespace ckflow

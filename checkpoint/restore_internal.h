@@ -1,0 +1,179 @@
+// The machinery behind Checkpoint::Save/Restore and LoadStatus: TensorFlow's
+// TrackableSaver (cached save and restore ops), _CheckpointRestoreCoordinator
+// (one per restore) and CheckpointPosition (a node of the checkpoint's object
+// graph, bound to a live object).
+//
+// Lifetimes: a LoadStatus holds its coordinator and the root object; objects
+// that wait for a deferred restore hold a CheckpointPosition, which holds the
+// coordinator. So a status outlives its Checkpoint, and a coordinator lives
+// as long as anything can still be restored from it. The coordinator warns
+// about unmatched values when it dies.
+
+#ifndef CKFLOW_CHECKPOINT_RESTORE_INTERNAL_H_
+#define CKFLOW_CHECKPOINT_RESTORE_INTERNAL_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "checkpoint/bundle_reader.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/object_graph_internal.h"
+#include "graph/trackable.h"
+
+namespace ckflow::internal {
+
+// fsyncs P.index, P's data files and P's directory.
+Status SyncCheckpointFiles(const std::string& prefix, int num_shards);
+
+// A globally increasing id per restore (TensorFlow's restore_uid).
+int64_t NewRestoreUid();
+
+// One value to restore: its checkpoint key and the attribute to assign.
+struct RestoreItem {
+  std::string key;
+  SaveableAttribute attribute;
+};
+
+// Cached save and restore ops of one Checkpoint (or SaveWeights root), shared
+// by every status restored through it.
+class Saver {
+ public:
+  explicit Saver(Scope scope) : scope_(std::move(scope)) {}
+
+  // The string placeholder restore ops read the checkpoint prefix from.
+  Output restore_prefix();
+  // Restore ops for `items` (split into groups the session runs in
+  // parallel), reusing ops built before for the same items.
+  StatusOr<std::vector<Output>> RestoreOps(const std::vector<RestoreItem>& items);
+
+  // Writes a checkpoint of `graph` at exactly `prefix`: one SaveV2 per device
+  // into "<prefix>_temp/part-…", then MergeV2Checkpoints.
+  Status Write(const ObjectGraph& graph, const std::string& prefix, Session& session,
+               const SaveOptions& options);
+
+  const Scope& scope() const { return scope_; }
+  // For tests: how many restore ops were ever built.
+  int num_restore_ops_built() const { return static_cast<int>(restore_ops_.size()); }
+
+ private:
+  struct SaveGraph {
+    std::vector<Output> shard_prefixes;  // one per device group
+    Output object_graph;                 // fed serialized proto
+    Output merge_inputs;                 // fed list of shard prefixes
+    Output merge_destination;
+    Output merge;
+  };
+  StatusOr<SaveGraph*> SaveGraphFor(const ObjectGraph& graph,
+                                    const std::vector<std::vector<int>>& groups);
+
+  Scope scope_;
+  Output restore_prefix_;
+  std::unordered_map<std::string, Output> restore_ops_;  // by item signature
+  std::unordered_map<std::string, std::unique_ptr<SaveGraph>> save_graphs_;
+  std::unordered_map<int, Output> reads_;  // ReadVariableOp per handle node id
+};
+
+struct SlotRestoration {
+  int optimizer_id;
+  int slot_variable_id;
+  std::string slot_name;
+};
+struct DeferredSlotRestoration {
+  std::weak_ptr<Trackable> original_variable;
+  int slot_variable_id;
+  std::string slot_name;
+};
+
+class RestoreCoordinator : public std::enable_shared_from_this<RestoreCoordinator> {
+ public:
+  RestoreCoordinator(std::string save_path, std::shared_ptr<BundleReader> reader,
+                     tensorflow::TrackableObjectGraph proto, std::shared_ptr<Saver> saver);
+  ~RestoreCoordinator();
+
+  const int64_t uid;
+  const std::string save_path;
+  const std::shared_ptr<BundleReader> reader;
+  const tensorflow::TrackableObjectGraph proto;
+  const std::vector<std::string> node_names;  // "(root).model.dense"
+  const std::shared_ptr<Saver> saver;
+
+  std::vector<std::weak_ptr<Trackable>> object_by_proto_id;  // expired = unbound
+  std::vector<bool> bound;
+  std::unordered_map<const Trackable*, int> proto_id_by_object;  // inverse of the above
+  std::set<int> matched_proto_ids;
+  std::map<int, std::vector<std::string>> unused_attributes;
+  std::unordered_map<const Trackable*, std::weak_ptr<Trackable>> all_objects;
+  std::vector<Output> restore_ops;
+  std::map<int, std::vector<SlotRestoration>> slot_restorations;
+  std::map<int, std::vector<DeferredSlotRestoration>> deferred_slot_restorations;
+  // Values that cannot be restored (missing key, dtype or shape mismatch):
+  // RunRestoreOps reports them.
+  std::vector<Status> problems;
+  bool expect_partial = false;
+
+  // Binds proto_id to object; false if it was bound already (to it or to
+  // another object, which is warned about).
+  bool Bind(int proto_id, const std::shared_ptr<Trackable>& object);
+  bool IsBoundAnywhere(const Trackable* object) const;
+  void RecordObject(const std::shared_ptr<Trackable>& object);
+
+  // Checks `items` against the checkpoint, builds their restore ops and
+  // appends them to restore_ops.
+  void AddRestoreOps(const std::vector<std::pair<int, RestoreItem>>& items);
+};
+
+// A node of the checkpoint's object graph; Restore(object) binds it and walks
+// the object's subtree breadth first (TensorFlow's CheckpointPosition).
+class CheckpointPosition : public DeferredRestore {
+ public:
+  CheckpointPosition(std::shared_ptr<RestoreCoordinator> coordinator, int proto_id)
+      : coordinator_(std::move(coordinator)), proto_id_(proto_id) {}
+
+  int64_t restore_uid() const override { return coordinator_->uid; }
+  void Restore(const std::shared_ptr<Trackable>& object) override;
+
+ private:
+  std::shared_ptr<RestoreCoordinator> coordinator_;
+  int proto_id_;
+};
+
+// The three status kinds.
+class LoadStatusImpl {
+ public:
+  virtual ~LoadStatusImpl() = default;
+  virtual LoadStatus::Kind kind() const = 0;
+  virtual Status AssertConsumed() = 0;
+  virtual Status AssertExistingObjectsMatched() = 0;
+  virtual Status AssertNontrivialMatch() = 0;
+  virtual void ExpectPartial() = 0;
+  virtual Status RunRestoreOps(Session& session) = 0;
+  virtual Status InitializeOrRestore(Session& session) = 0;
+  virtual const std::string& save_path() const = 0;
+
+  static LoadStatus Wrap(std::shared_ptr<LoadStatusImpl> impl) { return LoadStatus(std::move(impl)); }
+};
+
+std::shared_ptr<LoadStatusImpl> NewCheckpointLoadStatus(std::shared_ptr<RestoreCoordinator> coord,
+                                                        std::shared_ptr<Trackable> root);
+std::shared_ptr<LoadStatusImpl> NewInitializationOnlyStatus(std::shared_ptr<Trackable> root);
+
+// Restores `root` from `save_path` through `saver`: the object-based path if
+// the checkpoint has an object graph, else the name-based one (nullopt: an
+// initialization-only status). `make_save_counter`, if set, runs after the
+// status is built (as TensorFlow creates save_counter then) and returns the
+// counter, which a name-based restore treats as optional.
+StatusOr<LoadStatus> RestoreRoot(const std::shared_ptr<Trackable>& root,
+                                 const std::shared_ptr<Saver>& saver,
+                                 const std::optional<std::string>& save_path,
+                                 const std::function<std::shared_ptr<Trackable>()>& make_save_counter);
+
+}  // namespace ckflow::internal
+
+#endif  // CKFLOW_CHECKPOINT_RESTORE_INTERNAL_H_

@@ -1,0 +1,207 @@
+// Saver: the cached save and restore ops of one checkpoint root.
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "checkpoint/bundle_format.h"
+#include "checkpoint/restore_internal.h"
+#include "ops/array_ops.h"
+#include "ops/checkpoint_ops.h"
+#include "ops/variable_ops.h"
+
+namespace ckflow::internal {
+namespace {
+
+// Restore ops are split so the session can run them in parallel: each group
+// holds at most this many values or bytes (large tensors are also read in
+// parallel chunks inside one op).
+constexpr size_t kMaxValuesPerRestoreOp = 512;
+constexpr int64_t kMaxBytesPerRestoreOp = int64_t{64} << 20;
+
+int64_t ApproxBytes(const SaveableAttribute& a) {
+  if (!a.shape.IsFullyDefined()) return 0;
+  return a.shape.ToTensorShape().num_elements() * static_cast<int64_t>(DataTypeSize(a.dtype));
+}
+
+std::string Signature(const std::vector<RestoreItem>& items, size_t begin, size_t end) {
+  std::string sig;
+  for (size_t i = begin; i < end; ++i) {
+    sig += items[i].key;
+    sig += '\0';
+    sig += std::to_string(items[i].attribute.handle.node()->id());
+    sig += '\0';
+  }
+  return sig;
+}
+
+Tensor StringVector(const std::vector<std::string>& values) {
+  return Tensor::FromVector<std::string>(values);
+}
+
+std::string ShardPrefix(const std::string& prefix, int shard, int num_shards) {
+  char suffix[64];
+  std::snprintf(suffix, sizeof(suffix), "_temp/part-%05d-of-%05d", shard, num_shards);
+  return prefix + suffix;
+}
+
+}  // namespace
+
+Output Saver::restore_prefix() {
+  if (!restore_prefix_.valid()) {
+    restore_prefix_ = ops::Placeholder(scope_.WithOpName("restore_prefix"), DT_STRING,
+                                       {.shape = PartialShape::Scalar()});
+  }
+  return restore_prefix_;
+}
+
+StatusOr<std::vector<Output>> Saver::RestoreOps(const std::vector<RestoreItem>& items) {
+  std::vector<Output> result;
+  Output prefix = restore_prefix();
+  size_t begin = 0;
+  while (begin < items.size()) {
+    size_t end = begin;
+    int64_t bytes = 0;
+    while (end < items.size() && end - begin < kMaxValuesPerRestoreOp &&
+           (end == begin || bytes + ApproxBytes(items[end].attribute) <= kMaxBytesPerRestoreOp)) {
+      bytes += ApproxBytes(items[end].attribute);
+      ++end;
+    }
+    std::string sig = Signature(items, begin, end);
+    auto cached = restore_ops_.find(sig);
+    if (cached != restore_ops_.end()) {
+      result.push_back(cached->second);
+    } else {
+      std::vector<std::string> keys;
+      std::vector<Output> handles;
+      for (size_t i = begin; i < end; ++i) {
+        keys.push_back(items[i].key);
+        handles.push_back(items[i].attribute.handle);
+      }
+      Output op = ops::RestoreVariables(scope_.WithDevice(""), prefix, keys, handles);
+      if (!op.valid()) return scope_.status().WithContext("building restore ops");
+      restore_ops_.emplace(std::move(sig), op);
+      result.push_back(op);
+    }
+    begin = end;
+  }
+  return result;
+}
+
+StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const ObjectGraph& graph,
+                                                const std::vector<std::vector<int>>& groups) {
+  std::string sig;
+  for (const auto& group : groups) {
+    for (int v : group) {
+      sig += graph.values[v].key;
+      sig += '\0';
+      sig += std::to_string(graph.values[v].attribute.handle.node()->id());
+      sig += '\0';
+    }
+    sig += '\1';
+  }
+  auto cached = save_graphs_.find(sig);
+  if (cached != save_graphs_.end()) return cached->second.get();
+
+  auto save = std::make_unique<SaveGraph>();
+  Scope scope = scope_.NewSubScope("save");
+  save->object_graph = ops::Placeholder(scope.WithOpName("object_graph"), DT_STRING,
+                                        {.shape = PartialShape::Scalar()});
+  std::vector<Output> shard_ops;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    std::vector<std::string> names;
+    std::vector<Output> tensors;
+    std::string device;
+    for (int v : groups[g]) {
+      const ObjectGraph::Value& value = graph.values[v];
+      if (!value.attribute.device.empty()) device = value.attribute.device;
+      names.push_back(value.key);
+      int handle_id = value.attribute.handle.node()->id();
+      auto read = reads_.find(handle_id);
+      if (read == reads_.end()) {
+        Output r = ops::ReadVariableOp(scope.WithDevice(device), value.attribute.handle,
+                                       value.attribute.dtype);
+        read = reads_.emplace(handle_id, r).first;
+      }
+      tensors.push_back(read->second);
+    }
+    if (g == 0) {
+      names.push_back(std::string(kObjectGraphKey));
+      tensors.push_back(save->object_graph);
+    }
+    Scope shard = scope.WithDevice(device);
+    Output prefix = ops::Placeholder(shard, DT_STRING, {.shape = PartialShape::Scalar()});
+    save->shard_prefixes.push_back(prefix);
+    Output names_t = ops::Const(shard, StringVector(names));
+    Output slices_t = ops::Const(shard, StringVector(std::vector<std::string>(names.size())));
+    shard_ops.push_back(ops::SaveV2(shard, prefix, names_t, slices_t, tensors));
+  }
+  save->merge_inputs = ops::Placeholder(scope, DT_STRING, {.shape = PartialShape({-1})});
+  save->merge_destination = ops::Placeholder(scope, DT_STRING, {.shape = PartialShape::Scalar()});
+  save->merge = ops::MergeV2Checkpoints(scope.WithControlDependencies(shard_ops),
+                                        save->merge_inputs, save->merge_destination);
+  if (!scope.ok()) return scope.status().WithContext("building save ops");
+  SaveGraph* result = save.get();
+  save_graphs_.emplace(std::move(sig), std::move(save));
+  return result;
+}
+
+Status Saver::Write(const ObjectGraph& graph, const std::string& prefix, Session& session,
+                    const SaveOptions& options) {
+  // One SaveV2 per device, in order of first appearance. Values without a
+  // device (save_counter, say) and the object graph go with the first.
+  std::vector<std::string> devices;
+  std::vector<std::vector<int>> groups;
+  std::vector<int> default_group;
+  for (size_t v = 0; v < graph.values.size(); ++v) {
+    const std::string& device = graph.values[v].attribute.device;
+    if (device.empty()) {
+      default_group.push_back(static_cast<int>(v));
+      continue;
+    }
+    auto it = std::find(devices.begin(), devices.end(), device);
+    if (it == devices.end()) {
+      devices.push_back(device);
+      groups.emplace_back();
+      it = devices.end() - 1;
+    }
+    groups[it - devices.begin()].push_back(static_cast<int>(v));
+  }
+  if (groups.empty()) groups.emplace_back();
+  groups[0].insert(groups[0].begin(), default_group.begin(), default_group.end());
+  CKFLOW_ASSIGN_OR_RETURN(SaveGraph * save, SaveGraphFor(graph, groups));
+
+  std::string serialized;
+  if (!ToProto(graph).SerializeToString(&serialized)) {
+    return InternalError("serializing the object graph for '", prefix, "'");
+  }
+  const int n = static_cast<int>(groups.size());
+  std::vector<Feed> feeds;
+  std::vector<std::string> shard_prefixes;
+  for (int i = 0; i < n; ++i) {
+    shard_prefixes.push_back(ShardPrefix(prefix, i, n));
+    feeds.emplace_back(save->shard_prefixes[i], Tensor::Scalar(shard_prefixes.back()));
+  }
+  feeds.emplace_back(save->object_graph, Tensor::Scalar(serialized));
+  feeds.emplace_back(save->merge_inputs, StringVector(shard_prefixes));
+  feeds.emplace_back(save->merge_destination, Tensor::Scalar(prefix));
+
+  std::error_code ec;
+  std::filesystem::path dir = std::filesystem::path(prefix).parent_path();
+  if (!dir.empty()) {
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return PermissionDeniedError("cannot create directory '", dir.string(), "': ", ec.message());
+  }
+  StatusOr<std::vector<Tensor>> ran = session.Run(feeds, {}, {save->merge});
+  if (!ran.ok()) {
+    // Leave no temp shards behind; the previous checkpoint was never touched.
+    std::filesystem::remove_all(prefix + "_temp", ec);
+    return ran.status().WithContext("saving checkpoint '" + prefix + "'");
+  }
+  if (options.durable) {
+    CKFLOW_RETURN_IF_ERROR(SyncCheckpointFiles(prefix, n));
+  }
+  return OkStatus();
+}
+
+}  // namespace ckflow::internal

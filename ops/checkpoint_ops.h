@@ -1,0 +1,55 @@
+// Checkpoint ops: TensorFlow's SaveV2, RestoreV2 and MergeV2Checkpoints, and
+// ckflow's RestoreVariables, which reads checkpointed tensors straight into
+// the buffers of the variables they restore (no intermediate tensor, no
+// fresh memory when the variable already has a buffer of the right shape).
+//
+// Readers are cached per session and checkpoint prefix, so an index is parsed
+// once however many restore ops read it; a cached reader is dropped when the
+// checkpoint's index file changes on disk.
+//
+// Thread safety: the kernels may run concurrently (the session runs a
+// checkpoint's restore ops in parallel); each locks the variable it writes.
+
+#ifndef CKFLOW_OPS_CHECKPOINT_OPS_H_
+#define CKFLOW_OPS_CHECKPOINT_OPS_H_
+
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/op_def.h"
+
+namespace ckflow {
+
+Status RegisterCheckpointOps(OpRegistry& registry);
+
+namespace ops {
+
+// Writes `tensors` under `tensor_names` (a string vector; `shape_and_slices`
+// must hold "" for each: partitioned saves are not supported) into a
+// single-shard bundle at `prefix`. With `sync`, the files are fsynced before
+// they are renamed into place. Returns the op (no outputs).
+Output SaveV2(const Scope& scope, Output prefix, Output tensor_names, Output shape_and_slices,
+              const std::vector<Output>& tensors, bool sync = false);
+
+// Reads the tensors `tensor_names` (string vector) of dtypes `dtypes` from
+// the checkpoint at `prefix`.
+std::vector<Output> RestoreV2(const Scope& scope, Output prefix, Output tensor_names,
+                              Output shape_and_slices, const std::vector<DataType>& dtypes);
+
+// Merges single-shard bundles `checkpoint_prefixes` (string vector) into one
+// checkpoint at `destination_prefix`, renaming their data files and removing
+// their indexes (and, with delete_old_dirs, their directories if empty).
+Output MergeV2Checkpoints(const Scope& scope, Output checkpoint_prefixes,
+                          Output destination_prefix, bool delete_old_dirs = true);
+
+// Restores the variable behind each of `handles` from the tensor `keys[i]`
+// of the checkpoint at `prefix`: dtype and shape are checked against the
+// variable; the bytes are read, and checksummed, straight into its buffer.
+Output RestoreVariables(const Scope& scope, Output prefix, const std::vector<std::string>& keys,
+                        const std::vector<Output>& handles);
+
+}  // namespace ops
+}  // namespace ckflow
+
+#endif  // CKFLOW_OPS_CHECKPOINT_OPS_H_
