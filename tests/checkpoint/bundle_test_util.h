@@ -6,6 +6,7 @@
 #define CKFLOW_TESTS_CHECKPOINT_BUNDLE_TEST_UTIL_H_
 
 #include <atomic>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +26,7 @@ struct Fixture {
   std::string Prefix() const;
 };
 const std::vector<Fixture>& AllFixtures();
+inline void PrintTo(const Fixture& f, std::ostream* os) { *os << f.dir << "/" << f.name; }
 
 // Runs ../shared/tools/describe.py on `path`; returns its exit code and
 // fills *output.

@@ -19,6 +19,8 @@ struct CliCase {
   int exit_code;
 };
 
+void PrintTo(const CliCase& c, std::ostream* os) { *os << "ckflow " << c.args; }
+
 // Replaces every `from` in `s` by `to`.
 std::string ReplaceAll(std::string s, const std::string& from, const std::string& to) {
   for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) {
