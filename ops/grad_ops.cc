@@ -100,9 +100,12 @@ Status BroadcastToCompute(KernelContext& ctx) {
 
 StatusOr<Kernel> BroadcastToKernel(const Node& node) {
   switch (DataTypeSize(node.output_type(0))) {
-    case 1: return Kernel(BroadcastToCompute<uint8_t>);
-    case 4: return Kernel(BroadcastToCompute<uint32_t>);
-    case 8: return Kernel(BroadcastToCompute<uint64_t>);
+    case 1:
+      return Kernel(BroadcastToCompute<uint8_t>);
+    case 4:
+      return Kernel(BroadcastToCompute<uint32_t>);
+    case 8:
+      return Kernel(BroadcastToCompute<uint64_t>);
     default:
       return InvalidArgumentError("unsupported dtype ", DataTypeName(node.output_type(0)));
   }
@@ -129,7 +132,8 @@ Status ReducedShapeCompute(KernelContext& ctx) {
   }
   CKFLOW_ASSIGN_OR_RETURN(std::vector<int64_t> axes, IntsFromTensor(ctx.input(1), "axes"));
   const int rank = static_cast<int>(input_shape.NumElements());
-  CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, input_shape.dtype(), input_shape.shape()));
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * out,
+                          ctx.AllocateOutput(0, input_shape.dtype(), input_shape.shape()));
   std::span<T> dims = out->flat<T>();
   std::copy(input_shape.flat<T>().begin(), input_shape.flat<T>().end(), dims.begin());
   for (int64_t axis : axes) {
@@ -148,15 +152,15 @@ Status RegisterGradientOps(OpRegistry& registry) {
                                                .inputs = {"input", "shape"},
                                                .shape_fn = BroadcastToShapeFn,
                                                .kernel_factory = BroadcastToKernel}));
-  return RegisterOp(registry, {.type = "ReducedShape",
-                               .inputs = {"input_shape", "axes"},
-                               .shape_fn = ReducedShapeShapeFn,
-                               .kernel_factory = [](const Node& node) {
-                                 return DispatchIndex(
-                                     node.output_type(0), [](auto tag) -> StatusOr<Kernel> {
-                                       return Kernel(ReducedShapeCompute<typename decltype(tag)::type>);
-                                     });
-                               }});
+  return RegisterOp(registry,
+                    {.type = "ReducedShape",
+                     .inputs = {"input_shape", "axes"},
+                     .shape_fn = ReducedShapeShapeFn,
+                     .kernel_factory = [](const Node& node) {
+                       return DispatchIndex(node.output_type(0), [](auto tag) -> StatusOr<Kernel> {
+                         return Kernel(ReducedShapeCompute<typename decltype(tag)::type>);
+                       });
+                     }});
 }
 
 namespace ops {

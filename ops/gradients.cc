@@ -129,8 +129,8 @@ Status MaximumMinimumGrad(const Scope& scope, const Node& op, const std::vector<
                           std::vector<Output>* dx) {
   const Output x = op.input(0);
   const Output y = op.input(1);
-  Output x_chosen = op.type() == "Maximum" ? ops::GreaterEqual(scope, x, y)
-                                           : ops::LessEqual(scope, x, y);
+  Output x_chosen =
+      op.type() == "Maximum" ? ops::GreaterEqual(scope, x, y) : ops::LessEqual(scope, x, y);
   Output zero = ScalarLike(scope, dz[0].dtype(), 0);
   SetBinaryGradients(scope, op, ops::Select(scope, x_chosen, dz[0], zero),
                      ops::Select(scope, x_chosen, zero, dz[0]), dx);
@@ -146,8 +146,9 @@ Status PowGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz
   const Output y = op.input(1);
   const Output z = OutputOf(op);
   const DataType dtype = x.dtype();
-  Output gx = ops::Mul(scope, dz[0],
-                       ops::Mul(scope, y, ops::Pow(scope, x, ops::Sub(scope, y, ScalarLike(scope, dtype, 1)))));
+  Output gx = ops::Mul(
+      scope, dz[0],
+      ops::Mul(scope, y, ops::Pow(scope, x, ops::Sub(scope, y, ScalarLike(scope, dtype, 1)))));
   Output zero = ScalarLike(scope, dtype, 0);
   Output positive = ops::Greater(scope, x, zero);
   Output safe_x = ops::Select(scope, positive, x, ScalarLike(scope, dtype, 1));
@@ -354,7 +355,8 @@ Output ShapeOf(const Scope& scope, Output x) {
 // The number of elements of `x`, as a scalar of `dtype`.
 Output NumElementsOf(const Scope& scope, Output x, DataType dtype) {
   const PartialShape& s = x.shape();
-  if (s.IsFullyDefined()) return ScalarLike(scope, dtype, static_cast<double>(s.ToTensorShape().num_elements()));
+  if (s.IsFullyDefined())
+    return ScalarLike(scope, dtype, static_cast<double>(s.ToTensorShape().num_elements()));
   return ops::Cast(scope, ops::Prod(scope, ops::Shape(scope, x, DT_INT64), 0), dtype);
 }
 
@@ -401,9 +403,9 @@ Status MeanGrad(const Scope& scope, const Node& op, const std::vector<Output>& d
   // (count 0) has an empty input, so the guard against 0 changes nothing.
   const Output x = op.input(0);
   const DataType dtype = x.dtype();
-  Output count = ops::Div(scope, NumElementsOf(scope, x, dtype),
-                          ops::Maximum(scope, NumElementsOf(scope, OutputOf(op), dtype),
-                                       ScalarLike(scope, dtype, 1)));
+  Output count = ops::Div(
+      scope, NumElementsOf(scope, x, dtype),
+      ops::Maximum(scope, NumElementsOf(scope, OutputOf(op), dtype), ScalarLike(scope, dtype, 1)));
   Output grad = ops::Div(scope, dz[0], count);
   (*dx)[0] = ops::BroadcastTo(scope, WithKeptDims(scope, op, grad), ShapeOf(scope, x));
   return OkStatus();
@@ -518,8 +520,8 @@ Status TanhGradGrad(const Scope& scope, const Node& op, const std::vector<Output
   // z = dy * (1 - y^2): dz/dy_in = -2 y dy, dz/d dy = 1 - y^2.
   const Output y = op.input(0);
   const Output dy = op.input(1);
-  (*dx)[0] = ops::Mul(scope, dz[0], ops::Mul(scope, ScalarLike(scope, y.dtype(), -2),
-                                             ops::Mul(scope, y, dy)));
+  (*dx)[0] = ops::Mul(scope, dz[0],
+                      ops::Mul(scope, ScalarLike(scope, y.dtype(), -2), ops::Mul(scope, y, dy)));
   (*dx)[1] = ops::TanhGrad(scope, y, dz[0]);
   return OkStatus();
 }
@@ -565,7 +567,9 @@ Status LogSoftmaxGrad(const Scope& scope, const Node& op, const std::vector<Outp
 // against `like` [batch, classes].
 Output AsColumn(const Scope& scope, Output v, Output like) {
   const PartialShape& s = like.shape();
-  if (s.IsFullyDefined() && s.rank() == 2) return ops::Reshape(scope, v, ops::Const<int64_t>(scope, {s.dim(0), 1}, {2}));
+  if (s.IsFullyDefined() && s.rank() == 2) {
+    return ops::Reshape(scope, v, ops::Const<int64_t>(scope, {s.dim(0), 1}, {2}));
+  }
   return ops::Reshape(scope, v, ops::ReducedShape(scope, ShapeOf(scope, like), -1));
 }
 
@@ -696,8 +700,7 @@ class GradientBuilder {
   GradientBuilder(const Scope& scope, const GradientRegistry& registry)
       : scope_(scope), registry_(registry) {}
 
-  StatusOr<std::vector<Output>> Build(const std::vector<Output>& ys,
-                                      const std::vector<Output>& xs,
+  StatusOr<std::vector<Output>> Build(const std::vector<Output>& ys, const std::vector<Output>& xs,
                                       const std::vector<Output>& grad_ys);
 
  private:
@@ -796,9 +799,10 @@ StatusOr<std::vector<Output>> GradientBuilder::Build(const std::vector<Output>& 
   for (size_t i = 0; i < ys.size(); ++i) {
     const Output& y = ys[i];
     if (!OnPath(y)) continue;  // nothing to propagate; skip building ones
-    Output grad_y = grad_ys.empty()
-                        ? ops::OnesLike(gradients_scope_.WithOpName(internal::StrCat("grad_ys_", i)), y)
-                        : grad_ys[i];
+    Output grad_y =
+        grad_ys.empty()
+            ? ops::OnesLike(gradients_scope_.WithOpName(internal::StrCat("grad_ys_", i)), y)
+            : grad_ys[i];
     auto& slots = pending_[y.node()];
     slots.resize(y.node()->num_outputs());
     slots[y.index()].push_back(grad_y);
@@ -811,8 +815,9 @@ StatusOr<std::vector<Output>> GradientBuilder::Build(const std::vector<Output>& 
   }
   std::vector<Output> result;
   for (const Output& x : xs) {
-    result.push_back(CarriesGradient(x.dtype()) ? SumGradients(gradients_scope_, *x.node(), x.index())
-                                                : Output());
+    result.push_back(CarriesGradient(x.dtype())
+                         ? SumGradients(gradients_scope_, *x.node(), x.index())
+                         : Output());
   }
   CKFLOW_RETURN_IF_ERROR(scope_.status());
   return result;
@@ -830,7 +835,8 @@ StatusOr<std::vector<Output>> AddGradients(const Scope& scope, const std::vector
   CKFLOW_RETURN_IF_ERROR(CheckOutputs(graph, xs, "xs"));
   CKFLOW_RETURN_IF_ERROR(CheckOutputs(graph, grad_ys, "grad_ys"));
   if (!grad_ys.empty() && grad_ys.size() != ys.size()) {
-    return InvalidArgumentError("AddGradients: ", grad_ys.size(), " grad_ys for ", ys.size(), " ys");
+    return InvalidArgumentError("AddGradients: ", grad_ys.size(), " grad_ys for ", ys.size(),
+                                " ys");
   }
   for (size_t i = 0; i < grad_ys.size(); ++i) {
     const Output& y = ys[i];

@@ -35,7 +35,6 @@
 #define CKFLOW_OPS_GRADIENTS_H_
 
 #include <map>
-#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>

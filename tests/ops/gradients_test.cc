@@ -38,18 +38,24 @@ enum class Known { kShapes, kRanks, kNothing };
 
 std::string KnownName(Known k) {
   switch (k) {
-    case Known::kShapes: return "StaticShapes";
-    case Known::kRanks: return "UnknownDims";
-    case Known::kNothing: return "UnknownRanks";
+    case Known::kShapes:
+      return "StaticShapes";
+    case Known::kRanks:
+      return "UnknownDims";
+    case Known::kNothing:
+      return "UnknownRanks";
   }
   return "?";
 }
 
 PartialShape Declared(const std::vector<int64_t>& dims, Known known) {
   switch (known) {
-    case Known::kShapes: return PartialShape(dims);
-    case Known::kRanks: return PartialShape(std::vector<int64_t>(dims.size(), -1));
-    case Known::kNothing: return PartialShape::Unknown();
+    case Known::kShapes:
+      return PartialShape(dims);
+    case Known::kRanks:
+      return PartialShape(std::vector<int64_t>(dims.size(), -1));
+    case Known::kNothing:
+      return PartialShape::Unknown();
   }
   return PartialShape::Unknown();
 }
@@ -105,7 +111,8 @@ void ExpectGradientsMatchFiniteDifferences(const Scope& root, Output y, const In
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Output> grads,
                               AddGradients(root, {y}, xs, {ops::Const(root, w)}));
   ASSERT_EQ(grads.size(), xs.size());
-  for (size_t i = 0; i < grads.size(); ++i) ASSERT_TRUE(grads[i].valid()) << "no gradient for x" << i;
+  for (size_t i = 0; i < grads.size(); ++i)
+    ASSERT_TRUE(grads[i].valid()) << "no gradient for x" << i;
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> analytic,
                               session->Run(FeedsOf(xs, values), grads));
   for (size_t i = 0; i < xs.size(); ++i) {
@@ -123,7 +130,8 @@ void ExpectGradientsMatchFiniteDifferences(const Scope& root, Output y, const In
       CKFLOW_ASSERT_OK_AND_ASSIGN(double up, f_at(step));
       CKFLOW_ASSERT_OK_AND_ASSIGN(double down, f_at(-step));
       const double numeric = (up - down) / (2 * step);
-      EXPECT_NEAR(analytic[i].flat<double>()[j], numeric, tolerance * std::max(1.0, std::abs(numeric)))
+      EXPECT_NEAR(analytic[i].flat<double>()[j], numeric,
+                  tolerance * std::max(1.0, std::abs(numeric)))
           << "d y / d x" << i << "[" << j << "]";
     }
   }
@@ -155,10 +163,9 @@ using Dims = std::vector<int64_t>;
 
 // Shape pairs for binary broadcasting ops.
 const std::vector<std::pair<std::string, std::vector<Dims>>> kBroadcastShapes = {
-    {"Same", {{2, 3}, {2, 3}}},         {"Row", {{2, 3}, {3}}},
-    {"RowFirst", {{3}, {2, 3}}},        {"Outer", {{2, 1}, {1, 3}}},
-    {"ScalarFirst", {{}, {2, 3}}},      {"ScalarSecond", {{2, 3}, {}}},
-    {"Rank3", {{2, 3, 4}, {3, 1}}},     {"Scalars", {{}, {}}},
+    {"Same", {{2, 3}, {2, 3}}},     {"Row", {{2, 3}, {3}}},        {"RowFirst", {{3}, {2, 3}}},
+    {"Outer", {{2, 1}, {1, 3}}},    {"ScalarFirst", {{}, {2, 3}}}, {"ScalarSecond", {{2, 3}, {}}},
+    {"Rank3", {{2, 3, 4}, {3, 1}}}, {"Scalars", {{}, {}}},
 };
 
 std::vector<GradCase> BinaryCases() {
@@ -168,14 +175,10 @@ std::vector<GradCase> BinaryCases() {
     double lo, hi;
   };
   const Binary binaries[] = {
-      {"Add", ops::Add, -2, 2},
-      {"Sub", ops::Sub, -2, 2},
-      {"Mul", ops::Mul, -2, 2},
-      {"Div", ops::Div, 0.5, 2},  // away from division by 0
-      {"Maximum", ops::Maximum, -2, 2},
-      {"Minimum", ops::Minimum, -2, 2},
-      {"Pow", ops::Pow, 0.5, 2},
-      {"SquaredDifference", ops::SquaredDifference, -2, 2},
+      {"Add", ops::Add, -2, 2},         {"Sub", ops::Sub, -2, 2},
+      {"Mul", ops::Mul, -2, 2},         {"Div", ops::Div, 0.5, 2},  // away from division by 0
+      {"Maximum", ops::Maximum, -2, 2}, {"Minimum", ops::Minimum, -2, 2},
+      {"Pow", ops::Pow, 0.5, 2},        {"SquaredDifference", ops::SquaredDifference, -2, 2},
   };
   std::vector<GradCase> cases;
   for (const Binary& b : binaries) {
@@ -230,8 +233,13 @@ std::vector<GradCase> ReductionCases() {
       {"Min", ops::Min, ops::Min},
   };
   const std::pair<std::string, std::vector<int32_t>> axes_cases[] = {
-      {"Axis0", {0}}, {"Axis1", {1}}, {"AxisMinus1", {-1}}, {"Axes0And2", {0, 2}},
-      {"AxesMinus3AndMinus2", {-3, -2}}, {"NoAxes", {}},   {"AllAxes", {0, 1, 2}},
+      {"Axis0", {0}},
+      {"Axis1", {1}},
+      {"AxisMinus1", {-1}},
+      {"Axes0And2", {0, 2}},
+      {"AxesMinus3AndMinus2", {-3, -2}},
+      {"NoAxes", {}},
+      {"AllAxes", {0, 1, 2}},
   };
   std::vector<GradCase> cases;
   for (const Reduction& r : reductions) {
@@ -267,21 +275,17 @@ std::vector<GradCase> OtherCases() {
   cases.push_back({.name = "AddN",
                    .shapes = {{2, 3}, {2, 3}, {2, 3}},
                    .f = [](const Scope& s, const Inputs& x) { return ops::AddN(s, x); }});
-  cases.push_back({.name = "AddNOneInputTwice",
-                   .shapes = {{2, 3}},
-                   .f = [](const Scope& s, const Inputs& x) {
-                     return ops::AddN(s, {x[0], ops::Square(s, x[0])});
-                   }});
-  cases.push_back({.name = "Reshape",
-                   .shapes = {{2, 3}},
-                   .f = [](const Scope& s, const Inputs& x) {
+  cases.push_back(
+      {.name = "AddNOneInputTwice", .shapes = {{2, 3}}, .f = [](const Scope& s, const Inputs& x) {
+         return ops::AddN(s, {x[0], ops::Square(s, x[0])});
+       }});
+  cases.push_back({.name = "Reshape", .shapes = {{2, 3}}, .f = [](const Scope& s, const Inputs& x) {
                      return ops::Square(s, ops::Reshape(s, x[0], {3, 2}));
                    }});
-  cases.push_back({.name = "ReshapeFlat",
-                   .shapes = {{2, 3}},
-                   .f = [](const Scope& s, const Inputs& x) {
-                     return ops::Mul(s, ops::Reshape(s, x[0], {-1}), ops::Reshape(s, x[0], {-1}));
-                   }});
+  cases.push_back(
+      {.name = "ReshapeFlat", .shapes = {{2, 3}}, .f = [](const Scope& s, const Inputs& x) {
+         return ops::Mul(s, ops::Reshape(s, x[0], {-1}), ops::Reshape(s, x[0], {-1}));
+       }});
   // Through float32 and back: the float rounding limits the accuracy, so a
   // larger step (exact for this quadratic) and tolerance.
   cases.push_back({.name = "CastThroughFloat",
@@ -293,35 +297,28 @@ std::vector<GradCase> OtherCases() {
                        },
                    .step = 1e-2,
                    .tolerance = 1e-4});
-  cases.push_back({.name = "Fill",
-                   .shapes = {{}},
-                   .f = [](const Scope& s, const Inputs& x) {
+  cases.push_back({.name = "Fill", .shapes = {{}}, .f = [](const Scope& s, const Inputs& x) {
                      return ops::Square(s, ops::Fill(s, {2, 3}, x[0]));
                    }});
-  cases.push_back({.name = "Select",
-                   .shapes = {{2, 3}, {3}},
-                   .f = [](const Scope& s, const Inputs& x) {
-                     Output condition = ops::Const<bool>(s, {true, false, true, false, false, true},
-                                                         {2, 3});
-                     return ops::Select(s, condition, ops::Square(s, x[0]), x[1]);
-                   }});
-  cases.push_back({.name = "BroadcastTo",
-                   .shapes = {{3, 1}},
-                   .f = [](const Scope& s, const Inputs& x) {
-                     return ops::Square(s, ops::BroadcastTo(s, x[0], {2, 3, 4}));
-                   }});
+  cases.push_back(
+      {.name = "Select", .shapes = {{2, 3}, {3}}, .f = [](const Scope& s, const Inputs& x) {
+         Output condition = ops::Const<bool>(s, {true, false, true, false, false, true}, {2, 3});
+         return ops::Select(s, condition, ops::Square(s, x[0]), x[1]);
+       }});
+  cases.push_back(
+      {.name = "BroadcastTo", .shapes = {{3, 1}}, .f = [](const Scope& s, const Inputs& x) {
+         return ops::Square(s, ops::BroadcastTo(s, x[0], {2, 3, 4}));
+       }});
   cases.push_back({.name = "SumToShapeOf",
                    .shapes = {{2, 3, 4}, {3, 1}},
                    .f = [](const Scope& s, const Inputs& x) {
                      return ops::Mul(s, ops::SumToShapeOf(s, ops::Square(s, x[0]), x[1]), x[1]);
                    }});
-  cases.push_back({.name = "Composite",
-                   .shapes = {{2, 3}, {3}},
-                   .f = [](const Scope& s, const Inputs& x) {
-                     Output h = ops::Exp(s, ops::Mul(s, ops::Sub(s, x[0], x[1]), 0.5));
-                     return ops::Mean(s, ops::Div(s, h, ops::Add(s, ops::Square(s, x[1]), 1.0)),
-                                      {0});
-                   }});
+  cases.push_back(
+      {.name = "Composite", .shapes = {{2, 3}, {3}}, .f = [](const Scope& s, const Inputs& x) {
+         Output h = ops::Exp(s, ops::Mul(s, ops::Sub(s, x[0], x[1]), 0.5));
+         return ops::Mean(s, ops::Div(s, h, ops::Add(s, ops::Square(s, x[1]), 1.0)), {0});
+       }});
   return cases;
 }
 
@@ -333,13 +330,12 @@ std::vector<GradCase> NnCases() {
   std::vector<GradCase> cases;
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
-      cases.push_back({.name = std::string("MatMul") + (ta ? "TransposeA" : "") +
-                               (tb ? "TransposeB" : ""),
-                       .shapes = {ta ? Dims{3, 2} : Dims{2, 3}, tb ? Dims{4, 3} : Dims{3, 4}},
-                       .f = [ta, tb](const Scope& s, const Inputs& x) {
-                         return ops::MatMul(s, x[0], x[1],
-                                            {.transpose_a = ta, .transpose_b = tb});
-                       }});
+      cases.push_back(
+          {.name = std::string("MatMul") + (ta ? "TransposeA" : "") + (tb ? "TransposeB" : ""),
+           .shapes = {ta ? Dims{3, 2} : Dims{2, 3}, tb ? Dims{4, 3} : Dims{3, 4}},
+           .f = [ta, tb](const Scope& s, const Inputs& x) {
+             return ops::MatMul(s, x[0], x[1], {.transpose_a = ta, .transpose_b = tb});
+           }});
     }
   }
   struct Unary {
@@ -348,9 +344,12 @@ std::vector<GradCase> NnCases() {
     Dims shape;
   };
   const Unary unaries[] = {
-      {"Relu", ops::Relu, {2, 3}},        {"Sigmoid", ops::Sigmoid, {2, 3}},
-      {"Tanh", ops::Tanh, {2, 3}},        {"Softmax", ops::Softmax, {2, 3}},
-      {"SoftmaxRank1", ops::Softmax, {4}}, {"SoftmaxRank3", ops::Softmax, {2, 1, 3}},
+      {"Relu", ops::Relu, {2, 3}},
+      {"Sigmoid", ops::Sigmoid, {2, 3}},
+      {"Tanh", ops::Tanh, {2, 3}},
+      {"Softmax", ops::Softmax, {2, 3}},
+      {"SoftmaxRank1", ops::Softmax, {4}},
+      {"SoftmaxRank3", ops::Softmax, {2, 1, 3}},
       {"LogSoftmax", ops::LogSoftmax, {2, 3}},
   };
   for (const Unary& u : unaries) {
@@ -359,32 +358,37 @@ std::vector<GradCase> NnCases() {
                      .shapes = {u.shape},
                      .f = [fn](const Scope& s, const Inputs& x) { return fn(s, x[0]); }});
   }
-  cases.push_back({.name = "BiasAdd",
-                   .shapes = {{2, 3}, {3}},
-                   .f = [](const Scope& s, const Inputs& x) { return ops::BiasAdd(s, x[0], x[1]); }});
-  cases.push_back({.name = "BiasAddRank3",
-                   .shapes = {{2, 2, 3}, {3}},
-                   .f = [](const Scope& s, const Inputs& x) { return ops::BiasAdd(s, x[0], x[1]); }});
+  cases.push_back(
+      {.name = "BiasAdd", .shapes = {{2, 3}, {3}}, .f = [](const Scope& s, const Inputs& x) {
+         return ops::BiasAdd(s, x[0], x[1]);
+       }});
+  cases.push_back(
+      {.name = "BiasAddRank3",
+       .shapes = {{2, 2, 3}, {3}},
+       .f = [](const Scope& s, const Inputs& x) { return ops::BiasAdd(s, x[0], x[1]); }});
   // The activation gradients are differentiable too (second order).
-  cases.push_back({.name = "ReluGrad",
-                   .shapes = {{2, 3}, {2, 3}},
-                   .f = [](const Scope& s, const Inputs& x) { return ops::ReluGrad(s, x[0], x[1]); }});
-  cases.push_back({.name = "SigmoidGrad",
-                   .shapes = {{2, 3}, {2, 3}},
-                   .f = [](const Scope& s, const Inputs& x) { return ops::SigmoidGrad(s, x[0], x[1]); }});
-  cases.push_back({.name = "TanhGrad",
-                   .shapes = {{2, 3}, {2, 3}},
-                   .f = [](const Scope& s, const Inputs& x) { return ops::TanhGrad(s, x[0], x[1]); }});
+  cases.push_back(
+      {.name = "ReluGrad", .shapes = {{2, 3}, {2, 3}}, .f = [](const Scope& s, const Inputs& x) {
+         return ops::ReluGrad(s, x[0], x[1]);
+       }});
+  cases.push_back(
+      {.name = "SigmoidGrad", .shapes = {{2, 3}, {2, 3}}, .f = [](const Scope& s, const Inputs& x) {
+         return ops::SigmoidGrad(s, x[0], x[1]);
+       }});
+  cases.push_back(
+      {.name = "TanhGrad", .shapes = {{2, 3}, {2, 3}}, .f = [](const Scope& s, const Inputs& x) {
+         return ops::TanhGrad(s, x[0], x[1]);
+       }});
   cases.push_back({.name = "BiasAddGrad",
                    .shapes = {{2, 3}},
                    .f = [](const Scope& s, const Inputs& x) { return ops::BiasAddGrad(s, x[0]); }});
   // Cross entropies: through the loss, through the backprop output, both.
-  cases.push_back({.name = "SoftmaxCrossEntropyLoss",
-                   .shapes = {{3, 4}, {3, 4}},
-                   .f = [](const Scope& s, const Inputs& x) {
-                     return ops::SoftmaxCrossEntropyWithLogits(s, x[0], ProbabilityRows(s, x[1]))
-                         .loss;
-                   }});
+  cases.push_back(
+      {.name = "SoftmaxCrossEntropyLoss",
+       .shapes = {{3, 4}, {3, 4}},
+       .f = [](const Scope& s, const Inputs& x) {
+         return ops::SoftmaxCrossEntropyWithLogits(s, x[0], ProbabilityRows(s, x[1])).loss;
+       }});
   cases.push_back({.name = "SoftmaxCrossEntropyBackprop",
                    .shapes = {{3, 4}, {3, 4}},
                    .f = [](const Scope& s, const Inputs& x) {
@@ -468,9 +472,7 @@ class AddGradientsTest : public ::testing::Test {
     return values;
   }
   // An op without a gradient: an identity no registry knows.
-  Output Opaque(const Scope& scope, Output x) {
-    return Output(scope.AddNode(opaque_, {x}));
-  }
+  Output Opaque(const Scope& scope, Output x) { return Output(scope.AddNode(opaque_, {x})); }
 
   Scope root_ = Scope::NewRootScope();
   OpDef opaque_{.type = "Opaque", .shape_fn = [](InferenceContext& c) {
@@ -499,7 +501,8 @@ TEST_F(AddGradientsTest, XComputedFromYHasNoGradient) {
 
 TEST_F(AddGradientsTest, StopGradientBlocksItsPath) {
   Output a = Vector("a", 2);
-  Output y = ops::Add(root_, ops::Square(root_, a), ops::StopGradient(root_, ops::Mul(root_, a, 3.0)));
+  Output y =
+      ops::Add(root_, ops::Square(root_, a), ops::StopGradient(root_, ops::Mul(root_, a, 3.0)));
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Output> grads, AddGradients(root_, {y}, {a}));
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Output> blocked,
                               AddGradients(root_, {ops::StopGradient(root_, a)}, {a}));
@@ -616,8 +619,8 @@ TEST_F(AddGradientsTest, MaximumGivesATieToTheFirstInput) {
   Output b = Vector("b", 2);
   Output y = ops::Maximum(root_, a, b);
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Output> grads, AddGradients(root_, {y}, {a, b}));
-  auto out = Run(grads, {{a, Tensor::FromVector<double>({1, 1})},
-                         {b, Tensor::FromVector<double>({1, 2})}});
+  auto out = Run(
+      grads, {{a, Tensor::FromVector<double>({1, 1})}, {b, Tensor::FromVector<double>({1, 2})}});
   EXPECT_EQ(out[0], (std::vector<double>{1, 0}));
   EXPECT_EQ(out[1], (std::vector<double>{0, 1}));
 }
@@ -676,7 +679,8 @@ TEST_F(AddGradientsTest, CustomRegistryIsUsed) {
   CKFLOW_ASSERT_OK(registry.Register("Opaque", StandardGradients().Find("Identity")));
   Output a = Vector("a", 2);
   Output y = Opaque(root_, a);
-  CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Output> grads, AddGradients(root_, {y}, {a}, {}, &registry));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Output> grads,
+                              AddGradients(root_, {y}, {a}, {}, &registry));
   EXPECT_TRUE(grads[0].valid());
   StatusOr<std::vector<Output>> unknown =
       AddGradients(root_, {ops::Exp(root_, a)}, {a}, {}, &registry);
@@ -694,11 +698,33 @@ TEST(GradientRegistryTest, RegisteringATypeTwiceIsAlreadyExists) {
 }
 
 TEST(GradientRegistryTest, EveryDifferentiableFoundationOpHasAGradient) {
-  for (const char* type :
-       {"Identity", "Add", "Sub", "Mul", "Div", "Neg", "Square", "Sqrt", "Exp", "Log", "Maximum",
-        "Minimum", "MatMul", "BiasAdd", "Relu", "Sigmoid", "Tanh", "Softmax", "Sum", "Mean", "Max",
-        "Reshape", "Cast", "AddN", "SoftmaxCrossEntropyWithLogits",
-        "SigmoidCrossEntropyWithLogits", "ReadVariableOp"}) {
+  for (const char* type : {"Identity",
+                           "Add",
+                           "Sub",
+                           "Mul",
+                           "Div",
+                           "Neg",
+                           "Square",
+                           "Sqrt",
+                           "Exp",
+                           "Log",
+                           "Maximum",
+                           "Minimum",
+                           "MatMul",
+                           "BiasAdd",
+                           "Relu",
+                           "Sigmoid",
+                           "Tanh",
+                           "Softmax",
+                           "Sum",
+                           "Mean",
+                           "Max",
+                           "Reshape",
+                           "Cast",
+                           "AddN",
+                           "SoftmaxCrossEntropyWithLogits",
+                           "SigmoidCrossEntropyWithLogits",
+                           "ReadVariableOp"}) {
     EXPECT_NE(StandardGradients().Find(type), nullptr) << type;
   }
   for (const char* type : {"StopGradient", "ZerosLike", "OnesLike", "Shape"}) {
@@ -789,7 +815,8 @@ TEST(GradientsMlpTest, TwoLayerMlpMatchesFiniteDifferences) {
   Inputs params;
   std::vector<Tensor> values;
   for (int i = 0; i < 4; ++i) {
-    params.push_back(ops::Placeholder(root.WithOpName(names[i]), DT_DOUBLE, {.shape = PartialShape(shapes[i])}));
+    params.push_back(
+        ops::Placeholder(root.WithOpName(names[i]), DT_DOUBLE, {.shape = PartialShape(shapes[i])}));
     values.push_back(RandomTensor(shapes[i], -1, 1, rng));
   }
   Output x = ops::Const(root, RandomTensor({4, 3}, -1, 1, rng));
