@@ -16,7 +16,9 @@
 // / session time (target: >= 0.9), speed_vs_direct likewise for its own
 // kernel; threads:1 limits oneTBB to one thread for a like-for-like figure.
 #include <benchmark/benchmark.h>
+#include <tbb/global_control.h>
 
+#include <Eigen/Core>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -25,9 +27,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <Eigen/Core>
-#include <tbb/global_control.h>
 
 #include "graph/graph.h"
 #include "ops/array_ops.h"
@@ -157,12 +156,11 @@ void BM_SessionChain(benchmark::State& state) {
   Check(root.status());
   std::unique_ptr<Session> session = *Session::Create(root.graph());
   DirectLoop direct(root.graph(), x);
-  std::vector<double> times = TimeInterleaved(
-      state, FetchStep(*session, x),
-      {[&] {
-        direct.Run();
-        benchmark::DoNotOptimize(direct.output(x).raw_data());
-      }});
+  std::vector<double> times =
+      TimeInterleaved(state, FetchStep(*session, x), {[&] {
+                        direct.Run();
+                        benchmark::DoNotOptimize(direct.output(x).raw_data());
+                      }});
   ReportOverhead(state, times, kTinyOps + 1);
 }
 BENCHMARK(BM_SessionChain)->UseManualTime()->Unit(benchmark::kMicrosecond);
@@ -203,18 +201,18 @@ void BM_SessionMatMul(benchmark::State& state) {
   const Tensor ta = Filled(shape, 0.5f);
   const Tensor tb = Filled(shape, -0.25f);
   Tensor tc(DT_FLOAT, shape);
-  std::vector<double> times = TimeInterleaved(
-      state, FetchStep(*session, c),
-      {[&] {
-         direct.Run();
-         benchmark::DoNotOptimize(direct.output(c).raw_data());
-       },
-       [&] {
-         // The product a user would write without ckflow.
-         internal::AsMatrix<float>(tc).noalias() =
-             internal::AsMatrix<float>(ta) * internal::AsMatrix<float>(tb);
-         benchmark::DoNotOptimize(tc.raw_data());
-       }});
+  std::vector<double> times =
+      TimeInterleaved(state, FetchStep(*session, c),
+                      {[&] {
+                         direct.Run();
+                         benchmark::DoNotOptimize(direct.output(c).raw_data());
+                       },
+                       [&] {
+                         // The product a user would write without ckflow.
+                         internal::AsMatrix<float>(tc).noalias() =
+                             internal::AsMatrix<float>(ta) * internal::AsMatrix<float>(tb);
+                         benchmark::DoNotOptimize(tc.raw_data());
+                       }});
   state.counters["direct_ms"] = times[1] * 1e3;
   state.counters["eigen_ms"] = times[2] * 1e3;
   // Speed relative to the baselines (time ratio inverted): >= 0.9 is the

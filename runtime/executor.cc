@@ -1,5 +1,7 @@
 #include "runtime/executor_internal.h"
 
+#include <tbb/task_group.h>
+
 #include <algorithm>
 #include <atomic>
 #include <exception>
@@ -8,8 +10,6 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
-
-#include <tbb/task_group.h>
 
 #include "runtime/tsan_internal.h"
 
@@ -36,8 +36,8 @@ struct RunState {
   }
 
   std::vector<Tensor> slots;
-  std::vector<const Tensor*> inputs;  // inputs[k] points at slots[input_slots_[k]]
-  std::unique_ptr<std::atomic<int32_t>[]> pending;         // per node
+  std::vector<const Tensor*> inputs;                // inputs[k] points at slots[input_slots_[k]]
+  std::unique_ptr<std::atomic<int32_t>[]> pending;  // per node
   std::unique_ptr<std::atomic<int32_t>[]> consumers_left;  // per slot
 };
 
@@ -267,10 +267,10 @@ class Executor {
  private:
   Status RunNode(const PlanNode& pn) {
     std::span<Tensor> outputs(state_.slots.data() + pn.first_output_slot, pn.num_outputs);
-    KernelContext ctx(*pn.node,
-                      std::span<const Tensor* const>(state_.inputs.data() + pn.inputs_begin,
-                                                     pn.num_inputs),
-                      outputs, resources_);
+    KernelContext ctx(
+        *pn.node,
+        std::span<const Tensor* const>(state_.inputs.data() + pn.inputs_begin, pn.num_inputs),
+        outputs, resources_);
     Status s;
     // The kernel boundary: whatever a kernel throws becomes a Status.
     try {
@@ -297,13 +297,11 @@ class Executor {
       }
       if (t.dtype() != node.output_type(out)) {
         return InternalError(NodeLabel(node), ": kernel produced ", DataTypeName(t.dtype()),
-                             " for output ", i, ", declared ",
-                             DataTypeName(node.output_type(out)));
+                             " for output ", i, ", declared ", DataTypeName(node.output_type(out)));
       }
       if (!ShapeAdmits(node.output_shape(out), t.shape())) {
         return InternalError(NodeLabel(node), ": kernel produced shape ", t.shape().ToString(),
-                             " for output ", i, ", inferred ",
-                             node.output_shape(out).ToString());
+                             " for output ", i, ", inferred ", node.output_shape(out).ToString());
       }
     }
     return OkStatus();

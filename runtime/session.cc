@@ -49,9 +49,7 @@ struct Signature {
   }
 };
 
-void HashCombine(uint64_t& h, uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-}
+void HashCombine(uint64_t& h, uint64_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); }
 
 void HashOutputs(uint64_t& h, const std::vector<Output>& outputs) {
   HashCombine(h, outputs.size());
@@ -199,14 +197,19 @@ class Session::Impl {
   // existing output.
   Status CheckOutput(const Output& out, std::string_view what, size_t i, bool need_index) const {
     if (!out.valid()) {
-      return InvalidArgumentError(what, " ", i, " is an invalid Output (an earlier build step failed)");
+      // Most likely built after the session was created, by a step that
+      // failed: say why.
+      const Status build_error = graph_.status();
+      return InvalidArgumentError(
+          what, " ", i, " is an invalid Output (an earlier build step failed",
+          build_error.ok() ? std::string() : ": " + build_error.ToString(), ")");
     }
     if (&out.node()->graph() != &graph_) {
       return InvalidArgumentError(what, " '", out.name(), "' is from another graph");
     }
     if (need_index && (out.index() < 0 || out.index() >= out.node()->num_outputs())) {
-      return InvalidArgumentError(what, " '", out.name(), "': node '", out.node()->name(),
-                                  "' has ", out.node()->num_outputs(), " output(s)");
+      return InvalidArgumentError(what, " '", out.name(), "': node '", out.node()->name(), "' has ",
+                                  out.node()->num_outputs(), " output(s)");
     }
     return OkStatus();
   }
@@ -222,8 +225,8 @@ class Session::Impl {
       }
       if (!internal::ShapeAdmits(out.shape(), value.shape())) {
         return InvalidArgumentError("feed '", FeedName(feeds[i]), "': shape ",
-                                    value.shape().ToString(), " is incompatible with ",
-                                    out.name(), "'s shape ", out.shape().ToString());
+                                    value.shape().ToString(), " is incompatible with ", out.name(),
+                                    "'s shape ", out.shape().ToString());
       }
     }
     return OkStatus();

@@ -32,12 +32,11 @@ Status FloatInputs(const InferenceContext& c) {
 
 FakeOps::FakeOps() {
   Register({.type = "Const",
-            .shape_fn =
-                [](InferenceContext& c) -> Status {
-                  CKFLOW_ASSIGN_OR_RETURN(Tensor v, c.attrs->Get<Tensor>("value"));
-                  c.AddOutput(v.dtype(), v.shape());
-                  return OkStatus();
-                },
+            .shape_fn = [](InferenceContext& c) -> Status {
+              CKFLOW_ASSIGN_OR_RETURN(Tensor v, c.attrs->Get<Tensor>("value"));
+              c.AddOutput(v.dtype(), v.shape());
+              return OkStatus();
+            },
             .kernel_factory = [](const Node& n) -> StatusOr<Kernel> {
               CKFLOW_ASSIGN_OR_RETURN(Tensor v, n.attrs().Get<Tensor>("value"));
               return Kernel([v](KernelContext& ctx) {
@@ -46,23 +45,20 @@ FakeOps::FakeOps() {
               });
             }});
   Register({.type = "Placeholder",
-            .shape_fn =
-                [](InferenceContext& c) -> Status {
-                  CKFLOW_ASSIGN_OR_RETURN(DataType dtype, c.attrs->Get<DataType>("dtype"));
-                  c.AddOutput(dtype, c.attrs->GetOr<PartialShape>("shape", PartialShape()));
-                  return OkStatus();
-                },
-            .kernel_factory = StatelessKernel([](KernelContext&) {
-              return InvalidArgumentError("a Placeholder must be fed");
-            })});
+            .shape_fn = [](InferenceContext& c) -> Status {
+              CKFLOW_ASSIGN_OR_RETURN(DataType dtype, c.attrs->Get<DataType>("dtype"));
+              c.AddOutput(dtype, c.attrs->GetOr<PartialShape>("shape", PartialShape()));
+              return OkStatus();
+            },
+            .kernel_factory = StatelessKernel(
+                [](KernelContext&) { return InvalidArgumentError("a Placeholder must be fed"); })});
   Register({.type = "Add",
-            .shape_fn =
-                [](InferenceContext& c) -> Status {
-                  CKFLOW_RETURN_IF_ERROR(FloatInputs(c));
-                  CKFLOW_ASSIGN_OR_RETURN(PartialShape s, c.input_shapes[0].Merge(c.input_shapes[1]));
-                  c.AddOutput(DT_FLOAT, s);
-                  return OkStatus();
-                },
+            .shape_fn = [](InferenceContext& c) -> Status {
+              CKFLOW_RETURN_IF_ERROR(FloatInputs(c));
+              CKFLOW_ASSIGN_OR_RETURN(PartialShape s, c.input_shapes[0].Merge(c.input_shapes[1]));
+              c.AddOutput(DT_FLOAT, s);
+              return OkStatus();
+            },
             .kernel_factory = StatelessKernel([](KernelContext& ctx) -> Status {
               const Tensor& a = ctx.input(0);
               const Tensor& b = ctx.input(1);
@@ -81,13 +77,12 @@ FakeOps::FakeOps() {
             .shape_fn = NoOutputs(),
             .kernel_factory = StatelessKernel([](KernelContext&) { return OkStatus(); })});
   Register({.type = "Split2",
-            .shape_fn =
-                [](InferenceContext& c) -> Status {
-                  CKFLOW_RETURN_IF_ERROR(FloatInputs(c));
-                  c.AddOutput(DT_FLOAT, c.input_shapes[0]);
-                  c.AddOutput(DT_FLOAT, c.input_shapes[0]);
-                  return OkStatus();
-                },
+            .shape_fn = [](InferenceContext& c) -> Status {
+              CKFLOW_RETURN_IF_ERROR(FloatInputs(c));
+              c.AddOutput(DT_FLOAT, c.input_shapes[0]);
+              c.AddOutput(DT_FLOAT, c.input_shapes[0]);
+              return OkStatus();
+            },
             .kernel_factory = StatelessKernel([](KernelContext& ctx) -> Status {
               const Tensor& x = ctx.input(0);
               CKFLOW_ASSIGN_OR_RETURN(Tensor * neg, ctx.AllocateOutput(1, DT_FLOAT, x.shape()));
@@ -159,21 +154,20 @@ FakeOps::FakeOps() {
             .kernel_factory = [](const Node& n) -> StatusOr<Kernel> {
               CKFLOW_ASSIGN_OR_RETURN(std::string name, n.attrs().Get<std::string>("name"));
               return Kernel([name](KernelContext& ctx) -> Status {
-                CKFLOW_ASSIGN_OR_RETURN(
-                    std::shared_ptr<CounterResource> counter,
-                    ctx.resources().LookupOrCreate<CounterResource>(
-                        name, [] { return std::make_shared<CounterResource>(); }));
+                CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<CounterResource> counter,
+                                        ctx.resources().LookupOrCreate<CounterResource>(name, [] {
+                                          return std::make_shared<CounterResource>();
+                                        }));
                 ctx.set_output(0, Tensor::Scalar<int64_t>(++counter->value));
                 return OkStatus();
               });
             }});
   Register({.type = "FailIfNegative",
-            .shape_fn =
-                [](InferenceContext& c) -> Status {
-                  CKFLOW_RETURN_IF_ERROR(FloatInputs(c));
-                  c.AddOutput(DT_FLOAT, c.input_shapes[0]);
-                  return OkStatus();
-                },
+            .shape_fn = [](InferenceContext& c) -> Status {
+              CKFLOW_RETURN_IF_ERROR(FloatInputs(c));
+              c.AddOutput(DT_FLOAT, c.input_shapes[0]);
+              return OkStatus();
+            },
             .kernel_factory = StatelessKernel([](KernelContext& ctx) -> Status {
               const Tensor& x = ctx.input(0);
               if (x.NumElements() > 0 && x.flat<float>()[0] < 0) {

@@ -87,10 +87,10 @@ class FakeOps {
   OpRegistry registry_;
 
   mutable std::mutex mu_;
-  std::vector<std::string> log_;                // guarded by mu_
-  std::map<std::string, int> factory_calls_;    // guarded by mu_
+  std::vector<std::string> log_;              // guarded by mu_
+  std::map<std::string, int> factory_calls_;  // guarded by mu_
   std::condition_variable arrived_cv_;
-  int arrived_ = 0;                             // guarded by mu_
+  int arrived_ = 0;  // guarded by mu_
 };
 
 }  // namespace ckflow::testing

@@ -3,14 +3,13 @@
 // under several oneTBB parallelism limits; `./run.sh tsan` runs them all
 // under ThreadSanitizer.
 #include <gtest/gtest.h>
+#include <tbb/global_control.h>
 
 #include <algorithm>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <tbb/global_control.h>
 
 #include "runtime/parallel.h"
 #include "runtime/session.h"
@@ -25,8 +24,7 @@ using testing::FakeOps;
 
 class SessionConcurrencyTest : public ::testing::TestWithParam<int> {
  protected:
-  SessionConcurrencyTest()
-      : limit_(tbb::global_control::max_allowed_parallelism, GetParam()) {}
+  SessionConcurrencyTest() : limit_(tbb::global_control::max_allowed_parallelism, GetParam()) {}
 
   std::unique_ptr<Session> NewSession() {
     StatusOr<std::unique_ptr<Session>> s =
@@ -130,8 +128,7 @@ TEST_P(SessionConcurrencyTest, AnErrorStaysInItsOwnRun) {
     for (int run = 0; run < 50; ++run) {
       const bool fail = (t + run) % 3 == 0;
       const float v = fail ? -1.0f : static_cast<float>(run);
-      StatusOr<std::vector<Tensor>> out =
-          session->Run({{x, Tensor::FromVector<float>({v})}}, {y});
+      StatusOr<std::vector<Tensor>> out = session->Run({{x, Tensor::FromVector<float>({v})}}, {y});
       const bool ok = out.ok() && out->at(0).flat<float>()[0] == 2 * v;
       const bool failed_right =
           !out.ok() && out.status().message().find("check (FailIfNegative)") == 0;
@@ -153,7 +150,8 @@ TEST_P(SessionConcurrencyTest, StressManyThreadsManyRunsWideGraph) {
   }
   while (level.size() > 1) {
     std::vector<Output> next;
-    for (size_t i = 0; i + 1 < level.size(); i += 2) next.push_back(ops_.Add(root_, level[i], level[i + 1]));
+    for (size_t i = 0; i + 1 < level.size(); i += 2)
+      next.push_back(ops_.Add(root_, level[i], level[i + 1]));
     level = next;
   }
   Output out = level[0];  // 16 * 9x = 144x

@@ -132,11 +132,10 @@ TEST_F(SessionTest, FeedsByNodeNameAndOutputName) {
   Output sum = ops_.Add(root_, Output(split, 0), Output(split, 1));
   auto session = NewSession(root_.graph());
   // "x" is output 0 of x; "split:1" replaces only the second output.
-  CKFLOW_ASSERT_OK_AND_ASSIGN(
-      std::vector<Tensor> out,
-      session->Run({{"x", Tensor::FromVector<float>({1, 2})},
-                    {"split:1", Tensor::FromVector<float>({100, 200})}},
-                   {sum, Output(split, 1)}));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> out,
+                              session->Run({{"x", Tensor::FromVector<float>({1, 2})},
+                                            {"split:1", Tensor::FromVector<float>({100, 200})}},
+                                           {sum, Output(split, 1)}));
   EXPECT_EQ(Values(out[0]), (std::vector<float>{101, 202}));
   EXPECT_EQ(Values(out[1]), (std::vector<float>{100, 200}));
 }
@@ -194,6 +193,17 @@ TEST_F(SessionTest, BadFetchesAndTargetsAreInvalidArgument) {
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
     EXPECT_THAT(s.message(), HasSubstr(c.expected));
   }
+}
+
+TEST_F(SessionTest, FetchBuiltAfterAFailedStepReportsTheBuildError) {
+  Output a = Vec(root_, {1, 2});
+  auto session = NewSession(root_.graph());
+  Output bad = ops_.Add(root_.WithOpName("late"), a, ops_.Const(root_, Tensor::Scalar(1)));
+  ASSERT_FALSE(bad.valid());
+  Status s = session->Run({}, {bad}).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("fetch 0 is an invalid Output"));
+  EXPECT_THAT(s.message(), HasSubstr("late (Add)"));
 }
 
 TEST_F(SessionTest, OpErrorNamesNodeAndTypeKeepsCodeAndSkipsTheRest) {
@@ -255,11 +265,10 @@ TEST_F(SessionTest, KernelFactoryErrorNamesTheNode) {
   // A Const without its "value" attribute: built through a registry whose
   // Const has a lenient shape function, run with the strict factory.
   OpRegistry lenient;
-  CKFLOW_ASSERT_OK(lenient.Register(
-      {.type = "Const", .shape_fn = [](InferenceContext& c) {
-         c.AddOutput(DT_FLOAT, PartialShape::Scalar());
-         return OkStatus();
-       }}));
+  CKFLOW_ASSERT_OK(lenient.Register({.type = "Const", .shape_fn = [](InferenceContext& c) {
+                                       c.AddOutput(DT_FLOAT, PartialShape::Scalar());
+                                       return OkStatus();
+                                     }}));
   root_.AddNode(*lenient.Find("Const"), {});
   Output c(root_.graph().FindNode("Const"));
   auto session = NewSession(root_.graph());
