@@ -376,16 +376,3 @@ Status ExecutionPlan::Run(std::span<const Feed> feeds, ResourceMgr& resources,
 }
 
 }  // namespace ckflow::internal
-
-#ifdef CKFLOW_TSAN
-// See tsan_internal.h. What oneTBB synchronizes inside the uninstrumented
-// libtbb, TSan cannot see: its own header code running on its task objects,
-// our NodeTask being built into task memory its allocator recycled from
-// another thread, and that allocator's memsets. None of these is a ckflow
-// race; every other frame on top still is reported.
-extern "C" const char* __tsan_default_suppressions() {
-  return "race_top:tbb::detail::\n"
-         "race_top:ckflow::internal::NodeTask::NodeTask\n"
-         "called_from_lib:libtbb.so\n";
-}
-#endif

@@ -6,8 +6,8 @@
 // every tensor a task touches as a race. Code that spawns tasks states
 // those edges with TsanRelease/TsanAcquire; they compile to nothing outside
 // TSan builds. The races TSan still reports inside oneTBB's own header code
-// (its task objects, recycled by its allocator) are suppressed by top frame
-// in executor.cc, so a race in ckflow code is still reported.
+// (its task objects, recycled by its allocator) are suppressed narrowly in
+// parallel.cc, so a race in ckflow code is still reported.
 //
 // Thread safety: the functions are thread-safe.
 
@@ -22,26 +22,18 @@
 #endif
 #endif
 
-#ifdef CKFLOW_TSAN
-extern "C" void __tsan_acquire(void* addr);
-extern "C" void __tsan_release(void* addr);
-#endif
-
 namespace ckflow::internal {
 
+#ifdef CKFLOW_TSAN
 // Everything this thread did so far happens before whatever a later
-// TsanAcquire(addr) on another thread does next.
-inline void TsanRelease([[maybe_unused]] const void* addr) {
-#ifdef CKFLOW_TSAN
-  __tsan_release(const_cast<void*>(addr));
+// TsanAcquire(addr) on another thread does next. Defined in parallel.cc,
+// with the suppressions, so every binary that states an edge also gets them.
+void TsanRelease(const void* addr);
+void TsanAcquire(const void* addr);
+#else
+inline void TsanRelease(const void*) {}
+inline void TsanAcquire(const void*) {}
 #endif
-}
-
-inline void TsanAcquire([[maybe_unused]] const void* addr) {
-#ifdef CKFLOW_TSAN
-  __tsan_acquire(const_cast<void*>(addr));
-#endif
-}
 
 }  // namespace ckflow::internal
 
