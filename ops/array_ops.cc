@@ -86,7 +86,7 @@ Status CastCompute(KernelContext& ctx) {
   CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, DataTypeOf<To>(), x.shape()));
   const From* in = x.flat<From>().data();
   To* o = out->flat<To>().data();
-  ParallelFor(x.NumElements(), 2, [&](int64_t b, int64_t e) {
+  ParallelRange(x.NumElements(), 2, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) o[i] = ConvertValue<To>(in[i]);
   });
   return OkStatus();
@@ -100,17 +100,26 @@ void FillBits(Tensor& out, const Tensor& value) {
   Bits bits;
   std::memcpy(&bits, value.raw_data(), sizeof(Bits));
   Bits* o = static_cast<Bits*>(out.raw_data());
-  ParallelFor(out.NumElements(), 1, [&](int64_t b, int64_t e) { std::fill(o + b, o + e, bits); });
+  ParallelRange(out.NumElements(), 1, [&](int64_t b, int64_t e) { std::fill(o + b, o + e, bits); });
 }
 
 Status FillWith(Tensor& out, const Tensor& value) {
   if (out.NumElements() == 0) return OkStatus();
   switch (value.dtype() == DT_STRING ? 0 : DataTypeSize(value.dtype())) {
-    case 1: FillBits<uint8_t>(out, value); return OkStatus();
-    case 2: FillBits<uint16_t>(out, value); return OkStatus();
-    case 4: FillBits<uint32_t>(out, value); return OkStatus();
-    case 8: FillBits<uint64_t>(out, value); return OkStatus();
-    default: break;
+    case 1:
+      FillBits<uint8_t>(out, value);
+      return OkStatus();
+    case 2:
+      FillBits<uint16_t>(out, value);
+      return OkStatus();
+    case 4:
+      FillBits<uint32_t>(out, value);
+      return OkStatus();
+    case 8:
+      FillBits<uint64_t>(out, value);
+      return OkStatus();
+    default:
+      break;
   }
   if (value.dtype() == DT_STRING) {
     for (std::string& s : out.flat<std::string>()) s = value.scalar<std::string>();
@@ -134,8 +143,8 @@ Status ValidateReshapeDims(const std::vector<int64_t>& dims) {
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] == -1) {
       if (unknown >= 0) {
-        return InvalidArgumentError("shape ", DimsString(dims), " has more than one -1 (dimensions ",
-                                    unknown, " and ", i, ")");
+        return InvalidArgumentError("shape ", DimsString(dims),
+                                    " has more than one -1 (dimensions ", unknown, " and ", i, ")");
       }
       unknown = static_cast<int>(i);
     } else if (dims[i] < 0) {
@@ -324,7 +333,8 @@ StatusOr<Kernel> ShapeKernel(const Node& node) {
   DataType out_type = node.output_type(0);
   return Kernel([out_type](KernelContext& ctx) -> Status {
     const TensorShape& shape = ctx.input(0).shape();
-    CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, out_type, TensorShape({shape.rank()})));
+    CKFLOW_ASSIGN_OR_RETURN(Tensor * out,
+                            ctx.AllocateOutput(0, out_type, TensorShape({shape.rank()})));
     for (int d = 0; d < shape.rank(); ++d) {
       if (out_type == DT_INT64) {
         out->flat<int64_t>()[d] = shape.dim(d);
@@ -355,8 +365,8 @@ using internal::RegisterOp;
 
 Status RegisterArrayOps(OpRegistry& r) {
   using namespace internal;  // NOLINT: the shape functions and kernels above
-  CKFLOW_RETURN_IF_ERROR(RegisterOp(
-      r, {.type = "Const", .shape_fn = ConstShapeFn, .kernel_factory = ConstKernel}));
+  CKFLOW_RETURN_IF_ERROR(
+      RegisterOp(r, {.type = "Const", .shape_fn = ConstShapeFn, .kernel_factory = ConstKernel}));
   CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "Placeholder",
                                         .shape_fn = PlaceholderShapeFn,
                                         .kernel_factory = PlaceholderKernel}));
@@ -366,10 +376,10 @@ Status RegisterArrayOps(OpRegistry& r) {
                                           .shape_fn = IdentityShapeFn,
                                           .kernel_factory = StatelessKernel(IdentityCompute)}));
   }
-  CKFLOW_RETURN_IF_ERROR(
-      RegisterOp(r, {.type = "NoOp",
-                     .shape_fn = [](InferenceContext&) { return OkStatus(); },
-                     .kernel_factory = StatelessKernel([](KernelContext&) { return OkStatus(); })}));
+  CKFLOW_RETURN_IF_ERROR(RegisterOp(
+      r, {.type = "NoOp",
+          .shape_fn = [](InferenceContext&) { return OkStatus(); },
+          .kernel_factory = StatelessKernel([](KernelContext&) { return OkStatus(); })}));
   CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "Reshape",
                                         .inputs = {"tensor", "shape"},
                                         .shape_fn = ReshapeShapeFn,
@@ -380,18 +390,20 @@ Status RegisterArrayOps(OpRegistry& r) {
                                         .inputs = {"dims", "value"},
                                         .shape_fn = FillShapeFn,
                                         .kernel_factory = StatelessKernel(FillCompute)}));
-  CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "ZerosLike",
-                                        .inputs = {"x"},
-                                        .shape_fn = UnaryShapeFn("x", {std::begin(kCastTypes),
-                                                                       std::end(kCastTypes)}),
-                                        .kernel_factory = FillLikeKernel(0)}));
-  CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "OnesLike",
-                                        .inputs = {"x"},
-                                        .shape_fn = UnaryShapeFn("x", {std::begin(kCastTypes),
-                                                                       std::end(kCastTypes)}),
-                                        .kernel_factory = FillLikeKernel(1)}));
-  CKFLOW_RETURN_IF_ERROR(RegisterOp(
-      r, {.type = "Shape", .inputs = {"input"}, .shape_fn = ShapeShapeFn, .kernel_factory = ShapeKernel}));
+  CKFLOW_RETURN_IF_ERROR(
+      RegisterOp(r, {.type = "ZerosLike",
+                     .inputs = {"x"},
+                     .shape_fn = UnaryShapeFn("x", {std::begin(kCastTypes), std::end(kCastTypes)}),
+                     .kernel_factory = FillLikeKernel(0)}));
+  CKFLOW_RETURN_IF_ERROR(
+      RegisterOp(r, {.type = "OnesLike",
+                     .inputs = {"x"},
+                     .shape_fn = UnaryShapeFn("x", {std::begin(kCastTypes), std::end(kCastTypes)}),
+                     .kernel_factory = FillLikeKernel(1)}));
+  CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "Shape",
+                                        .inputs = {"input"},
+                                        .shape_fn = ShapeShapeFn,
+                                        .kernel_factory = ShapeKernel}));
   return OkStatus();
 }
 

@@ -44,7 +44,7 @@ auto Repeat(T v, int64_t n) {
   return Eigen::Array<T, Eigen::Dynamic, 1>::Constant(n, v);
 }
 
-template <typename Fn, typename T, bool kWraps = std::is_integral_v<T> && Fn::kWrapsIntegers>
+template <typename Fn, typename T, bool kWraps = std::is_integral_v<T>&& Fn::kWrapsIntegers>
 struct ComputeTypeOf {
   using type = T;
 };
@@ -93,7 +93,26 @@ StatusOr<Kernel> UnaryKernel(DataType dtype) {
   });
 }
 
-// x op y with NumPy broadcasting. `args` names x and y in messages.
+// out[0, len) = x op y, where x (or y) is one value repeated if x_repeats
+// (y_repeats). All paths of BinaryCompute end here, so each op and dtype
+// instantiates Eigen's loops only once per repetition pattern.
+template <typename Fn, typename C, typename OutC>
+void EvalSegment(OutC* out, const C* x, bool x_repeats, const C* y, bool y_repeats, int64_t len) {
+  ArrayMap<OutC> o(out, len);
+  if constexpr (Fn::kBroadcasts) {
+    if (x_repeats) {
+      o = Fn::Eval(Repeat(*x, len), ConstArrayMap<C>(y, len));
+      return;
+    }
+    if (y_repeats) {
+      o = Fn::Eval(ConstArrayMap<C>(x, len), Repeat(*y, len));
+      return;
+    }
+  }
+  o = Fn::Eval(ConstArrayMap<C>(x, len), ConstArrayMap<C>(y, len));
+}
+
+// x op y with NumPy broadcasting; x_arg and y_arg name them in messages.
 template <typename Fn, typename T>
 Status BinaryCompute(KernelContext& ctx, std::string_view x_arg, std::string_view y_arg) {
   using C = ComputeType<Fn, T>;
@@ -105,51 +124,38 @@ Status BinaryCompute(KernelContext& ctx, std::string_view x_arg, std::string_vie
     return InvalidArgumentError("shapes must be equal: ", x_arg, " is ", x.shape().ToString(), ", ",
                                 y_arg, " is ", y.shape().ToString());
   }
-  CKFLOW_ASSIGN_OR_RETURN(TensorShape shape,
-                          BroadcastTensorShapes(x.shape(), x_arg, y.shape(), y_arg));
+  TensorShape broadcast;  // only built when the shapes differ: tiny ops pay nothing
+  if (x.shape() != y.shape()) {
+    CKFLOW_ASSIGN_OR_RETURN(broadcast, BroadcastTensorShapes(x.shape(), x_arg, y.shape(), y_arg));
+  }
+  const TensorShape& shape = x.shape() == y.shape() ? x.shape() : broadcast;
   CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, DataTypeOf<Out>(), shape));
   const int64_t n = out->NumElements();
   if (n == 0) return OkStatus();
   const C* xp = As<C>(x.flat<T>().data());
   const C* yp = As<C>(y.flat<T>().data());
   OutC* op = As<OutC>(out->flat<Out>().data());
-  if (x.NumElements() == n && y.NumElements() == n) {
+  // Each input either covers the output or is a single value.
+  const bool x_whole = x.NumElements() == n;
+  const bool y_whole = y.NumElements() == n;
+  if ((x_whole || x.NumElements() == 1) && (y_whole || y.NumElements() == 1)) {
     ParallelForBlocks(n, Fn::kCost, [&](int64_t b, int64_t e) {
-      ArrayMap<OutC>(op + b, e - b) =
-          Fn::Eval(ConstArrayMap<C>(xp + b, e - b), ConstArrayMap<C>(yp + b, e - b));
+      EvalSegment<Fn>(op + b, xp + (x_whole ? b : 0), !x_whole, yp + (y_whole ? b : 0), !y_whole,
+                      e - b);
     });
     return OkStatus();
   }
   if constexpr (Fn::kBroadcasts) {
-    if (x.NumElements() == 1) {
-      ParallelForBlocks(n, Fn::kCost, [&](int64_t b, int64_t e) {
-        ArrayMap<OutC>(op + b, e - b) = Fn::Eval(Repeat(xp[0], e - b), ConstArrayMap<C>(yp + b, e - b));
-      });
-      return OkStatus();
-    }
-    if (y.NumElements() == 1) {
-      ParallelForBlocks(n, Fn::kCost, [&](int64_t b, int64_t e) {
-        ArrayMap<OutC>(op + b, e - b) = Fn::Eval(ConstArrayMap<C>(xp + b, e - b), Repeat(yp[0], e - b));
-      });
-      return OkStatus();
-    }
     const TensorShape* shapes[] = {&x.shape(), &y.shape()};
     BroadcastPlan plan(shapes, shape);
     const int64_t inner = plan.inner();
     const bool x_repeats = plan.inner_broadcast(0);
     const bool y_repeats = plan.inner_broadcast(1);
-    ParallelFor(plan.rows(), inner * Fn::kCost, [&](int64_t b, int64_t e) {
+    ParallelRange(plan.rows(), inner * Fn::kCost, [&](int64_t b, int64_t e) {
       std::array<int64_t, 2> off;
       for (int64_t row = b; row < e; ++row) {
         plan.RowOffsets(row, off);
-        ArrayMap<OutC> o(op + row * inner, inner);
-        if (x_repeats) {
-          o = Fn::Eval(Repeat(xp[off[0]], inner), ConstArrayMap<C>(yp + off[1], inner));
-        } else if (y_repeats) {
-          o = Fn::Eval(ConstArrayMap<C>(xp + off[0], inner), Repeat(yp[off[1]], inner));
-        } else {
-          o = Fn::Eval(ConstArrayMap<C>(xp + off[0], inner), ConstArrayMap<C>(yp + off[1], inner));
-        }
+        EvalSegment<Fn>(op + row * inner, xp + off[0], x_repeats, yp + off[1], y_repeats, inner);
       }
     });
     return OkStatus();
@@ -164,9 +170,8 @@ StatusOr<Kernel> BinaryKernel(DataType dtype, std::string_view x_arg, std::strin
     if constexpr (std::is_integral_v<T> && !Fn::kIntegers) {
       return InvalidArgumentError("unsupported dtype ", DataTypeName(DataTypeOf<T>()));
     } else {
-      return Kernel([x_arg, y_arg](KernelContext& ctx) {
-        return BinaryCompute<Fn, T>(ctx, x_arg, y_arg);
-      });
+      return Kernel(
+          [x_arg, y_arg](KernelContext& ctx) { return BinaryCompute<Fn, T>(ctx, x_arg, y_arg); });
     }
   });
 }
@@ -202,14 +207,13 @@ Status RegisterBinary(OpRegistry& registry, std::string type, std::string_view x
                       std::string_view y_arg = "y") {
   std::vector<DataType> types(std::begin(kFloatTypes), std::end(kFloatTypes));
   if (Fn::kIntegers) types = {std::begin(kNumericTypes), std::end(kNumericTypes)};
-  return RegisterOp(registry,
-                    {.type = std::move(type),
-                     .inputs = {std::string(x_arg), std::string(y_arg)},
-                     .shape_fn = BinaryShapeFn(std::string(x_arg), std::string(y_arg), types,
-                                               Fn::kBoolOutput, Fn::kBroadcasts),
-                     .kernel_factory = [x_arg, y_arg](const Node& node) {
-                       return BinaryKernel<Fn>(node.input(0).dtype(), x_arg, y_arg);
-                     }});
+  return RegisterOp(registry, {.type = std::move(type),
+                               .inputs = {std::string(x_arg), std::string(y_arg)},
+                               .shape_fn = BinaryShapeFn(std::string(x_arg), std::string(y_arg),
+                                                         types, Fn::kBoolOutput, Fn::kBroadcasts),
+                               .kernel_factory = [x_arg, y_arg](const Node& node) {
+                                 return BinaryKernel<Fn>(node.input(0).dtype(), x_arg, y_arg);
+                               }});
 }
 
 }  // namespace ckflow::internal

@@ -30,17 +30,16 @@ namespace ckflow::ops {
 
 // The C++ types a literal input or Const may have.
 template <typename T>
-concept ConstElement =
-    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int32_t> ||
-    std::is_same_v<T, int64_t> || std::is_same_v<T, int8_t> || std::is_same_v<T, int16_t> ||
-    std::is_same_v<T, uint8_t> || std::is_same_v<T, uint16_t> || std::is_same_v<T, uint32_t> ||
-    std::is_same_v<T, uint64_t> || std::is_same_v<T, bool> || std::is_same_v<T, bfloat16> ||
-    std::is_same_v<T, float16>;
+concept ConstElement = std::is_same_v<T, float> || std::is_same_v<T, double> ||
+    std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t> || std::is_same_v<T, int8_t> ||
+    std::is_same_v<T, int16_t> || std::is_same_v<T, uint8_t> || std::is_same_v<T, uint16_t> ||
+    std::is_same_v<T, uint32_t> || std::is_same_v<T, uint64_t> || std::is_same_v<T, bool> ||
+    std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>;
 
 class Input {
  public:
-  Input(Output output) : output_(output) {}             // NOLINT: implicit by design
-  Input(Tensor value) : value_(std::move(value)) {}     // NOLINT
+  Input(Output output) : output_(output) {}          // NOLINT: implicit by design
+  Input(Tensor value) : value_(std::move(value)) {}  // NOLINT
   template <ConstElement T>
   Input(T scalar) : value_(Tensor::Scalar(scalar)) {}  // NOLINT
   template <ConstElement T>

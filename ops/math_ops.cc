@@ -1,4 +1,4 @@
-// Elementwise math: arithmetic, comparisons, Select, AddN.
+// Elementwise arithmetic and AddN (comparisons and Select: comparison_ops.cc).
 
 #include "ops/math_ops.h"
 
@@ -18,187 +18,129 @@ namespace {
 struct AddFn : CwiseTraits {
   static constexpr bool kIntegers = true, kWrapsIntegers = true;
   template <typename A, typename B>
-  static auto Eval(const A& a, const B& b) { return a + b; }
+  static auto Eval(const A& a, const B& b) {
+    return a + b;
+  }
 };
 struct SubFn : CwiseTraits {
   static constexpr bool kIntegers = true, kWrapsIntegers = true;
   template <typename A, typename B>
-  static auto Eval(const A& a, const B& b) { return a - b; }
+  static auto Eval(const A& a, const B& b) {
+    return a - b;
+  }
 };
 struct MulFn : CwiseTraits {
   static constexpr bool kIntegers = true, kWrapsIntegers = true;
   template <typename A, typename B>
-  static auto Eval(const A& a, const B& b) { return a * b; }
+  static auto Eval(const A& a, const B& b) {
+    return a * b;
+  }
 };
 struct DivFn : CwiseTraits {
   static constexpr int64_t kCost = 4;
   template <typename A, typename B>
-  static auto Eval(const A& a, const B& b) { return a / b; }
+  static auto Eval(const A& a, const B& b) {
+    return a / b;
+  }
 };
 struct MaximumFn : CwiseTraits {
   static constexpr bool kIntegers = true;
   template <typename A, typename B>
-  static auto Eval(const A& a, const B& b) { return a.max(b); }
+  static auto Eval(const A& a, const B& b) {
+    return a.max(b);
+  }
 };
 struct MinimumFn : CwiseTraits {
   static constexpr bool kIntegers = true;
   template <typename A, typename B>
-  static auto Eval(const A& a, const B& b) { return a.min(b); }
+  static auto Eval(const A& a, const B& b) {
+    return a.min(b);
+  }
 };
 struct PowFn : CwiseTraits {
   static constexpr int64_t kCost = 2 * kTranscendentalCost;
   template <typename A, typename B>
-  static auto Eval(const A& a, const B& b) { return a.pow(b); }
+  static auto Eval(const A& a, const B& b) {
+    return a.pow(b);
+  }
 };
 struct SquaredDifferenceFn : CwiseTraits {
   template <typename A, typename B>
-  static auto Eval(const A& a, const B& b) { return (a - b).square(); }
-};
-
-// Comparisons.
-struct CompareTraits : CwiseTraits {
-  static constexpr bool kIntegers = true, kBoolOutput = true;
-};
-struct EqualFn : CompareTraits {
-  template <typename A, typename B>
-  static auto Eval(const A& a, const B& b) { return a == b; }
-};
-struct NotEqualFn : CompareTraits {
-  template <typename A, typename B>
-  static auto Eval(const A& a, const B& b) { return a != b; }
-};
-struct LessFn : CompareTraits {
-  template <typename A, typename B>
-  static auto Eval(const A& a, const B& b) { return a < b; }
-};
-struct LessEqualFn : CompareTraits {
-  template <typename A, typename B>
-  static auto Eval(const A& a, const B& b) { return a <= b; }
-};
-struct GreaterFn : CompareTraits {
-  template <typename A, typename B>
-  static auto Eval(const A& a, const B& b) { return a > b; }
-};
-struct GreaterEqualFn : CompareTraits {
-  template <typename A, typename B>
-  static auto Eval(const A& a, const B& b) { return a >= b; }
+  static auto Eval(const A& a, const B& b) {
+    return (a - b).square();
+  }
 };
 
 // Unary ops.
 struct NegFn : CwiseTraits {
   static constexpr bool kIntegers = true, kWrapsIntegers = true;
   template <typename A>
-  static auto Eval(const A& a) { return -a; }
+  static auto Eval(const A& a) {
+    return -a;
+  }
 };
 struct SquareFn : CwiseTraits {
   static constexpr bool kIntegers = true, kWrapsIntegers = true;
   template <typename A>
-  static auto Eval(const A& a) { return a.square(); }
+  static auto Eval(const A& a) {
+    return a.square();
+  }
 };
 struct SignFn : CwiseTraits {
   static constexpr bool kIntegers = true;
   template <typename A>
-  static auto Eval(const A& a) { return a.sign(); }
+  static auto Eval(const A& a) {
+    return a.sign();
+  }
 };
 struct AbsFn : CwiseTraits {
   template <typename A>
-  static auto Eval(const A& a) { return a.abs(); }
+  static auto Eval(const A& a) {
+    return a.abs();
+  }
 };
 struct SqrtFn : CwiseTraits {
   static constexpr int64_t kCost = 8;
   template <typename A>
-  static auto Eval(const A& a) { return a.sqrt(); }
+  static auto Eval(const A& a) {
+    return a.sqrt();
+  }
 };
 struct RsqrtFn : CwiseTraits {
   static constexpr int64_t kCost = 8;
   template <typename A>
-  static auto Eval(const A& a) { return a.rsqrt(); }
+  static auto Eval(const A& a) {
+    return a.rsqrt();
+  }
 };
 struct ExpFn : CwiseTraits {
   static constexpr int64_t kCost = kTranscendentalCost;
   template <typename A>
-  static auto Eval(const A& a) { return a.exp(); }
+  static auto Eval(const A& a) {
+    return a.exp();
+  }
 };
 struct LogFn : CwiseTraits {
   static constexpr int64_t kCost = kTranscendentalCost;
   template <typename A>
-  static auto Eval(const A& a) { return a.log(); }
+  static auto Eval(const A& a) {
+    return a.log();
+  }
 };
 struct Log1pFn : CwiseTraits {
   static constexpr int64_t kCost = kTranscendentalCost;
   template <typename A>
-  static auto Eval(const A& a) { return a.log1p(); }
+  static auto Eval(const A& a) {
+    return a.log1p();
+  }
 };
 struct ReciprocalFn : CwiseTraits {
   static constexpr int64_t kCost = 4;
   template <typename A>
-  static auto Eval(const A& a) { return a.inverse(); }
+  static auto Eval(const A& a) {
+    return a.inverse();
+  }
 };
-
-// ------------------------------------------------------------------ Select
-
-constexpr DataType kBoolType[] = {DT_BOOL};
-constexpr DataType kSelectTypes[] = {DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_BOOL};
-
-Status SelectShapeFn(InferenceContext& c) {
-  CKFLOW_RETURN_IF_ERROR(CheckDtype(c, 0, "condition", kBoolType));
-  CKFLOW_RETURN_IF_ERROR(CheckSameDtype(c, 1, "t", 2, "e"));
-  CKFLOW_RETURN_IF_ERROR(CheckDtype(c, 1, "t", kSelectTypes));
-  CKFLOW_ASSIGN_OR_RETURN(PartialShape te, BroadcastInputShapes(c, 1, "t", 2, "e"));
-  std::optional<PartialShape> shape = BroadcastPartialShapes(c.input_shapes[0], te);
-  if (!shape) {
-    return InvalidArgumentError("incompatible shapes for broadcasting: condition is ",
-                                c.input_shapes[0].ToString(), " (", InputName(c, 0),
-                                "), t and e are ", te.ToString());
-  }
-  c.AddOutput(c.input_types[1], *shape);
-  return OkStatus();
-}
-
-// Select moves element bits, so one instantiation per element size serves
-// every dtype.
-template <typename Bits>
-Status SelectCompute(KernelContext& ctx) {
-  const Tensor& cond = ctx.input(0);
-  const Tensor& t = ctx.input(1);
-  const Tensor& e = ctx.input(2);
-  CKFLOW_ASSIGN_OR_RETURN(TensorShape te, BroadcastTensorShapes(t.shape(), "t", e.shape(), "e"));
-  CKFLOW_ASSIGN_OR_RETURN(TensorShape shape,
-                          BroadcastTensorShapes(cond.shape(), "condition", te, "t and e"));
-  CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, t.dtype(), shape));
-  if (out->NumElements() == 0) return OkStatus();
-  const bool* cp = cond.flat<bool>().data();
-  const Bits* tp = static_cast<const Bits*>(t.raw_data());
-  const Bits* ep = static_cast<const Bits*>(e.raw_data());
-  Bits* op = static_cast<Bits*>(out->raw_data());
-  const TensorShape* shapes[] = {&cond.shape(), &t.shape(), &e.shape()};
-  BroadcastPlan plan(shapes, shape);
-  const int64_t inner = plan.inner();
-  const int64_t cs = plan.inner_broadcast(0) ? 0 : 1;
-  const int64_t ts = plan.inner_broadcast(1) ? 0 : 1;
-  const int64_t es = plan.inner_broadcast(2) ? 0 : 1;
-  ParallelFor(plan.rows(), inner, [&](int64_t b, int64_t end) {
-    std::array<int64_t, 3> off;
-    for (int64_t row = b; row < end; ++row) {
-      plan.RowOffsets(row, off);
-      Bits* o = op + row * inner;
-      for (int64_t i = 0; i < inner; ++i) {
-        o[i] = cp[off[0] + i * cs] ? tp[off[1] + i * ts] : ep[off[2] + i * es];
-      }
-    }
-  });
-  return OkStatus();
-}
-
-StatusOr<Kernel> SelectKernel(const Node& node) {
-  switch (DataTypeSize(node.output_type(0))) {
-    case 1: return Kernel(SelectCompute<uint8_t>);
-    case 4: return Kernel(SelectCompute<uint32_t>);
-    case 8: return Kernel(SelectCompute<uint64_t>);
-    default:
-      return InvalidArgumentError("unsupported dtype ", DataTypeName(node.output_type(0)));
-  }
-}
 
 // -------------------------------------------------------------------- AddN
 
@@ -210,9 +152,9 @@ Status AddNShapeFn(InferenceContext& c) {
     CKFLOW_RETURN_IF_ERROR(CheckSameDtype(c, 0, "inputs[0]", i, arg));
     StatusOr<PartialShape> merged = shape.Merge(c.input_shapes[i]);
     if (!merged.ok()) {
-      return InvalidArgumentError("shapes must be equal: inputs[0] is ", c.input_shapes[0].ToString(),
-                                  " (", InputName(c, 0), "), ", arg, " is ",
-                                  c.input_shapes[i].ToString(), " (", InputName(c, i), ")");
+      return InvalidArgumentError("shapes must be equal: inputs[0] is ",
+                                  c.input_shapes[0].ToString(), " (", InputName(c, 0), "), ", arg,
+                                  " is ", c.input_shapes[i].ToString(), " (", InputName(c, i), ")");
     }
     shape = *std::move(merged);
   }
@@ -264,12 +206,6 @@ Status RegisterMathOps(OpRegistry& r) {
   CKFLOW_RETURN_IF_ERROR(RegisterBinary<MinimumFn>(r, "Minimum"));
   CKFLOW_RETURN_IF_ERROR(RegisterBinary<PowFn>(r, "Pow"));
   CKFLOW_RETURN_IF_ERROR(RegisterBinary<SquaredDifferenceFn>(r, "SquaredDifference"));
-  CKFLOW_RETURN_IF_ERROR(RegisterBinary<EqualFn>(r, "Equal"));
-  CKFLOW_RETURN_IF_ERROR(RegisterBinary<NotEqualFn>(r, "NotEqual"));
-  CKFLOW_RETURN_IF_ERROR(RegisterBinary<LessFn>(r, "Less"));
-  CKFLOW_RETURN_IF_ERROR(RegisterBinary<LessEqualFn>(r, "LessEqual"));
-  CKFLOW_RETURN_IF_ERROR(RegisterBinary<GreaterFn>(r, "Greater"));
-  CKFLOW_RETURN_IF_ERROR(RegisterBinary<GreaterEqualFn>(r, "GreaterEqual"));
   CKFLOW_RETURN_IF_ERROR(RegisterUnary<NegFn>(r, "Neg"));
   CKFLOW_RETURN_IF_ERROR(RegisterUnary<SquareFn>(r, "Square"));
   CKFLOW_RETURN_IF_ERROR(RegisterUnary<SignFn>(r, "Sign"));
@@ -280,20 +216,16 @@ Status RegisterMathOps(OpRegistry& r) {
   CKFLOW_RETURN_IF_ERROR(RegisterUnary<LogFn>(r, "Log"));
   CKFLOW_RETURN_IF_ERROR(RegisterUnary<Log1pFn>(r, "Log1p"));
   CKFLOW_RETURN_IF_ERROR(RegisterUnary<ReciprocalFn>(r, "Reciprocal"));
-  CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "SelectV2",
-                                        .inputs = {"condition", "t", "e"},
-                                        .shape_fn = SelectShapeFn,
-                                        .kernel_factory = SelectKernel}));
-  CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "AddN",
-                                        .inputs = {"inputs"},
-                                        .variadic = true,
-                                        .shape_fn = AddNShapeFn,
-                                        .kernel_factory = [](const Node& node) {
-                                          return DispatchNumeric(
-                                              node.output_type(0), [](auto tag) -> StatusOr<Kernel> {
-                                                return Kernel(AddNCompute<typename decltype(tag)::type>);
-                                              });
-                                        }}));
+  CKFLOW_RETURN_IF_ERROR(RegisterOp(
+      r, {.type = "AddN",
+          .inputs = {"inputs"},
+          .variadic = true,
+          .shape_fn = AddNShapeFn,
+          .kernel_factory = [](const Node& node) {
+            return DispatchNumeric(node.output_type(0), [](auto tag) -> StatusOr<Kernel> {
+              return Kernel(AddNCompute<typename decltype(tag)::type>);
+            });
+          }}));
   return OkStatus();
 }
 
@@ -316,12 +248,6 @@ CKFLOW_BINARY_BUILDER(Maximum, "Maximum")
 CKFLOW_BINARY_BUILDER(Minimum, "Minimum")
 CKFLOW_BINARY_BUILDER(Pow, "Pow")
 CKFLOW_BINARY_BUILDER(SquaredDifference, "SquaredDifference")
-CKFLOW_BINARY_BUILDER(Equal, "Equal")
-CKFLOW_BINARY_BUILDER(NotEqual, "NotEqual")
-CKFLOW_BINARY_BUILDER(Less, "Less")
-CKFLOW_BINARY_BUILDER(LessEqual, "LessEqual")
-CKFLOW_BINARY_BUILDER(Greater, "Greater")
-CKFLOW_BINARY_BUILDER(GreaterEqual, "GreaterEqual")
 CKFLOW_UNARY_BUILDER(Neg, "Neg")
 CKFLOW_UNARY_BUILDER(Square, "Square")
 CKFLOW_UNARY_BUILDER(Sign, "Sign")
@@ -335,10 +261,6 @@ CKFLOW_UNARY_BUILDER(Reciprocal, "Reciprocal")
 
 #undef CKFLOW_BINARY_BUILDER
 #undef CKFLOW_UNARY_BUILDER
-
-Output Select(const Scope& scope, Input condition, Input t, Input e) {
-  return BuildOp(scope, "SelectV2", {condition, t, e});
-}
 
 Output AddN(const Scope& scope, const std::vector<Output>& inputs) {
   return BuildOp(scope, "AddN", std::vector<Input>(inputs.begin(), inputs.end()));

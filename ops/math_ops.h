@@ -26,12 +26,12 @@
 namespace ckflow::ops {
 
 // x op y, broadcasting.
-Output Add(const Scope& scope, Input x, Input y);       // (+int)
-Output Sub(const Scope& scope, Input x, Input y);       // (+int)
-Output Mul(const Scope& scope, Input x, Input y);       // (+int)
+Output Add(const Scope& scope, Input x, Input y);  // (+int)
+Output Sub(const Scope& scope, Input x, Input y);  // (+int)
+Output Mul(const Scope& scope, Input x, Input y);  // (+int)
 Output Div(const Scope& scope, Input x, Input y);
-Output Maximum(const Scope& scope, Input x, Input y);   // (+int)
-Output Minimum(const Scope& scope, Input x, Input y);   // (+int)
+Output Maximum(const Scope& scope, Input x, Input y);  // (+int)
+Output Minimum(const Scope& scope, Input x, Input y);  // (+int)
 Output Pow(const Scope& scope, Input x, Input y);
 Output SquaredDifference(const Scope& scope, Input x, Input y);  // (x - y)^2
 
@@ -41,10 +41,10 @@ Output Square(const Scope& scope, Input x);  // (+int)
 Output Sign(const Scope& scope, Input x);    // (+int)
 Output Abs(const Scope& scope, Input x);
 Output Sqrt(const Scope& scope, Input x);
-Output Rsqrt(const Scope& scope, Input x);   // 1 / sqrt(x)
+Output Rsqrt(const Scope& scope, Input x);  // 1 / sqrt(x)
 Output Exp(const Scope& scope, Input x);
 Output Log(const Scope& scope, Input x);
-Output Log1p(const Scope& scope, Input x);   // log(1 + x), accurate near 0
+Output Log1p(const Scope& scope, Input x);  // log(1 + x), accurate near 0
 Output Reciprocal(const Scope& scope, Input x);
 
 // Comparisons, broadcasting, giving bool (+int).

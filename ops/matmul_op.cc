@@ -71,7 +71,8 @@ Status MatMulCompute(KernelContext& ctx, bool ta, bool tb) {
                                 ta ? " (transposed)" : "", ", b is ", b.shape().ToString(),
                                 tb ? " (transposed)" : "");
   }
-  CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, DataTypeOf<T>(), TensorShape({m, n})));
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * out,
+                          ctx.AllocateOutput(0, DataTypeOf<T>(), TensorShape({m, n})));
   if (m == 0 || n == 0) return OkStatus();
   MatrixMap<T> c = AsMatrix<T>(*out);
   if (k == 0) {
@@ -86,7 +87,7 @@ Status MatMulCompute(KernelContext& ctx, bool ta, bool tb) {
   const int64_t block = std::max(kMinBlock, (kBlockWork + k * other - 1) / (k * other));
   const int64_t blocks = (len + block - 1) / block;
   auto run = [&](const auto& lhs, const auto& rhs) {
-    ParallelFor(blocks, block * k * other, [&](int64_t begin, int64_t end) {
+    ParallelRange(blocks, block * k * other, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const int64_t start = i * block;
         const int64_t size = std::min(block, len - start);

@@ -16,17 +16,23 @@ namespace {
 
 struct ReluFn : CwiseTraits {
   template <typename A>
-  static auto Eval(const A& a) { return a.max(typename A::Scalar(0)); }
+  static auto Eval(const A& a) {
+    return a.max(typename A::Scalar(0));
+  }
 };
 struct SigmoidFn : CwiseTraits {
   static constexpr int64_t kCost = kTranscendentalCost;
   template <typename A>
-  static auto Eval(const A& a) { return a.logistic(); }
+  static auto Eval(const A& a) {
+    return a.logistic();
+  }
 };
 struct TanhFn : CwiseTraits {
   static constexpr int64_t kCost = kTranscendentalCost;
   template <typename A>
-  static auto Eval(const A& a) { return a.tanh(); }
+  static auto Eval(const A& a) {
+    return a.tanh();
+  }
 };
 
 struct GradTraits : CwiseTraits {
@@ -74,8 +80,8 @@ Status BiasAddShapeFn(InferenceContext& c) {
     int64_t channels = bias.dim(0);
     if (last >= 0 && channels >= 0 && last != channels) {
       return InvalidArgumentError("bias is ", bias.ToString(), " (", InputName(c, 1),
-                                  "), but must match the last dimension of value, ",
-                                  out.ToString(), " (", InputName(c, 0), ")");
+                                  "), but must match the last dimension of value, ", out.ToString(),
+                                  " (", InputName(c, 0), ")");
     }
     std::vector<int64_t> dims = out.dims();
     if (last < 0) dims.back() = channels;
@@ -115,8 +121,8 @@ Status BiasAddGradCompute(KernelContext& ctx) {
   }
   std::vector<bool> reduced(rank, true);
   reduced.back() = false;
-  CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, in.dtype(),
-                                                           TensorShape({in.shape().dim(rank - 1)})));
+  CKFLOW_ASSIGN_OR_RETURN(
+      Tensor * out, ctx.AllocateOutput(0, in.dtype(), TensorShape({in.shape().dim(rank - 1)})));
   return ReduceTensor(Reduction::kSum, in, reduced, *out);
 }
 
@@ -140,7 +146,7 @@ Status SoftmaxCompute(KernelContext& ctx) {
   if (x.NumElements() == 0) return OkStatus();
   const T* in = x.flat<T>().data();
   T* o = out->flat<T>().data();
-  ParallelFor(x.NumElements() / cols, cols * kTranscendentalCost, [&](int64_t b, int64_t e) {
+  ParallelRange(x.NumElements() / cols, cols * kTranscendentalCost, [&](int64_t b, int64_t e) {
     for (int64_t row = b; row < e; ++row) {
       ConstArrayMap<T> xr(in + row * cols, cols);
       ArrayMap<T> orow(o + row * cols, cols);
@@ -216,15 +222,16 @@ Status CrossEntropyCompute(KernelContext& ctx) {
     std::span<const Label> l = labels.flat<Label>();
     for (int64_t i = 0; i < batch; ++i) {
       if (l[i] < 0 || l[i] >= classes) {
-        return InvalidArgumentError("labels[", i, "] = ", l[i],
-                                    " is outside the valid range [0, ", classes, ")");
+        return InvalidArgumentError("labels[", i, "] = ", l[i], " is outside the valid range [0, ",
+                                    classes, ")");
       }
     }
   } else if (labels.shape() != fs) {
-    return InvalidArgumentError("shapes must be equal: features is ", fs.ToString(),
-                                ", labels is ", labels.shape().ToString());
+    return InvalidArgumentError("shapes must be equal: features is ", fs.ToString(), ", labels is ",
+                                labels.shape().ToString());
   }
-  CKFLOW_ASSIGN_OR_RETURN(Tensor * loss, ctx.AllocateOutput(0, features.dtype(), TensorShape({batch})));
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * loss,
+                          ctx.AllocateOutput(0, features.dtype(), TensorShape({batch})));
   CKFLOW_ASSIGN_OR_RETURN(Tensor * backprop, ctx.AllocateOutput(1, features.dtype(), fs));
   if (batch == 0) return OkStatus();
   const T* f = features.flat<T>().data();
@@ -234,7 +241,7 @@ Status CrossEntropyCompute(KernelContext& ctx) {
     std::fill(lo, lo + batch, T(0));
     return OkStatus();
   }
-  ParallelFor(batch, classes * kTranscendentalCost, [&](int64_t b, int64_t e) {
+  ParallelRange(batch, classes * kTranscendentalCost, [&](int64_t b, int64_t e) {
     for (int64_t row = b; row < e; ++row) {
       ConstArrayMap<T> x(f + row * classes, classes);
       ArrayMap<T> g(bp + row * classes, classes);
@@ -282,8 +289,8 @@ Status RegisterNnOps(OpRegistry& r) {
   CKFLOW_RETURN_IF_ERROR(RegisterBinary<ReluGradFn>(r, "ReluGrad", "gradients", "features"));
   CKFLOW_RETURN_IF_ERROR(RegisterBinary<SigmoidGradFn>(r, "SigmoidGrad", "y", "dy"));
   CKFLOW_RETURN_IF_ERROR(RegisterBinary<TanhGradFn>(r, "TanhGrad", "y", "dy"));
-  CKFLOW_RETURN_IF_ERROR(
-      RegisterBinary<SigmoidCrossEntropyFn>(r, "SigmoidCrossEntropyWithLogits", "logits", "labels"));
+  CKFLOW_RETURN_IF_ERROR(RegisterBinary<SigmoidCrossEntropyFn>(r, "SigmoidCrossEntropyWithLogits",
+                                                               "logits", "labels"));
   CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "BiasAdd",
                                         .inputs = {"value", "bias"},
                                         .shape_fn = BiasAddShapeFn,
@@ -300,16 +307,16 @@ Status RegisterNnOps(OpRegistry& r) {
                                         .inputs = {"logits"},
                                         .shape_fn = SoftmaxShapeFn,
                                         .kernel_factory = SoftmaxKernel<true>}));
-  CKFLOW_RETURN_IF_ERROR(RegisterOp(
-      r, {.type = "SoftmaxCrossEntropyWithLogits",
-          .inputs = {"features", "labels"},
-          .shape_fn = [](InferenceContext& c) { return CrossEntropyShapeFn(c, false); },
-          .kernel_factory = CrossEntropyKernel<false>}));
-  CKFLOW_RETURN_IF_ERROR(RegisterOp(
-      r, {.type = "SparseSoftmaxCrossEntropyWithLogits",
-          .inputs = {"features", "labels"},
-          .shape_fn = [](InferenceContext& c) { return CrossEntropyShapeFn(c, true); },
-          .kernel_factory = CrossEntropyKernel<true>}));
+  CKFLOW_RETURN_IF_ERROR(
+      RegisterOp(r, {.type = "SoftmaxCrossEntropyWithLogits",
+                     .inputs = {"features", "labels"},
+                     .shape_fn = [](InferenceContext& c) { return CrossEntropyShapeFn(c, false); },
+                     .kernel_factory = CrossEntropyKernel<false>}));
+  CKFLOW_RETURN_IF_ERROR(
+      RegisterOp(r, {.type = "SparseSoftmaxCrossEntropyWithLogits",
+                     .inputs = {"features", "labels"},
+                     .shape_fn = [](InferenceContext& c) { return CrossEntropyShapeFn(c, true); },
+                     .kernel_factory = CrossEntropyKernel<true>}));
   return OkStatus();
 }
 
@@ -352,8 +359,7 @@ CrossEntropy SoftmaxCrossEntropyWithLogits(const Scope& scope, Input features, I
   return {Output(node, 0), Output(node, 1)};
 }
 
-CrossEntropy SparseSoftmaxCrossEntropyWithLogits(const Scope& scope, Input features,
-                                                 Input labels) {
+CrossEntropy SparseSoftmaxCrossEntropyWithLogits(const Scope& scope, Input features, Input labels) {
   Node* node = BuildNode(scope, "SparseSoftmaxCrossEntropyWithLogits", {features, labels});
   if (node == nullptr) return {};
   return {Output(node, 0), Output(node, 1)};

@@ -50,8 +50,7 @@ struct CrossEntropy {
 CrossEntropy SoftmaxCrossEntropyWithLogits(const Scope& scope, Input features, Input labels);
 // labels [batch] of class indices (int32/int64) in [0, classes); a label
 // out of range fails the run with InvalidArgument naming it.
-CrossEntropy SparseSoftmaxCrossEntropyWithLogits(const Scope& scope, Input features,
-                                                 Input labels);
+CrossEntropy SparseSoftmaxCrossEntropyWithLogits(const Scope& scope, Input features, Input labels);
 // Elementwise logistic loss of logits against labels in [0, 1] (equal
 // shapes): max(x, 0) - x * z + log(1 + exp(-|x|)), as
 // tf.nn.sigmoid_cross_entropy_with_logits. Its gradient is

@@ -27,8 +27,9 @@ Status RegisterOp(OpRegistry& registry, OpSpec spec) {
                       inner = std::move(spec.shape_fn)](InferenceContext& c) -> Status {
     size_t n = c.input_types.size();
     if (variadic ? n == 0 : n != inputs.size()) {
-      std::string want = variadic ? "at least 1 input"
-                         : std::to_string(inputs.size()) + (inputs.size() == 1 ? " input" : " inputs");
+      std::string want =
+          variadic ? "at least 1 input"
+                   : std::to_string(inputs.size()) + (inputs.size() == 1 ? " input" : " inputs");
       return InvalidArgumentError("expects ", want, " (", ArgList(inputs), "), got ", n);
     }
     return inner(c);
@@ -140,8 +141,7 @@ std::optional<PartialShape> BroadcastPartialShapes(const PartialShape& a, const 
 }
 
 StatusOr<PartialShape> BroadcastInputShapes(const InferenceContext& c, int i,
-                                            std::string_view arg_i, int j,
-                                            std::string_view arg_j) {
+                                            std::string_view arg_i, int j, std::string_view arg_j) {
   std::optional<PartialShape> s = BroadcastPartialShapes(c.input_shapes[i], c.input_shapes[j]);
   if (s) return *s;
   return InvalidArgumentError("incompatible shapes for broadcasting: ", arg_i, " is ",
@@ -158,8 +158,7 @@ StatusOr<std::optional<std::vector<int64_t>>> ConstantInts(const InferenceContex
   return std::optional<std::vector<int64_t>>(*std::move(ints));
 }
 
-StatusOr<PartialShape> ShapeFromShapeInput(const InferenceContext& c, int i,
-                                           std::string_view arg) {
+StatusOr<PartialShape> ShapeFromShapeInput(const InferenceContext& c, int i, std::string_view arg) {
   CKFLOW_ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> dims, ConstantInts(c, i, arg));
   if (dims) {
     for (size_t d = 0; d < dims->size(); ++d) {
@@ -177,8 +176,8 @@ StatusOr<PartialShape> ShapeFromShapeInput(const InferenceContext& c, int i,
   return PartialShape::Unknown();
 }
 
-ShapeFn BinaryShapeFn(std::string x, std::string y, std::vector<DataType> types,
-                      bool bool_output, bool broadcasts) {
+ShapeFn BinaryShapeFn(std::string x, std::string y, std::vector<DataType> types, bool bool_output,
+                      bool broadcasts) {
   return [x = std::move(x), y = std::move(y), types = std::move(types), bool_output,
           broadcasts](InferenceContext& c) -> Status {
     CKFLOW_RETURN_IF_ERROR(CheckSameDtype(c, 0, x, 1, y));
@@ -189,10 +188,9 @@ ShapeFn BinaryShapeFn(std::string x, std::string y, std::vector<DataType> types,
     } else if (c.input_shapes[0].IsCompatibleWith(c.input_shapes[1])) {
       CKFLOW_ASSIGN_OR_RETURN(shape, c.input_shapes[0].Merge(c.input_shapes[1]));
     } else {
-      return InvalidArgumentError("shapes must be equal: ", x, " is ",
-                                  c.input_shapes[0].ToString(), " (", InputName(c, 0), "), ", y,
-                                  " is ", c.input_shapes[1].ToString(), " (", InputName(c, 1),
-                                  ")");
+      return InvalidArgumentError("shapes must be equal: ", x, " is ", c.input_shapes[0].ToString(),
+                                  " (", InputName(c, 0), "), ", y, " is ",
+                                  c.input_shapes[1].ToString(), " (", InputName(c, 1), ")");
     }
     c.AddOutput(bool_output ? DT_BOOL : c.input_types[0], std::move(shape));
     return OkStatus();
@@ -255,13 +253,11 @@ StatusOr<TensorShape> BroadcastTensorShapes(const TensorShape& x, std::string_vi
   return s->ToTensorShape();
 }
 
-void ParallelForBlocks(int64_t n, int64_t cost_per_element,
-                       const std::function<void(int64_t, int64_t)>& fn) {
-  if (n <= 0) return;
+void ParallelForBlocksImpl(int64_t n, int64_t cost_per_element,
+                           const std::function<void(int64_t, int64_t)>& fn) {
   int64_t blocks = (n + kElementBlock - 1) / kElementBlock;
-  ParallelFor(blocks, cost_per_element * kElementBlock, [&](int64_t b, int64_t e) {
-    fn(b * kElementBlock, std::min(n, e * kElementBlock));
-  });
+  ParallelFor(blocks, cost_per_element * kElementBlock,
+              [&](int64_t b, int64_t e) { fn(b * kElementBlock, std::min(n, e * kElementBlock)); });
 }
 
 BroadcastPlan::BroadcastPlan(std::span<const TensorShape* const> inputs, const TensorShape& out)

@@ -11,6 +11,7 @@
 #ifndef CKFLOW_OPS_OPS_INTERNAL_H_
 #define CKFLOW_OPS_OPS_INTERNAL_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -23,6 +24,7 @@
 #include "graph/graph.h"
 #include "graph/op_def.h"
 #include "ops/input.h"
+#include "runtime/parallel.h"
 #include "runtime/status.h"
 #include "runtime/tensor.h"
 
@@ -34,9 +36,9 @@ inline constexpr DataType kFloatTypes[] = {DT_FLOAT, DT_DOUBLE};
 inline constexpr DataType kNumericTypes[] = {DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64};
 inline constexpr DataType kIndexTypes[] = {DT_INT32, DT_INT64};
 // Everything Cast converts between.
-inline constexpr DataType kCastTypes[] = {DT_FLOAT,  DT_DOUBLE, DT_INT32,  DT_INT64, DT_INT8,
-                                          DT_INT16,  DT_UINT8,  DT_UINT16, DT_UINT32, DT_UINT64,
-                                          DT_BOOL,   DT_BFLOAT16, DT_HALF};
+inline constexpr DataType kCastTypes[] = {DT_FLOAT, DT_DOUBLE,   DT_INT32,  DT_INT64,  DT_INT8,
+                                          DT_INT16, DT_UINT8,    DT_UINT16, DT_UINT32, DT_UINT64,
+                                          DT_BOOL,  DT_BFLOAT16, DT_HALF};
 
 struct OpSpec {
   std::string type;
@@ -88,8 +90,7 @@ std::optional<PartialShape> BroadcastPartialShapes(const PartialShape& a, const 
 // The same for inputs i and j, with an InvalidArgument naming both:
 // "incompatible shapes for broadcasting: x is [2,3] (a:0), y is [4] (b:0)".
 StatusOr<PartialShape> BroadcastInputShapes(const InferenceContext& c, int i,
-                                            std::string_view arg_i, int j,
-                                            std::string_view arg_j);
+                                            std::string_view arg_i, int j, std::string_view arg_j);
 
 // The integers of input i (int32/int64, scalar or vector) if it is a Const;
 // nullopt if it is not constant. InvalidArgument if it is of another rank.
@@ -98,14 +99,13 @@ StatusOr<std::optional<std::vector<int64_t>>> ConstantInts(const InferenceContex
 // The static shape described by a shape-vector input: its values if it is a
 // Const (InvalidArgument on a negative one), else a shape of the input's
 // length with unknown dimensions, else unknown.
-StatusOr<PartialShape> ShapeFromShapeInput(const InferenceContext& c, int i,
-                                           std::string_view arg);
+StatusOr<PartialShape> ShapeFromShapeInput(const InferenceContext& c, int i, std::string_view arg);
 
 // A shape function for elementwise binary ops: equal dtypes from `types`,
 // NumPy broadcasting (or merged equal shapes if !broadcasts); the output is
 // bool if `bool_output`, else the inputs' dtype.
-ShapeFn BinaryShapeFn(std::string x, std::string y, std::vector<DataType> types,
-                      bool bool_output, bool broadcasts);
+ShapeFn BinaryShapeFn(std::string x, std::string y, std::vector<DataType> types, bool bool_output,
+                      bool broadcasts);
 // Elementwise unary ops: output = input's dtype (from `types`) and shape.
 ShapeFn UnaryShapeFn(std::string x, std::vector<DataType> types);
 
@@ -123,15 +123,40 @@ StatusOr<int> NormalizeAxis(int64_t axis, int rank, std::string_view what);
 StatusOr<TensorShape> BroadcastTensorShapes(const TensorShape& x, std::string_view x_arg,
                                             const TensorShape& y, std::string_view y_arg);
 
+// Below this much work (elements x cycles per element) a loop runs inline,
+// without building a std::function or asking the scheduler: for tiny ops
+// that is most of their cost.
+inline constexpr int64_t kInlineWork = 40000;
+
+// ParallelFor (runtime/parallel.h), inline for small loops.
+template <typename Fn>
+void ParallelRange(int64_t n, int64_t cost_per_element, Fn&& fn) {
+  if (n <= 0) return;
+  if (n < kInlineWork / std::max<int64_t>(cost_per_element, 1)) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  ParallelFor(n, cost_per_element, fn);
+}
+
 // Elements per block of ParallelForBlocks: 64 bytes of doubles or more, so
 // that every block but the last starts and ends on a vector boundary.
 inline constexpr int64_t kElementBlock = 16;
-// ParallelFor over [0, n) whose ranges start and end on multiples of
+void ParallelForBlocksImpl(int64_t n, int64_t cost_per_element,
+                           const std::function<void(int64_t, int64_t)>& fn);
+// ParallelRange over [0, n) whose ranges start and end on multiples of
 // kElementBlock (except the end n). Vectorized Eigen loops then take the
 // same packet/scalar path for every element however the work is split, so
 // the results are bit-identical for every thread count.
-void ParallelForBlocks(int64_t n, int64_t cost_per_element,
-                       const std::function<void(int64_t, int64_t)>& fn);
+template <typename Fn>
+void ParallelForBlocks(int64_t n, int64_t cost_per_element, Fn&& fn) {
+  if (n <= 0) return;
+  if (n < kInlineWork / std::max<int64_t>(cost_per_element, 1)) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  ParallelForBlocksImpl(n, cost_per_element, fn);
+}
 
 // How a broadcasting elementwise op walks its inputs. The output, with its
 // size-1 dimensions dropped and neighbouring dimensions merged where each
@@ -170,27 +195,36 @@ struct TypeTag {
 template <typename Fn>
 auto DispatchFloat(DataType dtype, Fn&& fn) -> decltype(fn(TypeTag<float>{})) {
   switch (dtype) {
-    case DT_FLOAT: return fn(TypeTag<float>{});
-    case DT_DOUBLE: return fn(TypeTag<double>{});
-    default: return InvalidArgumentError("unsupported dtype ", DataTypeName(dtype));
+    case DT_FLOAT:
+      return fn(TypeTag<float>{});
+    case DT_DOUBLE:
+      return fn(TypeTag<double>{});
+    default:
+      return InvalidArgumentError("unsupported dtype ", DataTypeName(dtype));
   }
 }
 
 template <typename Fn>
 auto DispatchNumeric(DataType dtype, Fn&& fn) -> decltype(fn(TypeTag<float>{})) {
   switch (dtype) {
-    case DT_INT32: return fn(TypeTag<int32_t>{});
-    case DT_INT64: return fn(TypeTag<int64_t>{});
-    default: return DispatchFloat(dtype, fn);
+    case DT_INT32:
+      return fn(TypeTag<int32_t>{});
+    case DT_INT64:
+      return fn(TypeTag<int64_t>{});
+    default:
+      return DispatchFloat(dtype, fn);
   }
 }
 
 template <typename Fn>
 auto DispatchIndex(DataType dtype, Fn&& fn) -> decltype(fn(TypeTag<int32_t>{})) {
   switch (dtype) {
-    case DT_INT32: return fn(TypeTag<int32_t>{});
-    case DT_INT64: return fn(TypeTag<int64_t>{});
-    default: return InvalidArgumentError("unsupported dtype ", DataTypeName(dtype));
+    case DT_INT32:
+      return fn(TypeTag<int32_t>{});
+    case DT_INT64:
+      return fn(TypeTag<int64_t>{});
+    default:
+      return InvalidArgumentError("unsupported dtype ", DataTypeName(dtype));
   }
 }
 
@@ -198,20 +232,34 @@ auto DispatchIndex(DataType dtype, Fn&& fn) -> decltype(fn(TypeTag<int32_t>{})) 
 template <typename Fn>
 auto DispatchCastable(DataType dtype, Fn&& fn) -> decltype(fn(TypeTag<float>{})) {
   switch (dtype) {
-    case DT_FLOAT: return fn(TypeTag<float>{});
-    case DT_DOUBLE: return fn(TypeTag<double>{});
-    case DT_INT32: return fn(TypeTag<int32_t>{});
-    case DT_INT64: return fn(TypeTag<int64_t>{});
-    case DT_INT8: return fn(TypeTag<int8_t>{});
-    case DT_INT16: return fn(TypeTag<int16_t>{});
-    case DT_UINT8: return fn(TypeTag<uint8_t>{});
-    case DT_UINT16: return fn(TypeTag<uint16_t>{});
-    case DT_UINT32: return fn(TypeTag<uint32_t>{});
-    case DT_UINT64: return fn(TypeTag<uint64_t>{});
-    case DT_BOOL: return fn(TypeTag<bool>{});
-    case DT_BFLOAT16: return fn(TypeTag<bfloat16>{});
-    case DT_HALF: return fn(TypeTag<float16>{});
-    default: return InvalidArgumentError("unsupported dtype ", DataTypeName(dtype));
+    case DT_FLOAT:
+      return fn(TypeTag<float>{});
+    case DT_DOUBLE:
+      return fn(TypeTag<double>{});
+    case DT_INT32:
+      return fn(TypeTag<int32_t>{});
+    case DT_INT64:
+      return fn(TypeTag<int64_t>{});
+    case DT_INT8:
+      return fn(TypeTag<int8_t>{});
+    case DT_INT16:
+      return fn(TypeTag<int16_t>{});
+    case DT_UINT8:
+      return fn(TypeTag<uint8_t>{});
+    case DT_UINT16:
+      return fn(TypeTag<uint16_t>{});
+    case DT_UINT32:
+      return fn(TypeTag<uint32_t>{});
+    case DT_UINT64:
+      return fn(TypeTag<uint64_t>{});
+    case DT_BOOL:
+      return fn(TypeTag<bool>{});
+    case DT_BFLOAT16:
+      return fn(TypeTag<bfloat16>{});
+    case DT_HALF:
+      return fn(TypeTag<float16>{});
+    default:
+      return InvalidArgumentError("unsupported dtype ", DataTypeName(dtype));
   }
 }
 

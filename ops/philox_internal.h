@@ -47,7 +47,9 @@ class PhiloxStream {
     high_ = {d[2], d[3]};
   }
   // 128 random bits: block b of the stream.
-  PhiloxBlock Block(uint64_t b) const { return Philox4x32({Lo(b), Hi(b), high_[0], high_[1]}, key_); }
+  PhiloxBlock Block(uint64_t b) const {
+    return Philox4x32({Lo(b), Hi(b), high_[0], high_[1]}, key_);
+  }
 
  private:
   static uint32_t Lo(uint64_t v) { return static_cast<uint32_t>(v); }

@@ -46,12 +46,13 @@ template <typename T, Distribution kDist>
 void Generate(const PhiloxStream& stream, T* out, int64_t n) {
   constexpr int kPer = kValuesPerBlock<T>;
   if constexpr (kDist == Distribution::kTruncatedNormal) {
-    ParallelFor(n, kRandomCost, [&](int64_t b, int64_t e) {
+    ParallelRange(n, kRandomCost, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         T value = T(0);
         bool found = false;
         for (uint64_t a = 0; a < kTruncatedBlocks && !found; ++a) {
-          for (T z : NormalValues<T>(stream.Block(static_cast<uint64_t>(i) * kTruncatedBlocks + a))) {
+          for (T z :
+               NormalValues<T>(stream.Block(static_cast<uint64_t>(i) * kTruncatedBlocks + a))) {
             if (std::abs(z) < T(2)) {
               value = z;
               found = true;
@@ -64,10 +65,11 @@ void Generate(const PhiloxStream& stream, T* out, int64_t n) {
     });
   } else {
     const int64_t blocks = (n + kPer - 1) / kPer;
-    ParallelFor(blocks, kPer * kRandomCost, [&](int64_t b, int64_t e) {
+    ParallelRange(blocks, kPer * kRandomCost, [&](int64_t b, int64_t e) {
       for (int64_t block = b; block < e; ++block) {
         PhiloxBlock bits = stream.Block(static_cast<uint64_t>(block));
-        auto values = kDist == Distribution::kUniform ? UniformValues<T>(bits) : NormalValues<T>(bits);
+        auto values =
+            kDist == Distribution::kUniform ? UniformValues<T>(bits) : NormalValues<T>(bits);
         for (int j = 0; j < kPer && block * kPer + j < n; ++j) out[block * kPer + j] = values[j];
       }
     });

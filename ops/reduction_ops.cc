@@ -75,13 +75,13 @@ template <typename C, Reduction kR>
 void ReducePass(const C* src, C* dst, int64_t outer, int64_t r, int64_t inner) {
   using Red = Reducer<C, kR>;
   if (inner == 1) {
-    ParallelFor(outer, r, [&](int64_t b, int64_t e) {
+    ParallelRange(outer, r, [&](int64_t b, int64_t e) {
       for (int64_t o = b; o < e; ++o) dst[o] = Red::Row(ConstArrayMap<C>(src + o * r, r));
     });
     return;
   }
   const int64_t blocks = (inner + kColumnBlock - 1) / kColumnBlock;
-  ParallelFor(outer * blocks, r * kColumnBlock, [&](int64_t b, int64_t e) {
+  ParallelRange(outer * blocks, r * kColumnBlock, [&](int64_t b, int64_t e) {
     for (int64_t u = b; u < e; ++u) {
       const int64_t o = u / blocks;
       const int64_t c0 = (u % blocks) * kColumnBlock;
@@ -89,7 +89,8 @@ void ReducePass(const C* src, C* dst, int64_t outer, int64_t r, int64_t inner) {
       const C* first = src + o * r * inner + c0;
       ArrayMap<C> acc(dst + o * inner + c0, len);
       acc = ConstArrayMap<C>(first, len);
-      for (int64_t i = 1; i < r; ++i) Red::Accumulate(acc, ConstArrayMap<C>(first + i * inner, len));
+      for (int64_t i = 1; i < r; ++i)
+        Red::Accumulate(acc, ConstArrayMap<C>(first + i * inner, len));
     }
   });
 }
@@ -142,7 +143,8 @@ Status ReduceImpl(const Tensor& in, const std::vector<bool>& reduce, Tensor& out
     if (!last_pass) {
       Tensor& buffer = buffers[next_buffer];
       next_buffer ^= 1;
-      CKFLOW_ASSIGN_OR_RETURN(buffer, Tensor::Allocate(DataTypeOf<T>(), TensorShape({outer * inner})));
+      CKFLOW_ASSIGN_OR_RETURN(buffer,
+                              Tensor::Allocate(DataTypeOf<T>(), TensorShape({outer * inner})));
       dst = As<C>(buffer.flat<T>().data());
     }
     ReducePass<C, kR>(src, dst, outer, groups[j].size, inner);
@@ -232,8 +234,7 @@ Status ArgShapeFn(InferenceContext& c) {
   CKFLOW_RETURN_IF_ERROR(CheckRank(c, 1, "dimension", 0, 0));
   DataType out_type = c.attrs->GetOr<DataType>("output_type", DT_INT64);
   if (out_type != DT_INT32 && out_type != DT_INT64) {
-    return InvalidArgumentError("output_type must be int32 or int64, got ",
-                                DataTypeName(out_type));
+    return InvalidArgumentError("output_type must be int32 or int64, got ", DataTypeName(out_type));
   }
   const PartialShape& in = c.input_shapes[0];
   CKFLOW_ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> axis,
@@ -243,8 +244,8 @@ Status ArgShapeFn(InferenceContext& c) {
   } else if (!axis) {
     c.AddOutput(out_type, PartialShape(std::vector<int64_t>(in.rank() - 1, -1)));
   } else {
-    CKFLOW_ASSIGN_OR_RETURN(int d, NormalizeAxis((*axis)[0], in.rank(),
-                                                 "dimension (" + InputName(c, 1) + ")"));
+    CKFLOW_ASSIGN_OR_RETURN(
+        int d, NormalizeAxis((*axis)[0], in.rank(), "dimension (" + InputName(c, 1) + ")"));
     std::vector<int64_t> dims = in.dims();
     if (dims[d] == 0) {
       return InvalidArgumentError("input is ", in.ToString(), " (", InputName(c, 0),
@@ -283,7 +284,7 @@ Status ArgCompute(KernelContext& ctx, DataType out_type) {
   dims.erase(dims.begin() + axis);
   CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, out_type, TensorShape(dims)));
   const T* src = in.flat<T>().data();
-  ParallelFor(outer * inner, r, [&](int64_t b, int64_t e) {
+  ParallelRange(outer * inner, r, [&](int64_t b, int64_t e) {
     for (int64_t idx = b; idx < e; ++idx) {
       const T* p = src + (idx / inner) * r * inner + idx % inner;
       int64_t best = 0;
@@ -370,11 +371,16 @@ Status ReduceTensor(Reduction reduction, const Tensor& in, const std::vector<boo
   return DispatchNumeric(in.dtype(), [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     switch (reduction) {
-      case Reduction::kSum: return ReduceImpl<T, Reduction::kSum>(in, reduce, out);
-      case Reduction::kMean: return ReduceImpl<T, Reduction::kMean>(in, reduce, out);
-      case Reduction::kMax: return ReduceImpl<T, Reduction::kMax>(in, reduce, out);
-      case Reduction::kMin: return ReduceImpl<T, Reduction::kMin>(in, reduce, out);
-      case Reduction::kProd: return ReduceImpl<T, Reduction::kProd>(in, reduce, out);
+      case Reduction::kSum:
+        return ReduceImpl<T, Reduction::kSum>(in, reduce, out);
+      case Reduction::kMean:
+        return ReduceImpl<T, Reduction::kMean>(in, reduce, out);
+      case Reduction::kMax:
+        return ReduceImpl<T, Reduction::kMax>(in, reduce, out);
+      case Reduction::kMin:
+        return ReduceImpl<T, Reduction::kMin>(in, reduce, out);
+      case Reduction::kProd:
+        return ReduceImpl<T, Reduction::kProd>(in, reduce, out);
     }
     return InternalError("unknown reduction");
   });

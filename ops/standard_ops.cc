@@ -15,6 +15,7 @@ Status RegisterStandardOps(OpRegistry& registry) {
   for (RegisterFn register_group : {
            RegisterArrayOps,
            RegisterMathOps,
+           RegisterComparisonOps,
            RegisterReductionOps,
            RegisterMatMulOps,
            RegisterNnOps,

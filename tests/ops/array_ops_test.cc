@@ -62,8 +62,9 @@ TEST(Placeholder, UnfedFailsNamingItself) {
   EXPECT_EQ(x.shape().ToString(), "[?,3]");
   Status s = Evaluate(y).status();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(),
-            "x (Placeholder): placeholder 'x' must be fed a value of dtype float32 and shape [?,3]");
+  EXPECT_EQ(
+      s.message(),
+      "x (Placeholder): placeholder 'x' must be fed a value of dtype float32 and shape [?,3]");
 }
 
 TEST(Placeholder, FedValueFlowsThroughIdentityWithoutACopy) {
@@ -163,9 +164,9 @@ TEST(Reshape, PartiallyKnownInputKeepsTheUnknownDimension) {
 // --------------------------------------------------------------------- Cast
 
 TEST(Cast, RoundTripsSmallWholeNumbersBetweenEveryPairOfTypes) {
-  const DataType types[] = {DT_FLOAT,  DT_DOUBLE, DT_INT32,  DT_INT64, DT_INT8,
-                            DT_INT16,  DT_UINT8,  DT_UINT16, DT_UINT32, DT_UINT64,
-                            DT_BOOL,   DT_BFLOAT16, DT_HALF};
+  const DataType types[] = {DT_FLOAT, DT_DOUBLE,   DT_INT32,  DT_INT64,  DT_INT8,
+                            DT_INT16, DT_UINT8,    DT_UINT16, DT_UINT32, DT_UINT64,
+                            DT_BOOL,  DT_BFLOAT16, DT_HALF};
   for (DataType from : types) {
     for (DataType to : types) {
       SCOPED_TRACE(std::string(DataTypeName(from)) + " -> " + std::string(DataTypeName(to)));
@@ -219,8 +220,8 @@ TEST(Cast, HalfAndBfloat16RoundToNearest) {
 
 TEST(Cast, IntegerNarrowingWrapsModulo) {
   Scope root = Scope::NewRootScope();
-  Output y = ops::Cast(root, ops::Const(root, std::vector<int64_t>{(int64_t{1} << 32) + 5, -1}),
-                       DT_INT32);
+  Output y =
+      ops::Cast(root, ops::Const(root, std::vector<int64_t>{(int64_t{1} << 32) + 5, -1}), DT_INT32);
   CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor got, Evaluate(y));
   EXPECT_EQ(ToDoubles(got), (std::vector<double>{5, -1}));
 }
@@ -273,9 +274,11 @@ TEST(Fill, BadFedDimsFailAtRunTimeWithoutCrashing) {
   };
   const Case cases[] = {
       {{2, -1}, StatusCode::kInvalidArgument, "fill (Fill): dims: negative dimension -1 in shape"},
-      {{int64_t{1} << 40, int64_t{1} << 40}, StatusCode::kInvalidArgument,
+      {{int64_t{1} << 40, int64_t{1} << 40},
+       StatusCode::kInvalidArgument,
        "fill (Fill): dims: shape's element count overflows int64"},
-      {{int64_t{1} << 25, int64_t{1} << 25}, StatusCode::kResourceExhausted,
+      {{int64_t{1} << 25, int64_t{1} << 25},
+       StatusCode::kResourceExhausted,
        "fill (Fill): tensor of float32[33554432,33554432] is too large to allocate"},
   };
   for (const Case& c : cases) {
@@ -289,8 +292,8 @@ TEST(Fill, BadFedDimsFailAtRunTimeWithoutCrashing) {
 }
 
 TEST(ZerosAndOnesLike, TakeDtypeAndShapeOfTheirInput) {
-  for (DataType dtype : {DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_BOOL, DT_BFLOAT16, DT_HALF,
-                         DT_UINT8}) {
+  for (DataType dtype :
+       {DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_BOOL, DT_BFLOAT16, DT_HALF, DT_UINT8}) {
     Scope root = Scope::NewRootScope();
     Output x = ops::Placeholder(root, dtype, {.shape = {2, -1}});
     Output z = ops::ZerosLike(root, x);

@@ -51,9 +51,10 @@ std::vector<BinaryCase> BinaryCases() {
       {"Pow", ops::Pow, [](double a, double b) { return std::pow(a, b); }, fp, 0.2, 3, -2, 2},
       {"SquaredDifference", ops::SquaredDifference,
        [](double a, double b) { return (a - b) * (a - b); }, fp},
-      {"Equal", ops::Equal, [](double a, double b) { return Bool(a == b); }, all, -2, 2, -2, 2, true},
-      {"NotEqual", ops::NotEqual, [](double a, double b) { return Bool(a != b); }, all, -2, 2, -2, 2,
+      {"Equal", ops::Equal, [](double a, double b) { return Bool(a == b); }, all, -2, 2, -2, 2,
        true},
+      {"NotEqual", ops::NotEqual, [](double a, double b) { return Bool(a != b); }, all, -2, 2, -2,
+       2, true},
       {"Less", ops::Less, [](double a, double b) { return Bool(a < b); }, all, -2, 2, -2, 2, true},
       {"LessEqual", ops::LessEqual, [](double a, double b) { return Bool(a <= b); }, all, -2, 2, -2,
        2, true},
@@ -66,7 +67,9 @@ std::vector<BinaryCase> BinaryCases() {
        1},
       {"TanhGrad", ops::TanhGrad, [](double y, double dy) { return dy * (1 - y * y); }, fp, -1, 1},
       {"SigmoidCrossEntropyWithLogits", ops::SigmoidCrossEntropyWithLogits,
-       [](double x, double z) { return std::max(x, 0.0) - x * z + std::log1p(std::exp(-std::abs(x))); },
+       [](double x, double z) {
+         return std::max(x, 0.0) - x * z + std::log1p(std::exp(-std::abs(x)));
+       },
        fp, -30, 30, 0, 1},
   };
 }
@@ -83,11 +86,24 @@ struct ShapePair {
 
 std::vector<ShapePair> ShapePairs() {
   return {
-      {{2, 3}, {2, 3}},       {{2, 3}, {3}},          {{3}, {2, 3}},         {{2, 1}, {1, 3}},
-      {{}, {2, 3}},           {{2, 3}, {}},           {{}, {}},              {{0, 3}, {3}},
-      {{0, 3}, {0, 3}},       {{4, 1, 5}, {3, 1}},    {{2, 3, 4}, {2, 1, 4}}, {{1}, {5}},
-      {{3, 1, 2, 1}, {1, 4, 1, 5}}, {{2, 1, 3}, {2, 4, 3}}, {{1, 1}, {1, 1, 1}},
-      {{300, 200}, {300, 200}}, {{300, 200}, {200}}, {{300, 1}, {300, 200}},  // parallel paths
+      {{2, 3}, {2, 3}},
+      {{2, 3}, {3}},
+      {{3}, {2, 3}},
+      {{2, 1}, {1, 3}},
+      {{}, {2, 3}},
+      {{2, 3}, {}},
+      {{}, {}},
+      {{0, 3}, {3}},
+      {{0, 3}, {0, 3}},
+      {{4, 1, 5}, {3, 1}},
+      {{2, 3, 4}, {2, 1, 4}},
+      {{1}, {5}},
+      {{3, 1, 2, 1}, {1, 4, 1, 5}},
+      {{2, 1, 3}, {2, 4, 3}},
+      {{1, 1}, {1, 1, 1}},
+      {{300, 200}, {300, 200}},
+      {{300, 200}, {200}},
+      {{300, 1}, {300, 200}},  // parallel paths
   };
 }
 
@@ -244,10 +260,14 @@ TEST(BuildTimeChecks, BroadcastingInfersPartialShapes) {
     std::string want;  // "error" if the build must fail
   };
   const Case cases[] = {
-      {{-1, 3}, {4, -1}, "[4,3]"},     {{-1, 3}, {3}, "[?,3]"},
-      {{-1, 1}, {1, 5}, "[?,5]"},      {{-1}, {-1}, "[?]"},
-      {{-1}, {1}, "[?]"},              {{2, 3}, PartialShape::Unknown(), "<unknown>"},
-      {PartialShape::Scalar(), {-1, 2}, "[?,2]"},          {{-1, 3}, {2, 4}, "error"},
+      {{-1, 3}, {4, -1}, "[4,3]"},
+      {{-1, 3}, {3}, "[?,3]"},
+      {{-1, 1}, {1, 5}, "[?,5]"},
+      {{-1}, {-1}, "[?]"},
+      {{-1}, {1}, "[?]"},
+      {{2, 3}, PartialShape::Unknown(), "<unknown>"},
+      {PartialShape::Scalar(), {-1, 2}, "[?,2]"},
+      {{-1, 3}, {2, 4}, "error"},
       {{5, -1}, {4, 1}, "error"},
   };
   for (const Case& c : cases) {
@@ -291,10 +311,22 @@ TEST(RunTimeChecks, BadFedShapesFailNamingTheNode) {
     std::string message;
   };
   const Case cases[] = {
-      {ops::Add, {2, 3}, {4}, "op (Add): incompatible shapes for broadcasting: x is [2,3], y is [4]"},
-      {ops::Less, {2, 1, 3}, {2, 2}, "op (Less): incompatible shapes for broadcasting: x is [2,1,3], y is [2,2]"},
-      {ops::SigmoidGrad, {2, 3}, {3}, "op (SigmoidGrad): shapes must be equal: y is [2,3], dy is [3]"},
-      {ops::ReluGrad, {3}, {}, "op (ReluGrad): shapes must be equal: gradients is [3], features is []"},
+      {ops::Add,
+       {2, 3},
+       {4},
+       "op (Add): incompatible shapes for broadcasting: x is [2,3], y is [4]"},
+      {ops::Less,
+       {2, 1, 3},
+       {2, 2},
+       "op (Less): incompatible shapes for broadcasting: x is [2,1,3], y is [2,2]"},
+      {ops::SigmoidGrad,
+       {2, 3},
+       {3},
+       "op (SigmoidGrad): shapes must be equal: y is [2,3], dy is [3]"},
+      {ops::ReluGrad,
+       {3},
+       {},
+       "op (ReluGrad): shapes must be equal: gradients is [3], features is []"},
   };
   for (const Case& c : cases) {
     Status s = testing::RunWithFedShapes(c.build, "op", c.a, c.b);
@@ -310,8 +342,11 @@ TEST(Select, BroadcastsConditionAndBranches) {
   struct Case {
     TensorShape c, t, e;
   };
-  const Case cases[] = {{{2, 3}, {2, 3}, {2, 3}}, {{3}, {2, 3}, {}}, {{2, 1}, {1, 3}, {2, 3}},
-                        {{}, {4}, {4}},           {{0, 2}, {2}, {2}}};
+  const Case cases[] = {{{2, 3}, {2, 3}, {2, 3}},
+                        {{3}, {2, 3}, {}},
+                        {{2, 1}, {1, 3}, {2, 3}},
+                        {{}, {4}, {4}},
+                        {{0, 2}, {2}, {2}}};
   for (DataType dtype : {DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_BOOL}) {
     for (const Case& k : cases) {
       SCOPED_TRACE(std::string(DataTypeName(dtype)) + " " + k.c.ToString() + k.t.ToString() +

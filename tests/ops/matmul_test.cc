@@ -43,8 +43,8 @@ TEST(MatMul, MatchesNaiveProductForAllTransposes) {
   struct Case {
     int64_t m, k, n;
   };
-  const Case cases[] = {{1, 1, 1},   {2, 3, 4},    {5, 1, 7},    {3, 0, 2},  {0, 3, 2},
-                        {4, 3, 0},   {17, 33, 9},  {130, 70, 90}, {40, 50, 700}};
+  const Case cases[] = {{1, 1, 1}, {2, 3, 4},   {5, 1, 7},     {3, 0, 2},    {0, 3, 2},
+                        {4, 3, 0}, {17, 33, 9}, {130, 70, 90}, {40, 50, 700}};
   std::mt19937 rng(21);
   for (DataType dtype : {DT_FLOAT, DT_DOUBLE}) {
     for (const Case& c : cases) {
@@ -53,8 +53,10 @@ TEST(MatMul, MatchesNaiveProductForAllTransposes) {
           SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.k) + "x" + std::to_string(c.n) +
                        (ta ? " ta" : "") + (tb ? " tb" : "") + " " +
                        std::string(DataTypeName(dtype)));
-          Tensor a = RandomTensor(dtype, ta ? TensorShape({c.k, c.m}) : TensorShape({c.m, c.k}), rng);
-          Tensor b = RandomTensor(dtype, tb ? TensorShape({c.n, c.k}) : TensorShape({c.k, c.n}), rng);
+          Tensor a =
+              RandomTensor(dtype, ta ? TensorShape({c.k, c.m}) : TensorShape({c.m, c.k}), rng);
+          Tensor b =
+              RandomTensor(dtype, tb ? TensorShape({c.n, c.k}) : TensorShape({c.k, c.n}), rng);
           Scope root = Scope::NewRootScope();
           Output y = ops::MatMul(root, ops::Const(root, a), ops::Const(root, b),
                                  {.transpose_a = ta, .transpose_b = tb});

@@ -79,20 +79,20 @@ TEST(Softmax, MatchesReferenceAndSurvivesLargeLogits) {
     TensorShape shape;
     double lo, hi;
   };
-  const Case cases[] = {{{5}, -3, 3},         {{4, 7}, -3, 3},   {{2, 3, 6}, -3, 3},
-                        {{3, 4}, 900, 1000},  {{3, 4}, -1000, -900}, {{0, 4}, 0, 1},
+  const Case cases[] = {{{5}, -3, 3},        {{4, 7}, -3, 3},       {{2, 3, 6}, -3, 3},
+                        {{3, 4}, 900, 1000}, {{3, 4}, -1000, -900}, {{0, 4}, 0, 1},
                         {{300, 200}, -5, 5}};
   for (DataType dtype : {DT_FLOAT, DT_DOUBLE}) {
     for (const Case& c : cases) {
       for (bool log : {false, true}) {
-        SCOPED_TRACE(c.shape.ToString() + (log ? " log" : "") + " " + std::string(DataTypeName(dtype)));
+        SCOPED_TRACE(c.shape.ToString() + (log ? " log" : "") + " " +
+                     std::string(DataTypeName(dtype)));
         Tensor x = RandomTensor(dtype, c.shape, rng, c.lo, c.hi);
         Scope root = Scope::NewRootScope();
         Output in = ops::Const(root, x);
         Output y = log ? ops::LogSoftmax(root, in) : ops::Softmax(root, in);
         CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor got, Evaluate(y));
-        std::vector<double> want =
-            NaiveSoftmax(ToDoubles(x), c.shape.dim(c.shape.rank() - 1), log);
+        std::vector<double> want = NaiveSoftmax(ToDoubles(x), c.shape.dim(c.shape.rank() - 1), log);
         // float logits near 1000 carry an absolute error of ~6e-5 each.
         const double tol = dtype == DT_FLOAT ? (c.hi > 100 || c.lo < -100 ? 2e-4 : 1e-5) : 1e-10;
         ExpectNear(got, c.shape, want, tol, tol, log ? "LogSoftmax" : "Softmax");
@@ -124,11 +124,13 @@ TEST(SoftmaxCrossEntropy, MatchesReferenceLossAndGradient) {
         backprop[i] = p[i] - zv[i];
       }
       Scope root = Scope::NewRootScope();
-      auto xent = ops::SoftmaxCrossEntropyWithLogits(root, ops::Const(root, f), ops::Const(root, z));
+      auto xent =
+          ops::SoftmaxCrossEntropyWithLogits(root, ops::Const(root, f), ops::Const(root, z));
       ASSERT_TRUE(root.ok()) << root.status();
       EXPECT_EQ(xent.loss.shape().ToString(), "[5]");
       testing::Evaluator eval(root.graph());
-      CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> got, eval.Run({}, {xent.loss, xent.backprop}));
+      CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> got,
+                                  eval.Run({}, {xent.loss, xent.backprop}));
       const double tol = dtype == DT_FLOAT ? 2e-4 : 1e-10;
       ExpectNear(got[0], {batch}, loss, tol, tol, "loss");
       ExpectNear(got[1], {batch, classes}, backprop, tol, tol, "backprop");
@@ -155,7 +157,8 @@ TEST(SparseSoftmaxCrossEntropy, MatchesDenseOneHotVersion) {
     }
     Scope root = Scope::NewRootScope();
     auto xent = ops::SparseSoftmaxCrossEntropyWithLogits(
-        root, ops::Const(root, f), ops::Const(root, testing::MakeTensor(label_type, {batch}, labels)));
+        root, ops::Const(root, f),
+        ops::Const(root, testing::MakeTensor(label_type, {batch}, labels)));
     ASSERT_TRUE(root.ok()) << root.status();
     testing::Evaluator eval(root.graph());
     CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> got, eval.Run({}, {xent.loss, xent.backprop}));

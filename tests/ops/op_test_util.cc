@@ -44,7 +44,8 @@ StatusOr<std::vector<Tensor>> Evaluator::Run(const std::vector<std::pair<Output,
       it = kernels_.emplace(id, *std::move(k)).first;
     }
     std::vector<const Tensor*> inputs;
-    for (const Output& in : n->inputs()) inputs.push_back(&values.at({in.node()->id(), in.index()}));
+    for (const Output& in : n->inputs())
+      inputs.push_back(&values.at({in.node()->id(), in.index()}));
     std::vector<Tensor> outputs(n->num_outputs());
     KernelContext ctx(*n, inputs, outputs, resources_);
     Status s = it->second(ctx);
@@ -100,12 +101,23 @@ Tensor MakeTensor(DataType dtype, const TensorShape& shape, const std::vector<do
   Tensor t(dtype, shape);
   for (size_t i = 0; i < values.size(); ++i) {
     switch (dtype) {
-      case DT_FLOAT: t.flat<float>()[i] = static_cast<float>(values[i]); break;
-      case DT_DOUBLE: t.flat<double>()[i] = values[i]; break;
-      case DT_INT32: t.flat<int32_t>()[i] = static_cast<int32_t>(values[i]); break;
-      case DT_INT64: t.flat<int64_t>()[i] = static_cast<int64_t>(values[i]); break;
-      case DT_BOOL: t.flat<bool>()[i] = values[i] != 0; break;
-      default: ADD_FAILURE() << "MakeTensor: unsupported dtype " << DataTypeName(dtype);
+      case DT_FLOAT:
+        t.flat<float>()[i] = static_cast<float>(values[i]);
+        break;
+      case DT_DOUBLE:
+        t.flat<double>()[i] = values[i];
+        break;
+      case DT_INT32:
+        t.flat<int32_t>()[i] = static_cast<int32_t>(values[i]);
+        break;
+      case DT_INT64:
+        t.flat<int64_t>()[i] = static_cast<int64_t>(values[i]);
+        break;
+      case DT_BOOL:
+        t.flat<bool>()[i] = values[i] != 0;
+        break;
+      default:
+        ADD_FAILURE() << "MakeTensor: unsupported dtype " << DataTypeName(dtype);
     }
   }
   return t;
@@ -186,7 +198,8 @@ void ExpectNear(const Tensor& actual, const TensorShape& shape, const std::vecto
   int reported = 0;
   for (int64_t i = 0; i < actual.NumElements(); ++i) {
     double a = actual.ElementAsDouble(i), e = expected[i];
-    bool ok = (std::isnan(a) && std::isnan(e)) || a == e || std::abs(a - e) <= atol + rtol * std::abs(e);
+    bool ok =
+        (std::isnan(a) && std::isnan(e)) || a == e || std::abs(a - e) <= atol + rtol * std::abs(e);
     if (!ok && reported++ < 5) {
       ADD_FAILURE() << what << ": element " << i << " is " << a << ", expected " << e;
     }

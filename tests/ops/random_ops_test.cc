@@ -42,8 +42,8 @@ const Distribution kDistributions[] = {{"RandomUniform", ops::RandomUniform},
 // Builds one random op in a fresh graph and evaluates it `runs` times in
 // one Evaluator (one "session").
 std::vector<Tensor> Draw(const Distribution& d, std::optional<int64_t> graph_seed,
-                         std::optional<int64_t> op_seed, int runs = 1,
-                         TensorShape shape = {1000}, DataType dtype = DT_FLOAT) {
+                         std::optional<int64_t> op_seed, int runs = 1, TensorShape shape = {1000},
+                         DataType dtype = DT_FLOAT) {
   Scope root = Scope::NewRootScope();
   if (graph_seed) root.graph().set_seed(*graph_seed);
   ops::Const(root, 0);  // shift node ids a little, as real graphs do
@@ -83,7 +83,8 @@ TEST(RandomOps, SeedsFollowTensorFlowsRule) {
   EXPECT_TRUE(Same(Draw(d, std::nullopt, 5)[0], Draw(d, std::nullopt, 5)[0]));
   EXPECT_FALSE(Same(Draw(d, std::nullopt, 5)[0], Draw(d, std::nullopt, 6)[0]));
   // Neither: a fresh seed per kernel.
-  EXPECT_FALSE(Same(Draw(d, std::nullopt, std::nullopt)[0], Draw(d, std::nullopt, std::nullopt)[0]));
+  EXPECT_FALSE(
+      Same(Draw(d, std::nullopt, std::nullopt)[0], Draw(d, std::nullopt, std::nullopt)[0]));
 
   Scope root = Scope::NewRootScope();
   root.graph().set_seed(42);

@@ -33,10 +33,10 @@ std::vector<double> ReduceReference(const std::vector<double>& in, const TensorS
   int64_t n_out = 1;
   for (int64_t k : kept) n_out *= k;
   *out_count = n_out;
-  double init = kind == Kind::kMax   ? -INFINITY
-                : kind == Kind::kMin ? INFINITY
+  double init = kind == Kind::kMax    ? -INFINITY
+                : kind == Kind::kMin  ? INFINITY
                 : kind == Kind::kProd ? 1
-                                     : 0;
+                                      : 0;
   std::vector<double> out(n_out, init);
   std::vector<int64_t> count(n_out, 0);
   for (int64_t i = 0; i < shape.num_elements(); ++i) {
@@ -52,10 +52,18 @@ std::vector<double> ReduceReference(const std::vector<double>& in, const TensorS
     double v = in[i];
     switch (kind) {
       case Kind::kSum:
-      case Kind::kMean: out[o] += v; break;
-      case Kind::kMax: out[o] = std::max(out[o], v); break;
-      case Kind::kMin: out[o] = std::min(out[o], v); break;
-      case Kind::kProd: out[o] *= v; break;
+      case Kind::kMean:
+        out[o] += v;
+        break;
+      case Kind::kMax:
+        out[o] = std::max(out[o], v);
+        break;
+      case Kind::kMin:
+        out[o] = std::min(out[o], v);
+        break;
+      case Kind::kProd:
+        out[o] *= v;
+        break;
     }
     ++count[o];
   }
@@ -72,11 +80,25 @@ struct AxesCase {
 
 std::vector<AxesCase> AxesCases() {
   return {
-      {{2, 3}, {0}},         {{2, 3}, {1}},          {{2, 3}, {0, 1}},       {{2, 3}, {-1}},
-      {{2, 3}, {}},          {{2, 3}, {1, 1}},       {{4, 3, 5}, {0, 2}},    {{4, 3, 5}, {1}},
-      {{2, 3, 4, 5}, {1, 3}}, {{2, 3, 4, 5}, {0, 2}}, {{2, 1, 4}, {1}},      {{2, 1, 4}, {0, 2}},
-      {{}, {}},              {{7}, {0}},             {{0, 3}, {0}},          {{0, 3}, {1}},
-      {{300, 200}, {0}},     {{300, 200}, {1}},      {{60, 50, 40}, {0, 2}},  // parallel passes
+      {{2, 3}, {0}},
+      {{2, 3}, {1}},
+      {{2, 3}, {0, 1}},
+      {{2, 3}, {-1}},
+      {{2, 3}, {}},
+      {{2, 3}, {1, 1}},
+      {{4, 3, 5}, {0, 2}},
+      {{4, 3, 5}, {1}},
+      {{2, 3, 4, 5}, {1, 3}},
+      {{2, 3, 4, 5}, {0, 2}},
+      {{2, 1, 4}, {1}},
+      {{2, 1, 4}, {0, 2}},
+      {{}, {}},
+      {{7}, {0}},
+      {{0, 3}, {0}},
+      {{0, 3}, {1}},
+      {{300, 200}, {0}},
+      {{300, 200}, {1}},
+      {{60, 50, 40}, {0, 2}},  // parallel passes
   };
 }
 
@@ -110,9 +132,11 @@ TEST(Reductions, MatchNaiveReferenceOverAxesAndDtypes) {
           std::vector<bool> reduced(c.shape.rank(), false);
           for (int32_t a : c.axes) reduced[a < 0 ? a + c.shape.rank() : a] = true;
           int64_t n_out;
-          std::vector<double> want = ReduceReference(ToDoubles(x), c.shape, reduced, op.kind, &n_out);
+          std::vector<double> want =
+              ReduceReference(ToDoubles(x), c.shape, reduced, op.kind, &n_out);
           if (integral && op.kind == Kind::kMax) {
-            for (double& v : want) v = std::isinf(v) ? -2147483648.0 * (dtype == DT_INT64 ? 4294967296.0 : 1) : v;
+            for (double& v : want)
+              v = std::isinf(v) ? -2147483648.0 * (dtype == DT_INT64 ? 4294967296.0 : 1) : v;
           }
           if (integral && op.kind == Kind::kMin) {
             for (double& v : want) {
@@ -121,8 +145,10 @@ TEST(Reductions, MatchNaiveReferenceOverAxesAndDtypes) {
           }
           std::vector<int64_t> dims;
           for (int d = 0; d < c.shape.rank(); ++d) {
-            if (!reduced[d]) dims.push_back(c.shape.dim(d));
-            else if (keep_dims) dims.push_back(1);
+            if (!reduced[d])
+              dims.push_back(c.shape.dim(d));
+            else if (keep_dims)
+              dims.push_back(1);
           }
           Scope root = Scope::NewRootScope();
           Output y = op.build(root, ops::Const(root, x), Tensor::FromVector<int32_t>(c.axes),
@@ -181,7 +207,8 @@ TEST(Reductions, AxisOutOfRangeFailsAtBuildAndRunTime) {
   Output a = ops::Placeholder(r2.WithOpName("a"), DT_INT32);
   Output s = ops::Max(r2.WithOpName("max"), y, a);
   ASSERT_TRUE(r2.ok());
-  Status st = Evaluate(s, {{y, Tensor(DT_FLOAT, {2, 3})}, {a, Tensor::Scalar<int32_t>(-3)}}).status();
+  Status st =
+      Evaluate(s, {{y, Tensor(DT_FLOAT, {2, 3})}, {a, Tensor::Scalar<int32_t>(-3)}}).status();
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(st.message(), "max (Max): axis -3 is out of range for rank 2 (must be in [-2, 2))");
 }
@@ -192,7 +219,8 @@ TEST(ArgMax, FindsFirstExtremeAlongAxis) {
     TensorShape shape;
     int axis;
   };
-  const Case cases[] = {{{5}, 0}, {{3, 4}, 0}, {{3, 4}, 1}, {{3, 4}, -1}, {{2, 3, 4}, 1}, {{1, 6}, 1}};
+  const Case cases[] = {{{5}, 0},     {{3, 4}, 0},    {{3, 4}, 1},
+                        {{3, 4}, -1}, {{2, 3, 4}, 1}, {{1, 6}, 1}};
   for (bool max : {true, false}) {
     for (DataType dtype : {DT_FLOAT, DT_INT32, DT_INT64, DT_DOUBLE}) {
       for (DataType out_type : {DT_INT64, DT_INT32}) {
@@ -246,8 +274,8 @@ TEST(SumToShapeOf, SumsBroadcastDimensionsAway) {
   struct Case {
     TensorShape grad, like;
   };
-  const Case cases[] = {{{2, 3}, {3}},    {{2, 3}, {2, 1}}, {{2, 3}, {}},       {{2, 3}, {1, 3}},
-                        {{2, 3}, {2, 3}}, {{4, 2, 3}, {2, 1}}, {{0, 3}, {3}},   {{2, 3, 4}, {3, 1}}};
+  const Case cases[] = {{{2, 3}, {3}},    {{2, 3}, {2, 1}},    {{2, 3}, {}},  {{2, 3}, {1, 3}},
+                        {{2, 3}, {2, 3}}, {{4, 2, 3}, {2, 1}}, {{0, 3}, {3}}, {{2, 3, 4}, {3, 1}}};
   for (DataType dtype : {DT_FLOAT, DT_DOUBLE, DT_INT32}) {
     for (const Case& c : cases) {
       SCOPED_TRACE(c.grad.ToString() + " to " + c.like.ToString());

@@ -45,9 +45,9 @@ TEST(SessionOps, RunsAsTheReferenceEvaluatorDoes) {
   Tensor batch = testing::RandomTensor(DT_FLOAT, {8, 5}, rng);
   Tensor labels = Tensor::FromVector<int32_t>({0, 1, 2, 3, 0, 1, 2, 3});
   CKFLOW_ASSERT_OK_AND_ASSIGN(auto session, Session::Create(net.root.graph()));
-  CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> got,
-                              session->Run({{net.x, batch}, {net.labels, labels}},
-                                           {net.probabilities, net.loss}));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(
+      std::vector<Tensor> got,
+      session->Run({{net.x, batch}, {net.labels, labels}}, {net.probabilities, net.loss}));
   testing::Evaluator reference(net.root.graph());
   CKFLOW_ASSERT_OK_AND_ASSIGN(
       std::vector<Tensor> want,
