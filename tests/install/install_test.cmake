@@ -1,0 +1,34 @@
+# cmake -P script: install, configure and build the consumer, run it.
+file(REMOVE_RECURSE ${WORK_DIR})
+set(prefix ${WORK_DIR}/prefix)
+
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}\n${err}")
+  endif()
+  set(last_output "${out}" PARENT_SCOPE)
+endfunction()
+
+run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+if(NOT EXISTS ${prefix}/include/ckflow/runtime/session.h)
+  message(FATAL_ERROR "headers were not installed")
+endif()
+if(EXISTS ${prefix}/include/ckflow/runtime/tensor_eigen_internal.h)
+  message(FATAL_ERROR "internal headers must not be installed")
+endif()
+
+# A sanitized ckflow needs the sanitizer runtime in the consumer too.
+set(flags "")
+if(SANITIZE)
+  string(REPLACE ";" "," san "${SANITIZE}")
+  set(flags "-fsanitize=${san}")
+endif()
+run(${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/build -DCMAKE_PREFIX_PATH=${prefix}
+    -DCMAKE_BUILD_TYPE=${BUILD_TYPE} "-DCMAKE_CXX_FLAGS=${flags}")
+run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
+run(${WORK_DIR}/build/consumer ${WORK_DIR}/ckpt)
+if(NOT last_output MATCHES "restored 42")
+  message(FATAL_ERROR "unexpected consumer output: ${last_output}")
+endif()
+message(STATUS "consumer said: ${last_output}")
