@@ -710,9 +710,11 @@ class GradientBuilder {
     return reached_[o.node()->id()] || xs_.count({o.node()->id(), o.index()}) > 0;
   }
   void MarkReached(int first_id, int end_id);
+  // The name scope of `node`'s gradient, "gradients/<node>_grad", made once.
+  const Scope& GradientScope(const Node& node);
   // The gradients that have reached output `index` of `node`, summed into
   // one (invalid if none).
-  Output SumGradients(const Scope& scope, const Node& node, int index);
+  Output SumGradients(const Node& node, int index);
   Status Backprop(const Node& node);
 
   const Scope& scope_;
@@ -722,6 +724,7 @@ class GradientBuilder {
   std::vector<bool> reached_;         // by node id: depends on an x
   // Gradients that have arrived at each output of a node, to be summed.
   std::unordered_map<const Node*, std::vector<std::vector<Output>>> pending_;
+  std::unordered_map<const Node*, Scope> node_scopes_;
 };
 
 void GradientBuilder::MarkReached(int first_id, int end_id) {
@@ -735,21 +738,29 @@ void GradientBuilder::MarkReached(int first_id, int end_id) {
   }
 }
 
-Output GradientBuilder::SumGradients(const Scope& scope, const Node& node, int index) {
+const Scope& GradientBuilder::GradientScope(const Node& node) {
+  auto it = node_scopes_.find(&node);
+  if (it == node_scopes_.end()) {
+    it = node_scopes_.emplace(&node, gradients_scope_.NewSubScope(node.name() + "_grad")).first;
+  }
+  return it->second;
+}
+
+Output GradientBuilder::SumGradients(const Node& node, int index) {
   auto it = pending_.find(&node);
   if (it == pending_.end()) return Output();
   std::vector<Output>& grads = it->second[index];
   if (grads.empty()) return Output();
-  if (grads.size() > 1) grads = {ops::AddN(scope, grads)};
+  if (grads.size() > 1) grads = {ops::AddN(GradientScope(node), grads)};
   return grads[0];
 }
 
 Status GradientBuilder::Backprop(const Node& node) {
   auto it = pending_.find(&node);
   if (it == pending_.end()) return OkStatus();
-  const Scope scope = gradients_scope_.NewSubScope(node.name() + "_grad");
+  const Scope& scope = GradientScope(node);
   std::vector<Output> grad_outputs(node.num_outputs());
-  for (int i = 0; i < node.num_outputs(); ++i) grad_outputs[i] = SumGradients(scope, node, i);
+  for (int i = 0; i < node.num_outputs(); ++i) grad_outputs[i] = SumGradients(node, i);
 
   const std::string where = internal::StrCat(node.name(), " (", node.type(), ")");
   GradientFunction fn = registry_.Find(node.type());
@@ -815,9 +826,7 @@ StatusOr<std::vector<Output>> GradientBuilder::Build(const std::vector<Output>& 
   }
   std::vector<Output> result;
   for (const Output& x : xs) {
-    result.push_back(CarriesGradient(x.dtype())
-                         ? SumGradients(gradients_scope_, *x.node(), x.index())
-                         : Output());
+    result.push_back(CarriesGradient(x.dtype()) ? SumGradients(*x.node(), x.index()) : Output());
   }
   CKFLOW_RETURN_IF_ERROR(scope_.status());
   return result;
