@@ -60,6 +60,13 @@ Output ScalarLike(const Scope& scope, DataType dtype, double value) {
   return ops::Const(scope, *t);
 }
 
+// The shape of `x` as an int64 vector: a Const when it is known.
+Output ShapeOf(const Scope& scope, Output x) {
+  const PartialShape& s = x.shape();
+  if (s.IsFullyDefined()) return ops::Const<int64_t>(scope, s.dims(), {s.rank()});
+  return ops::Shape(scope, x, DT_INT64);
+}
+
 // True if broadcasting `x` against `other` provably gives x's own shape, so
 // the gradient needs no summing back to x: every dimension of `other` is 1
 // or meets a known dimension of x other than 1.
@@ -296,14 +303,7 @@ Status IdentityGrad(const Scope&, const Node&, const std::vector<Output>& dz,
 
 Status ReshapeGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
                    std::vector<Output>* dx) {
-  const Output x = op.input(0);
-  const PartialShape& shape = x.shape();
-  if (shape.IsFullyDefined()) {
-    std::vector<int64_t> dims = shape.dims();
-    (*dx)[0] = ops::Reshape(scope, dz[0], ops::Const<int64_t>(scope, dims, {shape.rank()}));
-  } else {
-    (*dx)[0] = ops::Reshape(scope, dz[0], ops::Shape(scope, x, DT_INT64));
-  }
+  (*dx)[0] = ops::Reshape(scope, dz[0], ShapeOf(scope, op.input(0)));
   return OkStatus();
 }
 
@@ -343,13 +343,6 @@ const Tensor* ConstantValue(const Output& o) {
   if (o.node()->type() != "Const") return nullptr;
   const AttrValue* v = o.node()->attrs().Find("value");
   return v == nullptr ? nullptr : std::get_if<Tensor>(v);
-}
-
-// The shape of `x` as an int64 vector: a Const when it is known.
-Output ShapeOf(const Scope& scope, Output x) {
-  const PartialShape& s = x.shape();
-  if (s.IsFullyDefined()) return ops::Const<int64_t>(scope, s.dims(), {s.rank()});
-  return ops::Shape(scope, x, DT_INT64);
 }
 
 // The number of elements of `x`, as a scalar of `dtype`.
@@ -825,6 +818,7 @@ StatusOr<std::vector<Output>> GradientBuilder::Build(const std::vector<Output>& 
     if (reached_[id]) CKFLOW_RETURN_IF_ERROR(Backprop(*graph.node(id)));
   }
   std::vector<Output> result;
+  result.reserve(xs.size());
   for (const Output& x : xs) {
     result.push_back(CarriesGradient(x.dtype()) ? SumGradients(*x.node(), x.index()) : Output());
   }
