@@ -22,11 +22,12 @@ namespace ckflow {
 namespace internal {
 namespace {
 
-// Rows (or columns) per block: at least this many, so each GEMM amortizes
-// its packing...
-constexpr int64_t kMinBlock = 32;
+// Rows (or columns) per block: at least this many, because each block's
+// GEMM packs the whole other operand again; with 256 rows that costs a few
+// percent of the block's multiply-adds (with 32 it cost a third)...
+constexpr int64_t kMinBlock = 256;
 // ...and enough for about this many multiply-adds per block.
-constexpr int64_t kBlockWork = int64_t{1} << 20;
+constexpr int64_t kBlockWork = int64_t{1} << 24;
 
 std::string Describe(std::string_view arg, const PartialShape& shape, bool transposed,
                      std::string_view name) {

@@ -128,14 +128,15 @@ StatusOr<TensorShape> BroadcastTensorShapes(const TensorShape& x, std::string_vi
 // that is most of their cost.
 inline constexpr int64_t kInlineWork = 40000;
 
+inline bool RunsInline(int64_t n, int64_t cost_per_element) {
+  return n < kInlineWork / std::max<int64_t>(cost_per_element, 1);
+}
+
 // ParallelFor (runtime/parallel.h), inline for small loops.
 template <typename Fn>
 void ParallelRange(int64_t n, int64_t cost_per_element, Fn&& fn) {
   if (n <= 0) return;
-  if (n < kInlineWork / std::max<int64_t>(cost_per_element, 1)) {
-    fn(int64_t{0}, n);
-    return;
-  }
+  if (RunsInline(n, cost_per_element)) return fn(int64_t{0}, n);
   ParallelFor(n, cost_per_element, fn);
 }
 
@@ -151,10 +152,7 @@ void ParallelForBlocksImpl(int64_t n, int64_t cost_per_element,
 template <typename Fn>
 void ParallelForBlocks(int64_t n, int64_t cost_per_element, Fn&& fn) {
   if (n <= 0) return;
-  if (n < kInlineWork / std::max<int64_t>(cost_per_element, 1)) {
-    fn(int64_t{0}, n);
-    return;
-  }
+  if (RunsInline(n, cost_per_element)) return fn(int64_t{0}, n);
   ParallelForBlocksImpl(n, cost_per_element, fn);
 }
 

@@ -44,7 +44,7 @@ TEST(MatMul, MatchesNaiveProductForAllTransposes) {
     int64_t m, k, n;
   };
   const Case cases[] = {{1, 1, 1}, {2, 3, 4},   {5, 1, 7},     {3, 0, 2},    {0, 3, 2},
-                        {4, 3, 0}, {17, 33, 9}, {130, 70, 90}, {40, 50, 700}};
+                        {4, 3, 0}, {17, 33, 9}, {130, 70, 90}, {600, 20, 30}, {40, 50, 700}};
   std::mt19937 rng(21);
   for (DataType dtype : {DT_FLOAT, DT_DOUBLE}) {
     for (const Case& c : cases) {
@@ -128,7 +128,7 @@ TEST(MatMul, ParallelResultsEqualSequentialResults) {
     int64_t m, k, n;
   };
   // Split by rows, and by columns (wider than tall).
-  for (const Case& c : {Case{256, 300, 280}, Case{40, 64, 3000}}) {
+  for (const Case& c : {Case{600, 300, 280}, Case{40, 64, 3000}}) {
     Scope root = Scope::NewRootScope();
     Output y = ops::MatMul(root, ops::Const(root, RandomTensor(DT_FLOAT, {c.m, c.k}, rng)),
                            ops::Const(root, RandomTensor(DT_FLOAT, {c.k, c.n}, rng)));
