@@ -1,12 +1,20 @@
 // TensorFlow's classic Regress model, trained with Adam on synthetic data in
 // a session loop:
 //
-//   regress [--steps N] [--dir DIR]
+//   regress [--steps N] [--dir DIR] [--save-every K]
+//
+// It checkpoints the way tf.compat.v1.train.Checkpoint does in graph mode:
+// restore the latest checkpoint of DIR (deferred: the layers build and the
+// optimizer's slots appear afterwards, and are restored as they do), then
+// initialize what was not restored, train, and save every K steps through a
+// CheckpointManager. Run it twice: the second run continues where the first
+// stopped (global step, save_counter and loss).
 //
 // The model is a Dense(10) named input_transform, a hidden ReLU layer and a
 // Dense(1) output; the data is y = 2 x0 - x1 + 0.5 x2 x3 (+ a little noise)
 // for x uniform in [-1, 1]^4. A progress bar on stderr shows the step, the
 // loss of the current batch and the steps per second.
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -16,8 +24,7 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
+#include "checkpoint/checkpoint.h"
 #include "ops/array_ops.h"
 #include "ops/layers.h"
 #include "ops/losses.h"
@@ -50,7 +57,9 @@ class Regress : public Model {
 // Batches of (x, y) drawn from the function above.
 class SyntheticData {
  public:
-  explicit SyntheticData(int64_t batch_size) : batch_size_(batch_size) {}
+  // A resumed run draws new batches: the stream is seeded by the step.
+  SyntheticData(int64_t batch_size, int64_t seed)
+      : batch_size_(batch_size), rng_(static_cast<uint32_t>(42 + seed)) {}
 
   std::vector<Feed> NextBatch(Output x, Output y) {
     Tensor xs(DT_FLOAT, TensorShape({batch_size_, 4}));
@@ -65,7 +74,7 @@ class SyntheticData {
 
  private:
   const int64_t batch_size_;
-  std::mt19937 rng_{42};
+  std::mt19937 rng_;
   std::uniform_real_distribution<float> uniform_{-1.0f, 1.0f};
   std::normal_distribution<float> noise_{0.0f, 0.01f};
 };
@@ -96,7 +105,7 @@ class ProgressBar {
   std::chrono::steady_clock::time_point last_draw_;
 };
 
-Status Train(int64_t steps) {
+Status Train(int64_t steps, const std::string& dir, int64_t save_every) {
   Scope root = Scope::NewRootScope();
   root.graph().set_seed(1);
   Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, {.shape = {-1, 4}});
@@ -105,21 +114,42 @@ Status Train(int64_t steps) {
   auto optimizer = Adam::Make({.learning_rate = 0.01f});
   auto global_step =
       Variable::Create(root, "global_step", ops::Const<int64_t>(root, 0), {.trainable = false});
+
+  // Restore before the model is built: nothing exists yet, so the restore is
+  // deferred until the layers and slots are created below.
+  Checkpoint checkpoint(root, {{"optimizer", optimizer}, {"model", model}, {"step", global_step}});
+  const std::optional<std::string> latest = LatestCheckpoint(dir);
+  CKFLOW_ASSIGN_OR_RETURN(LoadStatus status, checkpoint.Restore(latest));
+
   Output loss = losses::MeanSquaredError(root, y, (*model)(root, x));
   Output train_op = optimizer->Minimize(root, loss, {}, global_step);
-  Output init = GlobalVariablesInitializer(root);
+  if (latest) CKFLOW_RETURN_IF_ERROR(status.AssertConsumed());  // everything matched
   CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(root.graph()));
-  CKFLOW_RETURN_IF_ERROR(session->Run({}, {}, {init}).status());
+  CKFLOW_RETURN_IF_ERROR(status.InitializeOrRestore(*session));
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> start, session->Run({}, {global_step->value()}));
+  const int64_t first = start[0].scalar<int64_t>();
+  std::printf(latest ? "restored %s at step %lld\n" : "%sno checkpoint: initialized at step %lld\n",
+              latest ? latest->c_str() : "", static_cast<long long>(first));
 
-  SyntheticData data(/*batch_size=*/64);
+  CKFLOW_ASSIGN_OR_RETURN(auto manager,
+                          CheckpointManager::Create(checkpoint, dir, {.max_to_keep = 3}));
+  SyntheticData data(/*batch_size=*/64, /*seed=*/first);
   ProgressBar progress(steps);
+  float last_loss = 0;
   for (int64_t step = 1; step <= steps; ++step) {
     CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> out,
                             session->Run(data.NextBatch(x, y), {loss}, {train_op}));
-    progress.Update(step, out[0].scalar<float>());
+    last_loss = out[0].scalar<float>();
+    progress.Update(step, last_loss);
+    if (step % save_every == 0 || step == steps) {
+      CKFLOW_RETURN_IF_ERROR(manager->Save(*session).status());
+    }
   }
-  CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> done, session->Run({}, {global_step->value()}));
-  std::printf("trained %lld steps\n", static_cast<long long>(done[0].scalar<int64_t>()));
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> done,
+                          session->Run({}, {global_step->value(), checkpoint.save_counter()->value()}));
+  std::printf("global step %lld, loss %.6f, saved %s (save_counter %lld)\n",
+              static_cast<long long>(done[0].scalar<int64_t>()), last_loss,
+              manager->latest_checkpoint()->c_str(), static_cast<long long>(done[1].scalar<int64_t>()));
   return OkStatus();
 }
 
@@ -130,10 +160,13 @@ int main(int argc, char** argv) {
   int64_t steps = 2000;
   std::string dir = "runs/regress";
   app.add_option("--steps", steps, "training steps")->check(CLI::PositiveNumber);
-  app.add_option("--dir", dir, "checkpoint directory (checkpointing comes in a later step)");
+  int64_t save_every = 500;
+  app.add_option("--dir", dir, "checkpoint directory: restored from if it has one, saved to");
+  app.add_option("--save-every", save_every, "steps between checkpoints")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
-  ckflow::Status status = Train(steps);
+  ckflow::Status status = Train(steps, dir, save_every);
   if (!status.ok()) {
     std::fprintf(stderr, "regress: %s\n", status.ToString().c_str());
     return 1;
