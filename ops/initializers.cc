@@ -77,7 +77,8 @@ Initializer GlorotUniform(std::optional<int64_t> seed) {
       fan_in = fan_out = static_cast<double>(shape.dim(0));
     } else if (shape.rank() >= 2) {
       double receptive_field = 1;
-      for (int i = 0; i < shape.rank() - 2; ++i) receptive_field *= static_cast<double>(shape.dim(i));
+      for (int i = 0; i < shape.rank() - 2; ++i)
+        receptive_field *= static_cast<double>(shape.dim(i));
       fan_in = static_cast<double>(shape.dim(shape.rank() - 2)) * receptive_field;
       fan_out = static_cast<double>(shape.dim(shape.rank() - 1)) * receptive_field;
     }

@@ -101,14 +101,13 @@ Status Dense::Build(const Scope& scope, const Output& input) {
                                 input.name(), " of shape ", shape.ToString());
   }
   if (input.dtype() != DT_FLOAT && input.dtype() != DT_DOUBLE) {
-    return InvalidArgumentError("expects a float32 or float64 input, got ", input.name(),
-                                " of ", DataTypeName(input.dtype()));
+    return InvalidArgumentError("expects a float32 or float64 input, got ", input.name(), " of ",
+                                DataTypeName(input.dtype()));
   }
-  const Initializer& kernel_init = options_.kernel_initializer
-                                       ? options_.kernel_initializer
-                                       : initializers::GlorotUniform();
-  kernel_ = AddWeight(scope, "kernel", input.dtype(), TensorShape({shape.dim(1), units_}),
-                      kernel_init);
+  const Initializer& kernel_init =
+      options_.kernel_initializer ? options_.kernel_initializer : initializers::GlorotUniform();
+  kernel_ =
+      AddWeight(scope, "kernel", input.dtype(), TensorShape({shape.dim(1), units_}), kernel_init);
   if (options_.use_bias) {
     const Initializer& bias_init =
         options_.bias_initializer ? options_.bias_initializer : initializers::Zeros();

@@ -81,9 +81,8 @@ Output Optimizer::Minimize(const Scope& scope, Output loss,
                          [](const GradAndVar& gv) { return gv.grad.valid(); });
   if (!any) {
     scope.UpdateStatus(InvalidArgumentError(
-        name_, ": no gradients for any variable: the loss ", loss.name(),
-        " depends on none of ", VariableNames(grads_and_vars),
-        " through differentiable ops"));
+        name_, ": no gradients for any variable: the loss ", loss.name(), " depends on none of ",
+        VariableNames(grads_and_vars), " through differentiable ops"));
     return Output();
   }
   return ApplyGradients(scope, grads_and_vars, std::move(global_step));
@@ -98,8 +97,9 @@ Status Optimizer::BindGraph(const Scope& scope) {
     return OkStatus();
   }
   if (bound != scope.shared_graph()) {
-    return InvalidArgumentError(name_, ": this optimizer already builds ops in another graph; "
-                                       "create one optimizer per graph");
+    return InvalidArgumentError(name_,
+                                ": this optimizer already builds ops in another graph; "
+                                "create one optimizer per graph");
   }
   return OkStatus();
 }
@@ -117,18 +117,17 @@ Status Optimizer::CheckGradients(const std::vector<GradAndVar>& grads_and_vars) 
     if (!gv.grad.valid()) continue;
     any = true;
     if (&gv.grad.node()->graph() != &v.handle().node()->graph()) {
-      return InvalidArgumentError(name_, ": the gradient for '", v.name(), "' (",
-                                  gv.grad.name(), ") is from another graph");
+      return InvalidArgumentError(name_, ": the gradient for '", v.name(), "' (", gv.grad.name(),
+                                  ") is from another graph");
     }
     if (gv.grad.dtype() != v.dtype() || !gv.grad.shape().IsCompatibleWith(v.shape())) {
-      return InvalidArgumentError(name_, ": variable '", v.name(), "' is ",
-                                  DataTypeName(v.dtype()), v.shape().ToString(),
-                                  " but its gradient ", gv.grad.name(), " is ",
-                                  DataTypeName(gv.grad.dtype()), gv.grad.shape().ToString());
+      return InvalidArgumentError(name_, ": variable '", v.name(), "' is ", DataTypeName(v.dtype()),
+                                  v.shape().ToString(), " but its gradient ", gv.grad.name(),
+                                  " is ", DataTypeName(gv.grad.dtype()),
+                                  gv.grad.shape().ToString());
     }
     if (!IsFloatingType(v.dtype()) || v.dtype() == DT_BFLOAT16 || v.dtype() == DT_HALF) {
-      return InvalidArgumentError(name_, ": variable '", v.name(), "' is ",
-                                  DataTypeName(v.dtype()),
+      return InvalidArgumentError(name_, ": variable '", v.name(), "' is ", DataTypeName(v.dtype()),
                                   "; only float32 and float64 variables can be trained");
     }
   }
@@ -139,8 +138,7 @@ Status Optimizer::CheckGradients(const std::vector<GradAndVar>& grads_and_vars) 
   return OkStatus();
 }
 
-Output Optimizer::ApplyGradients(const Scope& scope,
-                                 const std::vector<GradAndVar>& grads_and_vars,
+Output Optimizer::ApplyGradients(const Scope& scope, const std::vector<GradAndVar>& grads_and_vars,
                                  std::shared_ptr<Variable> global_step) {
   if (!scope.ok()) return Output();
   Status s = CheckGradients(grads_and_vars);
@@ -150,8 +148,7 @@ Output Optimizer::ApplyGradients(const Scope& scope,
        global_step->shape().rank() != 0)) {
     s = InvalidArgumentError(name_, ": global_step '", global_step->name(),
                              "' must be an int32 or int64 scalar, not ",
-                             DataTypeName(global_step->dtype()),
-                             global_step->shape().ToString());
+                             DataTypeName(global_step->dtype()), global_step->shape().ToString());
   }
   if (!s.ok()) {
     scope.UpdateStatus(s);
@@ -189,8 +186,8 @@ Output Optimizer::ApplyGradients(const Scope& scope,
       scope.UpdateStatus(one.status());
       return Output();
     }
-    train_deps = {global_step->AssignAdd(after.WithOpName("increment_global_step"),
-                                         ops::Const(after, *one))};
+    train_deps = {
+        global_step->AssignAdd(after.WithOpName("increment_global_step"), ops::Const(after, *one))};
   }
   // The train op carries the optimizer's name scope as its own name
   // ("Adam"), as TensorFlow names it.
@@ -227,9 +224,9 @@ std::shared_ptr<Variable> Optimizer::MakeSlot(const Scope& root,
   VariableOptions options{.trainable = false, .device = variable->device()};
   std::shared_ptr<Variable> slot;
   if (variable->shape().IsFullyDefined()) {
-    slot = Variable::Create(root, slot_var_name, variable->dtype(),
-                            variable->shape().ToTensorShape(),
-                            initializers::Constant(fill_value), options);
+    slot =
+        Variable::Create(root, slot_var_name, variable->dtype(), variable->shape().ToTensorShape(),
+                         initializers::Constant(fill_value), options);
   } else {
     // A shape known only at run time: that of the variable's initial value.
     StatusOr<Tensor> fill = internal::ScalarOfType(variable->dtype(), fill_value);
@@ -247,8 +244,7 @@ std::shared_ptr<Variable> Optimizer::MakeSlot(const Scope& root,
   return slot;
 }
 
-std::shared_ptr<Variable> Optimizer::MakeNonSlotVariable(const Scope& root,
-                                                         const std::string& name,
+std::shared_ptr<Variable> Optimizer::MakeNonSlotVariable(const Scope& root, const std::string& name,
                                                          float initial_value,
                                                          const Variable& colocate_with) {
   auto it = non_slot_.find(name);
@@ -286,8 +282,7 @@ std::vector<std::pair<std::string, std::shared_ptr<Trackable>>> Optimizer::Child
   std::vector<std::pair<std::string, std::shared_ptr<Trackable>>> children = Trackable::Children();
   auto is_non_slot = [this](const auto& child) { return non_slot_.count(child.first) > 0; };
   auto rest = std::stable_partition(children.begin(), children.end(), is_non_slot);
-  std::sort(children.begin(), rest,
-            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(children.begin(), rest, [](const auto& a, const auto& b) { return a.first < b.first; });
   return children;
 }
 
@@ -347,8 +342,7 @@ Output Momentum::ApplyDense(const Scope& scope, const Output& grad, const Variab
   return ops::ResourceApplyMomentum(
       scope, variable.handle(), accum->handle(),
       Hyperparameter("learning_rate", options_.learning_rate, variable.dtype()), grad,
-      Hyperparameter("momentum", options_.momentum, variable.dtype()),
-      options_.use_nesterov);
+      Hyperparameter("momentum", options_.momentum, variable.dtype()), options_.use_nesterov);
 }
 
 // ----------------------------------------------------------------- Adam
@@ -360,12 +354,11 @@ std::shared_ptr<Adam> Adam::Make(AdamOptions options) {
   return std::shared_ptr<Adam>(new Adam(std::move(options)));
 }
 
-void Adam::CreateSlots(const Scope& root,
-                       const std::vector<std::shared_ptr<Variable>>& variables) {
+void Adam::CreateSlots(const Scope& root, const std::vector<std::shared_ptr<Variable>>& variables) {
   // TensorFlow 1 places the beta powers with the first variable by name.
-  const Variable& first = **std::min_element(
-      variables.begin(), variables.end(),
-      [](const auto& a, const auto& b) { return a->name() < b->name(); });
+  const Variable& first =
+      **std::min_element(variables.begin(), variables.end(),
+                         [](const auto& a, const auto& b) { return a->name() < b->name(); });
   MakeNonSlotVariable(root, "beta1_power", options_.beta1, first);
   MakeNonSlotVariable(root, "beta2_power", options_.beta2, first);
   for (const auto& v : variables) {
@@ -380,22 +373,20 @@ Output Adam::ApplyDense(const Scope& scope, const Output& grad, const Variable& 
   std::shared_ptr<Variable> v = GetSlotVariable(variable, "v");
   Output beta1_power = CastTo(scope, GetNonSlotVariable("beta1_power")->Read(scope), dtype);
   Output beta2_power = CastTo(scope, GetNonSlotVariable("beta2_power")->Read(scope), dtype);
-  return ops::ResourceApplyAdam(scope, variable.handle(), m->handle(), v->handle(), beta1_power,
-                                beta2_power,
-                                Hyperparameter("learning_rate", options_.learning_rate, dtype),
-                                Hyperparameter("beta1", options_.beta1, dtype),
-                                Hyperparameter("beta2", options_.beta2, dtype),
-                                Hyperparameter("epsilon", options_.epsilon, dtype), grad,
-                                options_.use_nesterov);
+  return ops::ResourceApplyAdam(
+      scope, variable.handle(), m->handle(), v->handle(), beta1_power, beta2_power,
+      Hyperparameter("learning_rate", options_.learning_rate, dtype),
+      Hyperparameter("beta1", options_.beta1, dtype),
+      Hyperparameter("beta2", options_.beta2, dtype),
+      Hyperparameter("epsilon", options_.epsilon, dtype), grad, options_.use_nesterov);
 }
 
 std::vector<Output> Adam::Finish(const Scope& scope, const std::vector<Output>& update_ops) {
   // The beta powers advance after every variable's update has read them.
   Scope after = scope.WithControlDependencies(update_ops);
   std::vector<Output> out;
-  for (const auto& [power, beta, value] :
-       {std::tuple{"beta1_power", "beta1", options_.beta1},
-        std::tuple{"beta2_power", "beta2", options_.beta2}}) {
+  for (const auto& [power, beta, value] : {std::tuple{"beta1_power", "beta1", options_.beta1},
+                                           std::tuple{"beta2_power", "beta2", options_.beta2}}) {
     std::shared_ptr<Variable> v = GetNonSlotVariable(power);
     Output next = ops::Mul(after, v->Read(after), Hyperparameter(beta, value, DT_FLOAT));
     out.push_back(v->Assign(after, next));
@@ -424,13 +415,13 @@ void RMSProp::CreateSlots(const Scope& root,
 
 Output RMSProp::ApplyDense(const Scope& scope, const Output& grad, const Variable& variable) {
   const DataType dtype = variable.dtype();
-  return ops::ResourceApplyRMSProp(
-      scope, variable.handle(), GetSlotVariable(variable, "rms")->handle(),
-      GetSlotVariable(variable, "momentum")->handle(),
-      Hyperparameter("learning_rate", options_.learning_rate, dtype),
-      Hyperparameter("decay", options_.decay, dtype),
-      Hyperparameter("momentum", options_.momentum, dtype),
-      Hyperparameter("epsilon", options_.epsilon, dtype), grad);
+  return ops::ResourceApplyRMSProp(scope, variable.handle(),
+                                   GetSlotVariable(variable, "rms")->handle(),
+                                   GetSlotVariable(variable, "momentum")->handle(),
+                                   Hyperparameter("learning_rate", options_.learning_rate, dtype),
+                                   Hyperparameter("decay", options_.decay, dtype),
+                                   Hyperparameter("momentum", options_.momentum, dtype),
+                                   Hyperparameter("epsilon", options_.epsilon, dtype), grad);
 }
 
 }  // namespace ckflow

@@ -121,8 +121,7 @@ class Optimizer : public SlotOwner {
   // `initial_value` on `colocate_with`'s device if it does not exist yet,
   // and tracked as a child (so a deferred restore of it runs).
   std::shared_ptr<Variable> MakeNonSlotVariable(const Scope& root, const std::string& name,
-                                                float initial_value,
-                                                const Variable& colocate_with);
+                                                float initial_value, const Variable& colocate_with);
   // A scalar hyperparameter of `dtype`: one Const per (name, dtype) in each
   // ApplyGradients call, under the optimizer's name scope. REQUIRES: called
   // from ApplyDense or Finish.
@@ -148,7 +147,7 @@ class Optimizer : public SlotOwner {
   const std::string type_name_;
   const std::string name_;
   const std::vector<std::string> slot_names_;  // sorted
-  std::weak_ptr<Graph> graph_;  // the graph of the first ApplyGradients
+  std::weak_ptr<Graph> graph_;                 // the graph of the first ApplyGradients
   std::map<SlotKey, SlotEntry> slots_;
   std::map<std::string, std::shared_ptr<Variable>, std::less<>> non_slot_;
   // Hyperparameter Consts of the current ApplyGradients call.

@@ -1,5 +1,6 @@
 #include "ops/training_ops.h"
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -7,8 +8,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <Eigen/Core>
 
 #include "ops/ops_internal.h"
 #include "ops/standard_ops.h"
@@ -32,6 +31,7 @@ struct ApplySignature {
   std::vector<std::string> inputs;
   int num_vars;
   int grad_index;
+  bool has_nesterov = false;  // a use_nesterov attribute
 };
 
 ShapeFn ApplyShapeFn(const ApplySignature& sig) {
@@ -76,8 +76,7 @@ class LockedVariables {
       for (size_t j = 0; j < i; ++j) {
         if (locked->vars_[j] == locked->vars_[i]) {
           return InvalidArgumentError(sig.inputs[j], " and ", sig.inputs[i],
-                                      " are the same variable '", locked->vars_[i]->name(),
-                                      "'");
+                                      " are the same variable '", locked->vars_[i]->name(), "'");
         }
       }
       raw.push_back(locked->vars_[i].get());
@@ -88,9 +87,8 @@ class LockedVariables {
       VariableResource& v = *locked->vars_[i];
       if (!v.initialized_locked()) return v.NotInitializedError();
       if (v.dtype() != DataTypeOf<T>()) {
-        return InvalidArgumentError(sig.inputs[i], " '", v.name(), "' is ",
-                                    DataTypeName(v.dtype()), " but ", grad, " is ",
-                                    DataTypeName(DataTypeOf<T>()));
+        return InvalidArgumentError(sig.inputs[i], " '", v.name(), "' is ", DataTypeName(v.dtype()),
+                                    " but ", grad, " is ", DataTypeName(DataTypeOf<T>()));
       }
     }
     for (size_t i = 0; i < N; ++i) {
@@ -146,9 +144,9 @@ Status RunApply(const KernelContext& ctx, const ApplySignature& sig, int64_t cos
 
 const ApplySignature& GradientDescentSignature() {
   static const auto* sig = new ApplySignature{.type = "ResourceApplyGradientDescent",
-                                      .inputs = {"var", "alpha", "delta"},
-                                      .num_vars = 1,
-                                      .grad_index = 2};
+                                              .inputs = {"var", "alpha", "delta"},
+                                              .num_vars = 1,
+                                              .grad_index = 2};
   return *sig;
 }
 
@@ -168,9 +166,10 @@ StatusOr<Kernel> GradientDescentKernel(const Node& node) {
 
 const ApplySignature& MomentumSignature() {
   static const auto* sig = new ApplySignature{.type = "ResourceApplyMomentum",
-                               .inputs = {"var", "accum", "lr", "grad", "momentum"},
-                               .num_vars = 2,
-                               .grad_index = 3};
+                                              .inputs = {"var", "accum", "lr", "grad", "momentum"},
+                                              .num_vars = 2,
+                                              .grad_index = 3,
+                                              .has_nesterov = true};
   return *sig;
 }
 
@@ -182,27 +181,29 @@ StatusOr<Kernel> MomentumKernel(const Node& node) {
       const ApplySignature& sig = MomentumSignature();
       CKFLOW_ASSIGN_OR_RETURN(T lr, ScalarInput<T>(ctx, 2, sig.inputs[2]));
       CKFLOW_ASSIGN_OR_RETURN(T momentum, ScalarInput<T>(ctx, 4, sig.inputs[4]));
-      return RunApply<T, 2>(
-          ctx, sig, 4, [=](const std::array<T*, 2>& v, const T* g, int64_t b, int64_t n) {
-            Array<T> var(v[0] + b, n), accum(v[1] + b, n);
-            ConstArray<T> grad(g + b, n);
-            accum = accum * momentum + grad;
-            if (nesterov) {
-              var -= grad * lr + accum * momentum * lr;
-            } else {
-              var -= accum * lr;
-            }
-          });
+      return RunApply<T, 2>(ctx, sig, 4,
+                            [=](const std::array<T*, 2>& v, const T* g, int64_t b, int64_t n) {
+                              Array<T> var(v[0] + b, n), accum(v[1] + b, n);
+                              ConstArray<T> grad(g + b, n);
+                              accum = accum * momentum + grad;
+                              if (nesterov) {
+                                var -= grad * lr + accum * momentum * lr;
+                              } else {
+                                var -= accum * lr;
+                              }
+                            });
     });
   });
 }
 
 const ApplySignature& AdamSignature() {
-  static const auto* sig = new ApplySignature{.type = "ResourceApplyAdam",
-                           .inputs = {"var", "m", "v", "beta1_power", "beta2_power", "lr",
-                                      "beta1", "beta2", "epsilon", "grad"},
-                           .num_vars = 3,
-                           .grad_index = 9};
+  static const auto* sig =
+      new ApplySignature{.type = "ResourceApplyAdam",
+                         .inputs = {"var", "m", "v", "beta1_power", "beta2_power", "lr", "beta1",
+                                    "beta2", "epsilon", "grad"},
+                         .num_vars = 3,
+                         .grad_index = 9,
+                         .has_nesterov = true};
   return *sig;
 }
 
@@ -235,11 +236,11 @@ StatusOr<Kernel> AdamKernel(const Node& node) {
 }
 
 const ApplySignature& RMSPropSignature() {
-  static const auto* sig = new ApplySignature{.type = "ResourceApplyRMSProp",
-                              .inputs = {"var", "ms", "mom", "lr", "rho", "momentum", "epsilon",
-                                         "grad"},
-                              .num_vars = 3,
-                              .grad_index = 7};
+  static const auto* sig =
+      new ApplySignature{.type = "ResourceApplyRMSProp",
+                         .inputs = {"var", "ms", "mom", "lr", "rho", "momentum", "epsilon", "grad"},
+                         .num_vars = 3,
+                         .grad_index = 7};
   return *sig;
 }
 
@@ -253,14 +254,14 @@ StatusOr<Kernel> RMSPropKernel(const Node& node) {
         CKFLOW_ASSIGN_OR_RETURN(s[i], ScalarInput<T>(ctx, 3 + i, sig.inputs[3 + i]));
       }
       const T lr = s[0], rho = s[1], momentum = s[2], epsilon = s[3];
-      return RunApply<T, 3>(
-          ctx, sig, 20, [=](const std::array<T*, 3>& v, const T* g, int64_t b, int64_t n) {
-            Array<T> var(v[0] + b, n), ms(v[1] + b, n), mom(v[2] + b, n);
-            ConstArray<T> grad(g + b, n);
-            ms += (grad.square() - ms) * (T(1) - rho);
-            mom = mom * momentum + (grad * lr) / (ms + epsilon).sqrt();
-            var -= mom;
-          });
+      return RunApply<T, 3>(ctx, sig, 20,
+                            [=](const std::array<T*, 3>& v, const T* g, int64_t b, int64_t n) {
+                              Array<T> var(v[0] + b, n), ms(v[1] + b, n), mom(v[2] + b, n);
+                              ConstArray<T> grad(g + b, n);
+                              ms += (grad.square() - ms) * (T(1) - rho);
+                              mom = mom * momentum + (grad * lr) / (ms + epsilon).sqrt();
+                              var -= mom;
+                            });
     });
   });
 }
@@ -277,9 +278,7 @@ Output AddApplyNode(const Scope& scope, const ApplySignature& sig, std::vector<O
                     bool use_nesterov) {
   AttrMap attrs;
   attrs.Set("use_locking", true);
-  if (sig.type != GradientDescentSignature().type && sig.type != RMSPropSignature().type) {
-    attrs.Set("use_nesterov", use_nesterov);
-  }
+  if (sig.has_nesterov) attrs.Set("use_nesterov", use_nesterov);
   const Output& grad = inputs[sig.grad_index];
   if (grad.valid()) attrs.Set("T", grad.dtype());
   return scope.AddNode(StandardOp(sig.type), std::move(inputs), std::move(attrs));
@@ -288,7 +287,8 @@ Output AddApplyNode(const Scope& scope, const ApplySignature& sig, std::vector<O
 }  // namespace
 
 Status RegisterTrainingOps(OpRegistry& registry) {
-  CKFLOW_RETURN_IF_ERROR(RegisterApply(registry, GradientDescentSignature(), GradientDescentKernel));
+  CKFLOW_RETURN_IF_ERROR(
+      RegisterApply(registry, GradientDescentSignature(), GradientDescentKernel));
   CKFLOW_RETURN_IF_ERROR(RegisterApply(registry, MomentumSignature(), MomentumKernel));
   CKFLOW_RETURN_IF_ERROR(RegisterApply(registry, AdamSignature(), AdamKernel));
   return RegisterApply(registry, RMSPropSignature(), RMSPropKernel);
@@ -315,7 +315,8 @@ Output ResourceApplyAdam(const Scope& scope, Output var, Output m, Output v, Out
 
 Output ResourceApplyRMSProp(const Scope& scope, Output var, Output ms, Output mom, Output lr,
                             Output rho, Output momentum, Output epsilon, Output grad) {
-  return AddApplyNode(scope, RMSPropSignature(), {var, ms, mom, lr, rho, momentum, epsilon, grad}, false);
+  return AddApplyNode(scope, RMSPropSignature(), {var, ms, mom, lr, rho, momentum, epsilon, grad},
+                      false);
 }
 
 }  // namespace ops

@@ -32,8 +32,9 @@ std::shared_ptr<Variable> Variable::Create(const Scope& scope, const std::string
     scope.UpdateStatus(InvalidArgumentError("variable '", name, "': initial value is invalid"));
     return nullptr;
   }
-  return CreateImpl(scope, name, initial_value.dtype(), initial_value.shape(),
-                    [initial_value](const Scope&) { return initial_value; }, std::move(options));
+  return CreateImpl(
+      scope, name, initial_value.dtype(), initial_value.shape(),
+      [initial_value](const Scope&) { return initial_value; }, std::move(options));
 }
 
 std::shared_ptr<Variable> Variable::Create(const Scope& scope, const std::string& name,
@@ -59,8 +60,8 @@ std::shared_ptr<Variable> Variable::CreateImpl(
     return nullptr;
   }
   if (!IsSupportedDataType(dtype) || dtype == DT_RESOURCE) {
-    scope.UpdateStatus(InvalidArgumentError("variable '", name, "' cannot hold ",
-                                            DataTypeName(dtype)));
+    scope.UpdateStatus(
+        InvalidArgumentError("variable '", name, "' cannot hold ", DataTypeName(dtype)));
     return nullptr;
   }
   Scope outer = scope.WithNoControlDependencies();
@@ -129,10 +130,9 @@ Status Variable::CheckAssignable(const Output& value, std::string_view what) con
     return InvalidArgumentError("variable '", name_, "': ", what, " of an invalid value");
   }
   if (value.dtype() != dtype_ || !value.shape().IsCompatibleWith(shape_)) {
-    return InvalidArgumentError("variable '", name_, "' is ", DataTypeName(dtype_),
-                                shape_.ToString(), "; cannot ", what, " ",
-                                DataTypeName(value.dtype()), value.shape().ToString(), " (",
-                                value.name(), ")");
+    return InvalidArgumentError(
+        "variable '", name_, "' is ", DataTypeName(dtype_), shape_.ToString(), "; cannot ", what,
+        " ", DataTypeName(value.dtype()), value.shape().ToString(), " (", value.name(), ")");
   }
   return OkStatus();
 }
@@ -209,8 +209,7 @@ Output VariablesInitializer(const Scope& scope,
     }
     initializers.push_back(v->initializer());
   }
-  return scope.WithControlDependencies(initializers)
-      .AddNode(StandardOp("NoOp"), {});
+  return scope.WithControlDependencies(initializers).AddNode(StandardOp("NoOp"), {});
 }
 
 Output GlobalVariablesInitializer(const Scope& scope) {

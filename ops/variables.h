@@ -70,7 +70,7 @@ class Variable : public Trackable {
   bool trainable() const { return options_.trainable; }
   const std::string& device() const { return options_.device; }
 
-  Output handle() const { return handle_; }           // DT_RESOURCE
+  Output handle() const { return handle_; }  // DT_RESOURCE
   Output initial_value() const { return initial_value_; }
   Output initializer() const override { return initializer_; }  // AssignVariableOp
   // The variable's value, read by one ReadVariableOp made at creation.

@@ -157,10 +157,12 @@ TEST_F(LayersTest, BadInputIsAStickyErrorNamingTheLayer) {
   };
   std::vector<Case> cases = {
       {"Rank1", 2, PartialShape({4}), DT_FLOAT,
-       "layer 'dense': expects an input [batch, features] with known features, got x:0 of shape [4]"},
+       "layer 'dense': expects an input [batch, features] with known features, got x:0 of shape "
+       "[4]"},
       {"UnknownFeatures", 2, PartialShape({2, -1}), DT_FLOAT, "with known features"},
       {"Integer", 2, PartialShape({2, 3}), DT_INT32, "expects a float32 or float64 input"},
-      {"NoUnits", 0, PartialShape({2, 3}), DT_FLOAT, "layer 'dense': units must be positive, got 0"},
+      {"NoUnits", 0, PartialShape({2, 3}), DT_FLOAT,
+       "layer 'dense': units must be positive, got 0"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -235,10 +237,10 @@ TEST_F(LayersTest, AModelTracksItsLayersInRegistrationOrder) {
   ASSERT_TRUE(root_.ok()) << root_.status();
   EXPECT_EQ(y.shape(), PartialShape({-1, 1}));
   EXPECT_EQ(model->TypeName(), "Model");
-  EXPECT_THAT(VariableNames(model->trainable_variables()),
-              ElementsAre("regress/dense/kernel", "regress/dense/bias", "regress/dense_1/kernel",
-                          "regress/dense_1/bias", "regress/dense_2/kernel",
-                          "regress/dense_2/bias"));
+  EXPECT_THAT(
+      VariableNames(model->trainable_variables()),
+      ElementsAre("regress/dense/kernel", "regress/dense/bias", "regress/dense_1/kernel",
+                  "regress/dense_1/bias", "regress/dense_2/kernel", "regress/dense_2/bias"));
 }
 
 TEST_F(LayersTest, ModelVariablesAreDeduplicatedAndSplitByTrainability) {

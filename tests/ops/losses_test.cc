@@ -71,16 +71,36 @@ struct LossCase {
 
 std::vector<LossCase> Cases() {
   return {
-      {"MeanSquaredError", losses::MeanSquaredError, MseReference,
-       {1, 2, 3, 4, 5, 6}, {1.5, 1, 3, 8, -5, 6.25}, 2},
-      {"Softmax", losses::SoftmaxCrossEntropyWithLogits, SoftmaxReference,
-       {0, 1, 0, 0.25, 0.25, 0.5}, {1, 2, 3, -1, 0, 4}, 2},
-      {"SoftmaxHugeLogits", losses::SoftmaxCrossEntropyWithLogits, SoftmaxReference,
-       {0, 1, 0, 1, 0, 0}, {1000, 0, -1000, -500, 500, 0}, 2},
-      {"Sigmoid", losses::SigmoidCrossEntropyWithLogits, SigmoidReference,
-       {0, 1, 1, 0, 0.5, 1}, {-1, 2, 0.5, 3, 0, -0.25}, 2},
-      {"SigmoidHugeLogits", losses::SigmoidCrossEntropyWithLogits, SigmoidReference,
-       {0, 1, 1, 0, 0.5, 1}, {1000, -1000, 800, -800, 500, 90}, 2},
+      {"MeanSquaredError",
+       losses::MeanSquaredError,
+       MseReference,
+       {1, 2, 3, 4, 5, 6},
+       {1.5, 1, 3, 8, -5, 6.25},
+       2},
+      {"Softmax",
+       losses::SoftmaxCrossEntropyWithLogits,
+       SoftmaxReference,
+       {0, 1, 0, 0.25, 0.25, 0.5},
+       {1, 2, 3, -1, 0, 4},
+       2},
+      {"SoftmaxHugeLogits",
+       losses::SoftmaxCrossEntropyWithLogits,
+       SoftmaxReference,
+       {0, 1, 0, 1, 0, 0},
+       {1000, 0, -1000, -500, 500, 0},
+       2},
+      {"Sigmoid",
+       losses::SigmoidCrossEntropyWithLogits,
+       SigmoidReference,
+       {0, 1, 1, 0, 0.5, 1},
+       {-1, 2, 0.5, 3, 0, -0.25},
+       2},
+      {"SigmoidHugeLogits",
+       losses::SigmoidCrossEntropyWithLogits,
+       SigmoidReference,
+       {0, 1, 1, 0, 0.5, 1},
+       {1000, -1000, 800, -800, 500, 90},
+       2},
   };
 }
 
@@ -138,12 +158,21 @@ TEST(Losses, MismatchedLabelsAreABuildErrorNamingBoth) {
     std::string message;
   };
   std::vector<Case> cases = {
-      {"MseColumnVsVector", losses::MeanSquaredError, {4, 1}, DT_FLOAT,
+      {"MseColumnVsVector",
+       losses::MeanSquaredError,
+       {4, 1},
+       DT_FLOAT,
        "MeanSquaredError: labels labels:0 are float32[4,1] but predictions predictions:0 are "
        "float32[4]"},
-      {"SoftmaxDtype", losses::SoftmaxCrossEntropyWithLogits, {4}, DT_DOUBLE,
+      {"SoftmaxDtype",
+       losses::SoftmaxCrossEntropyWithLogits,
+       {4},
+       DT_DOUBLE,
        "labels labels:0 are float64[4] but logits predictions:0 are float32[4]"},
-      {"SigmoidShape", losses::SigmoidCrossEntropyWithLogits, {3}, DT_FLOAT,
+      {"SigmoidShape",
+       losses::SigmoidCrossEntropyWithLogits,
+       {3},
+       DT_FLOAT,
        "SigmoidCrossEntropyWithLogits: labels labels:0 are float32[3]"},
   };
   for (const Case& c : cases) {
@@ -151,8 +180,7 @@ TEST(Losses, MismatchedLabelsAreABuildErrorNamingBoth) {
     Scope root = Scope::NewRootScope();
     Output labels = ops::Placeholder(root.WithOpName("labels"), c.label_dtype,
                                      {.shape = PartialShape(c.label_shape)});
-    Output predictions =
-        ops::Placeholder(root.WithOpName("predictions"), DT_FLOAT, {.shape = {4}});
+    Output predictions = ops::Placeholder(root.WithOpName("predictions"), DT_FLOAT, {.shape = {4}});
     EXPECT_FALSE(c.loss(root, labels, predictions).valid());
     EXPECT_EQ(root.status().code(), StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(root.status().message()), HasSubstr(c.message));

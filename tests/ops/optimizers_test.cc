@@ -46,25 +46,27 @@ double F(float x) { return static_cast<double>(x); }  // hyperparameters are flo
 
 std::vector<OptimizerCase> Cases() {
   std::vector<OptimizerCase> cases;
-  cases.push_back({"GradientDescent", [] { return GradientDescent::Make(0.1f); }, {},
+  cases.push_back({"GradientDescent",
+                   [] { return GradientDescent::Make(0.1f); },
+                   {},
                    [](Reference& r, const std::vector<double>& g) {
                      for (size_t i = 0; i < g.size(); ++i) r.w[i] -= F(0.1f) * g[i];
                    }});
   for (bool nesterov : {false, true}) {
-    cases.push_back(
-        {nesterov ? "MomentumNesterov" : "Momentum",
-         [nesterov] {
-           return Momentum::Make({.learning_rate = 0.1f, .momentum = 0.9f, .use_nesterov = nesterov});
-         },
-         {{"momentum", 0.0}},
-         [nesterov](Reference& r, const std::vector<double>& g) {
-           const double lr = F(0.1f), mu = F(0.9f);
-           std::vector<double>& accum = r.slots["momentum"];
-           for (size_t i = 0; i < g.size(); ++i) {
-             accum[i] = accum[i] * mu + g[i];
-             r.w[i] -= nesterov ? g[i] * lr + accum[i] * mu * lr : accum[i] * lr;
-           }
-         }});
+    cases.push_back({nesterov ? "MomentumNesterov" : "Momentum",
+                     [nesterov] {
+                       return Momentum::Make(
+                           {.learning_rate = 0.1f, .momentum = 0.9f, .use_nesterov = nesterov});
+                     },
+                     {{"momentum", 0.0}},
+                     [nesterov](Reference& r, const std::vector<double>& g) {
+                       const double lr = F(0.1f), mu = F(0.9f);
+                       std::vector<double>& accum = r.slots["momentum"];
+                       for (size_t i = 0; i < g.size(); ++i) {
+                         accum[i] = accum[i] * mu + g[i];
+                         r.w[i] -= nesterov ? g[i] * lr + accum[i] * mu * lr : accum[i] * lr;
+                       }
+                     }});
   }
   for (bool nesterov : {false, true}) {
     cases.push_back(
@@ -189,9 +191,7 @@ class OptimizerTest : public ::testing::Test {
     kernel_grad_ = ops::Fill(root_, {3, 2}, 0.5f);
     bias_grad_ = ops::Fill(root_, {2}, 0.25f);
   }
-  std::vector<GradAndVar> Grads() const {
-    return {{kernel_grad_, kernel_}, {bias_grad_, bias_}};
-  }
+  std::vector<GradAndVar> Grads() const { return {{kernel_grad_, kernel_}, {bias_grad_, bias_}}; }
   std::unique_ptr<Session> InitializedSession() {
     Output init = GlobalVariablesInitializer(root_);
     StatusOr<std::unique_ptr<Session>> s = Session::Create(root_.graph());
@@ -272,19 +272,17 @@ TEST_F(OptimizerTest, AdamBetaPowersAdvanceOncePerStep) {
   Output train = adam->ApplyGradients(root_, Grads());
   auto session = InitializedSession();
   for (int i = 0; i < 3; ++i) CKFLOW_ASSERT_OK(session->Run({}, {}, {train}).status());
-  CKFLOW_ASSERT_OK_AND_ASSIGN(
-      std::vector<Tensor> out,
-      session->Run({}, {adam->GetNonSlotVariable("beta1_power")->value(),
-                        adam->GetNonSlotVariable("beta2_power")->value()}));
-  EXPECT_EQ(out[0].scalar<float>(), 0.0625f);          // 0.5^4: beta1, then 3 steps
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> out,
+                              session->Run({}, {adam->GetNonSlotVariable("beta1_power")->value(),
+                                                adam->GetNonSlotVariable("beta2_power")->value()}));
+  EXPECT_EQ(out[0].scalar<float>(), 0.0625f);  // 0.5^4: beta1, then 3 steps
   EXPECT_EQ(out[1].scalar<float>(), 0.25f * 0.25f * 0.25f * 0.25f);
 }
 
 TEST_F(OptimizerTest, CreatorHooksSeeSlotsAndNonSlotVariables) {
   std::vector<std::string> created;
-  AddVariableCreatorHook(root_.graph(), [&](const std::shared_ptr<Variable>& v) {
-    created.push_back(v->name());
-  });
+  AddVariableCreatorHook(root_.graph(),
+                         [&](const std::shared_ptr<Variable>& v) { created.push_back(v->name()); });
   Adam::Make()->ApplyGradients(root_, Grads());
   EXPECT_THAT(created, ElementsAre("beta1_power", "beta2_power", "dense/kernel/Adam",
                                    "dense/kernel/Adam_1", "dense/bias/Adam", "dense/bias/Adam_1"));
@@ -314,8 +312,8 @@ TEST_F(OptimizerTest, DeferredSlotRestoresRunWhenTheSlotIsCreated) {
 }
 
 TEST_F(OptimizerTest, GlobalStepCountsTrainSteps) {
-  auto step = Variable::Create(root_, "global_step", ops::Const<int64_t>(root_, 0),
-                               {.trainable = false});
+  auto step =
+      Variable::Create(root_, "global_step", ops::Const<int64_t>(root_, 0), {.trainable = false});
   Output train = GradientDescent::Make(0.1f)->ApplyGradients(root_, Grads(), step);
   ASSERT_TRUE(root_.ok()) << root_.status();
   EXPECT_EQ(train.node()->name(), "GradientDescent");
@@ -340,8 +338,7 @@ TEST_F(OptimizerTest, TrainingBeforeInitializationNamesTheSlot) {
   Output train = Momentum::Make({})->ApplyGradients(root_, Grads());
   CKFLOW_ASSERT_OK_AND_ASSIGN(auto session, Session::Create(root_.graph()));
   // Initialize the weights only, not the slots.
-  CKFLOW_ASSERT_OK(
-      session->Run({}, {}, {kernel_->initializer(), bias_->initializer()}).status());
+  CKFLOW_ASSERT_OK(session->Run({}, {}, {kernel_->initializer(), bias_->initializer()}).status());
   Status s = session->Run({}, {}, {train}).status();
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(s.message()), HasSubstr("/Momentum' is not initialized"));
@@ -381,13 +378,25 @@ TEST(OptimizerErrors, ApplyGradientsRejectsBadInput) {
   };
   std::vector<Case> cases = {
       {"Empty", [](auto, auto, auto) { return Pairs{}; }, "no variables to update"},
-      {"NoGradient", [](auto w, auto, auto) { return Pairs{{Output(), w}}; },
+      {"NoGradient",
+       [](auto w, auto, auto) {
+         return Pairs{{Output(), w}};
+       },
        "no gradients provided for any variable of ['dense/kernel']"},
-      {"NullVariable", [](auto, auto g, auto) { return Pairs{{g, nullptr}}; },
+      {"NullVariable",
+       [](auto, auto g, auto) {
+         return Pairs{{g, nullptr}};
+       },
        "a variable is null"},
-      {"Twice", [](auto w, auto g, auto) { return Pairs{{g, w}, {g, w}}; },
+      {"Twice",
+       [](auto w, auto g, auto) {
+         return Pairs{{g, w}, {g, w}};
+       },
        "variable 'dense/kernel' is listed twice"},
-      {"Shape", [](auto w, auto, auto small) { return Pairs{{small, w}}; },
+      {"Shape",
+       [](auto w, auto, auto small) {
+         return Pairs{{small, w}};
+       },
        "variable 'dense/kernel' is float32[3,2] but its gradient small_grad:0 is float32[2]"},
   };
   for (const Case& c : cases) {
@@ -425,9 +434,10 @@ TEST_F(OptimizerTest, MinimizeWithoutAnyGradientNamesTheVariables) {
   Output loss = ops::Const(root_.WithOpName("constant_loss"), 1.0f);
   EXPECT_FALSE(Adam::Make()->Minimize(root_, loss).valid());
   EXPECT_EQ(root_.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(root_.status().message()),
-              HasSubstr("no gradients for any variable: the loss constant_loss:0 depends on none of "
-                        "['dense/kernel', 'dense/bias']"));
+  EXPECT_THAT(
+      std::string(root_.status().message()),
+      HasSubstr("no gradients for any variable: the loss constant_loss:0 depends on none of "
+                "['dense/kernel', 'dense/bias']"));
 }
 
 }  // namespace

@@ -59,7 +59,8 @@ TEST_P(TrainingTest, LinearRegressionConverges) {
   CKFLOW_ASSERT_OK_AND_ASSIGN(auto session, Session::Create(root.graph()));
   CKFLOW_ASSERT_OK(session->Run({}, {}, {init}).status());
   std::vector<Feed> feeds = {{x, x_data}, {y, y_data}};
-  for (int step = 0; step < 300; ++step) CKFLOW_ASSERT_OK(session->Run(feeds, {}, {train}).status());
+  for (int step = 0; step < 300; ++step)
+    CKFLOW_ASSERT_OK(session->Run(feeds, {}, {train}).status());
   CKFLOW_ASSERT_OK_AND_ASSIGN(
       std::vector<Tensor> out,
       session->Run(feeds, {loss, linear->kernel()->value(), linear->bias()->value()}));
@@ -117,14 +118,15 @@ TEST_P(TrainingTest, TwoLayerPerceptronClassifiesAboveNinetyFivePercent) {
   CKFLOW_ASSERT_OK(session->Run({}, {}, {init}).status());
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> before, session->Run({{x, test_x}}, {logits}));
   std::vector<Feed> feeds = {{x, train_x}, {y, train_y}};
-  for (int step = 0; step < 400; ++step) CKFLOW_ASSERT_OK(session->Run(feeds, {}, {train}).status());
+  for (int step = 0; step < 400; ++step)
+    CKFLOW_ASSERT_OK(session->Run(feeds, {}, {train}).status());
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> after, session->Run({{x, test_x}}, {logits}));
   EXPECT_LT(Accuracy(before[0], test_labels), 0.9);  // not solved by the initial weights
   EXPECT_GT(Accuracy(after[0], test_labels), 0.95);
 }
 
 INSTANTIATE_TEST_SUITE_P(Parallelism, TrainingTest, ::testing::Values(1, 2, 4),
-                         [](const auto& info) { return "Threads" + std::to_string(info.param); });
+                         [](const auto& test) { return "Threads" + std::to_string(test.param); });
 
 }  // namespace
 }  // namespace ckflow

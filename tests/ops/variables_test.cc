@@ -49,8 +49,8 @@ class VariablesTest : public ::testing::Test {
 };
 
 TEST_F(VariablesTest, ReadBeforeInitializationFailsNamingTheVariable) {
-  auto w = Variable::Create(root_.NewSubScope("dense"), "kernel",
-                            ops::Const<float>(root_, {1, 2}, {2}));
+  auto w =
+      Variable::Create(root_.NewSubScope("dense"), "kernel", ops::Const<float>(root_, {1, 2}, {2}));
   ASSERT_NE(w, nullptr);
   auto session = NewSession();
   StatusOr<std::vector<Tensor>> out = session->Run({}, {w->value()});
@@ -149,7 +149,8 @@ TEST_F(VariablesTest, RawAssignOfAnotherDtypeFailsAtRunTime) {
   auto session = NewSession();
   Status s = session->Run({}, {}, {assign}).status();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("variable 'w' is float32; cannot assign a float64"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("variable 'w' is float32; cannot assign a float64"));
 }
 
 TEST_F(VariablesTest, AssignAddAndSubUpdateTheValue) {
@@ -229,15 +230,15 @@ TEST_F(VariablesTest, HandlesDeclaringOneNameDifferentlyConflict) {
   CKFLOW_ASSERT_OK(session->Run({}, {a}).status());
   Status s = session->Run({}, {b}).status();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()),
-              HasSubstr("variable 'shared' exists as float32[2]; this handle declares it int32[2]"));
+  EXPECT_THAT(
+      std::string(s.message()),
+      HasSubstr("variable 'shared' exists as float32[2]; this handle declares it int32[2]"));
 }
 
 TEST_F(VariablesTest, CreatorHooksSeeEveryVariableUntilRemoved) {
   std::vector<std::string> seen;
-  int id = AddVariableCreatorHook(root_.graph(), [&](const std::shared_ptr<Variable>& v) {
-    seen.push_back(v->name());
-  });
+  int id = AddVariableCreatorHook(
+      root_.graph(), [&](const std::shared_ptr<Variable>& v) { seen.push_back(v->name()); });
   Variable::Create(root_, "a", ops::Const(root_, 1.0f));
   Variable::Create(root_, "b", DT_FLOAT, TensorShape({}), initializers::Ones());
   RemoveVariableCreatorHook(root_.graph(), id);
