@@ -2,22 +2,9 @@
 
 #include <deque>
 
-namespace ckflow::internal {
+#include "checkpoint/bundle_format.h"
 
-std::string EscapeLocalName(std::string_view name) {
-  std::string out;
-  out.reserve(name.size());
-  for (char c : name) {
-    if (c == '.') {
-      out += "..";
-    } else if (c == '/') {
-      out += ".S";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+namespace ckflow::internal {
 
 std::string AttributeKey(std::string_view object_path, std::string_view attribute_name) {
   std::string key(object_path);

@@ -21,12 +21,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "checkpoint/bundle_format.h"
 #include "checkpoint/protos/trackable_object_graph.pb.h"
 #include "graph/trackable.h"
 
 namespace ckflow::internal {
 
-std::string EscapeLocalName(std::string_view name);
+using ::ckflow::EscapeLocalName;  // '.' -> '..', then '/' -> '.S' (bundle_format.h)
 // The key of attribute `attribute_name` of the object at `object_path`.
 std::string AttributeKey(std::string_view object_path, std::string_view attribute_name);
 
