@@ -15,6 +15,7 @@
 #include "ops/standard_ops.h"
 #include "ops/variable_resource_internal.h"
 #include "runtime/parallel.h"
+#include "runtime/tsan_internal.h"
 
 namespace ckflow {
 namespace internal {
@@ -42,14 +43,6 @@ StatusOr<Tensor> VariableResource::ReadLocked() const {
 }
 
 namespace {
-
-#if defined(__SANITIZE_THREAD__)
-#define CKFLOW_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define CKFLOW_TSAN 1
-#endif
-#endif
 
 // True if nothing but `t` holds its buffer, so writing it in place is unseen
 // by anyone else. The fence pairs with the release in the last other owner's

@@ -15,11 +15,13 @@
 #include "ops/initializers.h"
 #include "ops/nn_ops.h"
 #include "runtime/session.h"
+#include "tests/ops/training_test_util.h"
 #include "tests/test_util.h"
 
 namespace ckflow {
 namespace {
 
+using ::ckflow::testing::RecordingRestore;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -42,17 +44,6 @@ class ReluLayer : public Layer {
 
  protected:
   Output Call(const Scope& scope, Output x) override { return ops::Relu(scope, x); }
-};
-
-class RecordingRestore : public DeferredRestore {
- public:
-  explicit RecordingRestore(std::vector<std::shared_ptr<Trackable>>* restored)
-      : restored_(restored) {}
-  int64_t restore_uid() const override { return 1; }
-  void Restore(const std::shared_ptr<Trackable>& object) override { restored_->push_back(object); }
-
- private:
-  std::vector<std::shared_ptr<Trackable>>* restored_;
 };
 
 class LayersTest : public ::testing::Test {

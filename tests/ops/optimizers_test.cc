@@ -17,11 +17,13 @@
 #include "ops/math_ops.h"
 #include "ops/variables.h"
 #include "runtime/session.h"
+#include "tests/ops/training_test_util.h"
 #include "tests/test_util.h"
 
 namespace ckflow {
 namespace {
 
+using ::ckflow::testing::RecordingRestore;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -287,17 +289,6 @@ TEST_F(OptimizerTest, CreatorHooksSeeSlotsAndNonSlotVariables) {
   EXPECT_THAT(created, ElementsAre("beta1_power", "beta2_power", "dense/kernel/Adam",
                                    "dense/kernel/Adam_1", "dense/bias/Adam", "dense/bias/Adam_1"));
 }
-
-class RecordingRestore : public DeferredRestore {
- public:
-  explicit RecordingRestore(std::vector<std::shared_ptr<Trackable>>* restored)
-      : restored_(restored) {}
-  int64_t restore_uid() const override { return 1; }
-  void Restore(const std::shared_ptr<Trackable>& object) override { restored_->push_back(object); }
-
- private:
-  std::vector<std::shared_ptr<Trackable>>* restored_;
-};
 
 TEST_F(OptimizerTest, DeferredSlotRestoresRunWhenTheSlotIsCreated) {
   auto adam = Adam::Make();
