@@ -21,8 +21,7 @@ endif()
 # A sanitized ckflow needs the sanitizer runtime in the consumer too.
 set(flags "")
 if(SANITIZE)
-  string(REPLACE ";" "," san "${SANITIZE}")
-  set(flags "-fsanitize=${san}")
+  set(flags "-fsanitize=${SANITIZE}")
 endif()
 run(${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/build -DCMAKE_PREFIX_PATH=${prefix}
     -DCMAKE_BUILD_TYPE=${BUILD_TYPE} "-DCMAKE_CXX_FLAGS=${flags}")
