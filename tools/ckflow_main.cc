@@ -5,6 +5,7 @@
 //   ckflow dot PATH                           the object graph as Graphviz DOT
 //   ckflow verify PATH                        read everything, check every CRC
 //   ckflow diff A B                           keys, dtypes, shapes, values
+//   ckflow bench restore|save [--size 1GiB]   checkpoint GB/s beside raw I/O
 //
 // PATH is a checkpoint prefix, its .index file, or a directory (its
 // `checkpoint` state file's newest checkpoint).
@@ -20,7 +21,7 @@ int main(int argc, char** argv) {
   std::vector<ckflow::tools::Command> commands = {
       ckflow::tools::AddInspectCommand(app), ckflow::tools::AddTreeCommand(app),
       ckflow::tools::AddDotCommand(app),     ckflow::tools::AddVerifyCommand(app),
-      ckflow::tools::AddDiffCommand(app),
+      ckflow::tools::AddDiffCommand(app),    ckflow::tools::AddBenchCommand(app),
   };
   try {
     app.parse(argc, argv);

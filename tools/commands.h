@@ -32,6 +32,7 @@ Command AddTreeCommand(CLI::App& app);
 Command AddDotCommand(CLI::App& app);
 Command AddVerifyCommand(CLI::App& app);
 Command AddDiffCommand(CLI::App& app);
+Command AddBenchCommand(CLI::App& app);
 
 inline constexpr int kExitBad = 1;
 inline constexpr int kExitError = 2;

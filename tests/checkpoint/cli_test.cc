@@ -4,8 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "tests/checkpoint/bundle_test_util.h"
 #include "tests/test_util.h"
@@ -137,6 +141,86 @@ TEST(Cli, VerifyAndDiffCatchAChangedTensor) {
   EXPECT_NE(output.find("checksum mismatch"), std::string::npos) << output;
   EXPECT_NE(output.find("FAILED: 1 of 2 tensors"), std::string::npos) << output;
 }
+
+// What `ckflow bench` prints for bench/side_by_side.py: the two rates and
+// their ratio; NaN where a line is missing.
+struct BenchRates {
+  double ckflow = NAN;
+  double raw = NAN;
+  double ratio = NAN;
+};
+
+BenchRates ParseBenchOutput(const std::string& output) {
+  BenchRates r;
+  std::istringstream in(output);
+  std::string line;
+  while (std::getline(in, line)) {
+    double v = 0;
+    if (std::sscanf(line.c_str(), "ckflow %lf GB/s", &v) == 1) r.ckflow = v;
+    if (std::sscanf(line.c_str(), "raw %lf GB/s", &v) == 1) r.raw = v;
+    if (std::sscanf(line.c_str(), "ckflow/raw = %lfx", &v) == 1) r.ratio = v;
+  }
+  return r;
+}
+
+// Rates are only checked to be there and positive: how fast this machine
+// is, is not under test.
+class CliBenchTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CliBenchTest, PrintsRatesAndRatioAndCleansUp) {
+  const std::string dir = testing::NewTempDir("bench");
+  std::string output;
+  ASSERT_EQ(testing::RunCommand(std::string(CKFLOW_CLI) + " bench " + GetParam() +
+                                    " --size 4MiB --count 4 --repeat 1 --dir " + dir + " 2>&1",
+                                &output),
+            0)
+      << output;
+  const BenchRates r = ParseBenchOutput(output);
+  EXPECT_GT(r.ckflow, 0) << output;
+  EXPECT_GT(r.raw, 0) << output;
+  EXPECT_GT(r.ratio, 0) << output;
+  EXPECT_EQ(testing::ListDir(dir), std::vector<std::string>{}) << "left behind in " << dir;
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, CliBenchTest,
+                         ::testing::Values("restore", "save", "save --durable",
+                                           "restore --threads 1"),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           std::string name;
+                           for (char ch : p.param) name += std::isalnum(ch) ? ch : '_';
+                           return name;
+                         });
+
+struct BadBenchArgs {
+  std::string args;
+  std::string flag;  // the message names it
+};
+
+void PrintTo(const BadBenchArgs& c, std::ostream* os) { *os << "ckflow bench " << c.args; }
+
+class CliBenchBadArgsTest : public ::testing::TestWithParam<BadBenchArgs> {};
+
+TEST_P(CliBenchBadArgsTest, ExitsTwoNamingTheFlag) {
+  std::string output;
+  EXPECT_EQ(
+      testing::RunCommand(std::string(CKFLOW_CLI) + " bench " + GetParam().args + " 2>&1", &output),
+      2)
+      << output;
+  EXPECT_NE(output.find(GetParam().flag), std::string::npos) << output;
+  EXPECT_TRUE(std::isnan(ParseBenchOutput(output).ckflow)) << "ran anyway:\n" << output;
+}
+
+const BadBenchArgs kBadBenchArgs[] = {
+    {"restore --size 3 --count 4", "--size 3"},  // not a multiple of 4 x 4 bytes
+    {"restore --size 4MiB --count 0", "--count"},
+    {"save --size 1XB", "--size '1XB'"},
+    {"save --size GiB", "--size 'GiB'"},
+    {"restore --size 4MiB --repeat 0", "--repeat"},
+    {"save --size 4MiB --dir /no/such/dir", "--dir /no/such/dir"},
+    {"restore --size 4MiB --count x", "--count"},  // CLI11's own message
+};
+
+INSTANTIATE_TEST_SUITE_P(Cases, CliBenchBadArgsTest, ::testing::ValuesIn(kBadBenchArgs));
 
 }  // namespace
 }  // namespace ckflow

@@ -1,0 +1,483 @@
+// ckflow bench restore|save: checkpoint throughput through the whole user
+// path on a synthetic model, beside the raw pread/pwrite ceiling
+// (bench/raw_io.h) measured in the same run on the same bytes.
+//
+//   restore  Checkpoint::Restore + LoadStatus::InitializeOrRestore into a
+//            session's existing variables (warm cache, every CRC checked)
+//            vs pread of the same value pieces into touched buffers + CRC32C.
+//   save     Checkpoint::Write vs pwrite of the same bytes (--durable: both
+//            fsync).
+//
+// Each of the R runs measures both, alternating which goes first; the median
+// of each is reported. The last lines of stdout are the ones
+// bench/side_by_side.py parses; keep them in sync with it:
+//
+//   ckflow    1.234 GB/s  0.870 s  Restore + InitializeOrRestore
+//   raw       1.418 GB/s  0.757 s  pread + CRC32C, 2 threads
+//   ckflow/raw = 0.87x  (> 1: ckflow is faster)
+//
+// GB/s is 1e9 bytes of variable values per second.
+
+#include <stdlib.h>
+#include <tbb/global_control.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/raw_io.h"
+#include "checkpoint/bundle_format.h"
+#include "checkpoint/bundle_reader.h"
+#include "checkpoint/checkpoint.h"
+#include "ops/array_ops.h"
+#include "ops/variables.h"
+#include "runtime/parallel.h"
+#include "runtime/session.h"
+#include "tools/commands.h"
+
+namespace ckflow::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+enum class Mode { kRestore, kSave };
+
+struct BenchOptions {
+  std::string size = "1GiB";
+  int64_t count = 64;
+  std::string dir;  // empty: a fresh temporary directory, removed at the end
+  int threads = 0;  // 0: oneTBB's default (every core)
+  int raw_threads = 2;
+  int repeat = 3;
+  bool durable = false;
+};
+
+// "1GiB", "256MiB", "64KiB", "1GB", "1000" -> bytes. Units are exact
+// (KiB = 1024, KB = 1000) and case-insensitive; a bare number is bytes.
+StatusOr<int64_t> ParseSize(const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 18) {
+    return InvalidArgumentError("--size '", text, "': expected a whole number of bytes ",
+                                "with an optional unit (1GiB, 256MiB, 64KiB, 1GB, 1000)");
+  }
+  std::string unit;
+  for (char c : text.substr(digits)) unit += static_cast<char>(std::toupper(c));
+  struct Unit {
+    const char* name;
+    int64_t bytes;
+  };
+  static constexpr Unit kUnits[] = {
+      {"", 1},
+      {"B", 1},
+      {"KB", 1000},
+      {"MB", 1000 * 1000},
+      {"GB", 1000 * 1000 * 1000},
+      {"TB", int64_t{1000} * 1000 * 1000 * 1000},
+      {"KIB", int64_t{1} << 10},
+      {"MIB", int64_t{1} << 20},
+      {"GIB", int64_t{1} << 30},
+      {"TIB", int64_t{1} << 40},
+  };
+  const Unit* found = nullptr;
+  for (const Unit& u : kUnits) {
+    if (unit == u.name) found = &u;
+  }
+  if (found == nullptr) {
+    return InvalidArgumentError("--size '", text, "': unknown unit '", text.substr(digits),
+                                "' (use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)");
+  }
+  const int64_t number = std::stoll(text.substr(0, digits));
+  if (number == 0) return InvalidArgumentError("--size '", text, "': must be more than 0 bytes");
+  if (number > std::numeric_limits<int64_t>::max() / found->bytes) {
+    return InvalidArgumentError("--size '", text, "': too large");
+  }
+  return number * found->bytes;
+}
+
+// The checked shape of the benchmark: `count` variables of `bytes / count`.
+struct Plan {
+  int64_t bytes = 0;
+  int64_t count = 0;
+  int64_t elements = 0;  // float32 elements per variable
+};
+
+StatusOr<Plan> MakePlan(const BenchOptions& options) {
+  if (options.count < 1) {
+    return InvalidArgumentError("--count must be at least 1, got ", options.count);
+  }
+  if (options.repeat < 1) {
+    return InvalidArgumentError("--repeat must be at least 1, got ", options.repeat);
+  }
+  if (options.threads < 0) {
+    return InvalidArgumentError("--threads must be 0 (all cores) or more, got ", options.threads);
+  }
+  if (options.raw_threads < 1) {
+    return InvalidArgumentError("--raw-threads must be at least 1, got ", options.raw_threads);
+  }
+  CKFLOW_ASSIGN_OR_RETURN(int64_t bytes, ParseSize(options.size));
+  const int64_t granule = options.count * static_cast<int64_t>(sizeof(float));
+  if (bytes % granule != 0) {
+    return InvalidArgumentError("--size ", options.size, " (", bytes,
+                                " bytes) does not split into --count ", options.count,
+                                " float32 variables: it must be a multiple of ", granule, " bytes");
+  }
+  return Plan{.bytes = bytes, .count = options.count, .elements = bytes / granule};
+}
+
+// The directory the benchmark writes into; removes what it made when
+// destroyed (the whole directory if it made the directory).
+class WorkDir {
+ public:
+  static StatusOr<std::unique_ptr<WorkDir>> Create(const std::string& requested) {
+    if (requested.empty()) {
+      std::error_code ec;
+      fs::path base = fs::temp_directory_path(ec);
+      if (ec) base = "/tmp";
+      std::string pattern = (base / "ckflow-bench-XXXXXX").string();
+      if (::mkdtemp(pattern.data()) == nullptr) {
+        return InternalError("cannot create a temporary directory under ", base.string(), ": ",
+                             std::strerror(errno));
+      }
+      return std::unique_ptr<WorkDir>(new WorkDir(pattern, /*owned=*/true));
+    }
+    std::error_code ec;
+    if (!fs::is_directory(requested, ec)) {
+      return InvalidArgumentError("--dir ", requested, ": not a directory");
+    }
+    // Fail before building a model of many GB, not after.
+    const std::string probe = requested + "/.ckflow-bench-probe-" + std::to_string(::getpid());
+    std::FILE* f = std::fopen(probe.c_str(), "w");
+    if (f == nullptr) {
+      return InvalidArgumentError("--dir ", requested, ": cannot write: ", std::strerror(errno));
+    }
+    std::fclose(f);
+    fs::remove(probe, ec);
+    return std::unique_ptr<WorkDir>(new WorkDir(requested, /*owned=*/false));
+  }
+
+  ~WorkDir() {
+    std::error_code ec;
+    if (owned_) {
+      fs::remove_all(path_, ec);
+      return;
+    }
+    for (const std::string& prefix : prefixes_) RemoveFiles(prefix);
+  }
+
+  // A path in the directory, removed (with every file it prefixes) at the end.
+  std::string NewPath(const std::string& name) {
+    prefixes_.push_back(path_ + "/" + name);
+    return prefixes_.back();
+  }
+
+  // Removes `prefix` and every file whose name starts with "<prefix>." (a
+  // checkpoint's index, data and temporary files).
+  static void RemoveFiles(const std::string& prefix) {
+    std::error_code ec;
+    const fs::path p(prefix);
+    const std::string stem = p.filename().string();
+    fs::remove(p, ec);
+    for (const auto& e : fs::directory_iterator(p.parent_path(), ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind(stem + ".", 0) == 0) fs::remove(e.path(), ec);
+    }
+  }
+
+  const std::string& path() const { return path_; }
+
+ private:
+  WorkDir(std::string path, bool owned) : path_(std::move(path)), owned_(owned) {}
+
+  const std::string path_;
+  const bool owned_;
+  std::vector<std::string> prefixes_;
+};
+
+class Module : public Trackable {
+ public:
+  std::string TypeName() const override { return "Module"; }
+};
+
+// `count` float32 variables v0..v<count-1> of `elements` each, variable i
+// holding `fill + i` once initialized, tracked by one Module under a
+// Checkpoint, in a session.
+struct Program {
+  Scope scope = Scope::NewRootScope();
+  std::shared_ptr<Module> model = std::make_shared<Module>();
+  std::vector<std::shared_ptr<Variable>> vars;
+  std::unique_ptr<Checkpoint> checkpoint;
+  std::unique_ptr<Session> session;
+
+  static StatusOr<std::unique_ptr<Program>> Create(const Plan& plan, float fill) {
+    auto p = std::make_unique<Program>();
+    p->vars.reserve(plan.count);
+    for (int64_t i = 0; i < plan.count; ++i) {
+      const std::string name = "v" + std::to_string(i);
+      Output value =
+          ops::Fill(p->scope, ops::Const(p->scope, std::vector<int64_t>{plan.elements}, {1}),
+                    ops::Const(p->scope, fill + static_cast<float>(i)));
+      p->vars.push_back(p->model->Track(name, Variable::Create(p->scope, name, value)));
+    }
+    p->checkpoint =
+        std::make_unique<Checkpoint>(p->scope, Checkpoint::Dependencies{{"model", p->model}});
+    CKFLOW_ASSIGN_OR_RETURN(p->session, Session::Create(p->scope.graph()));
+    StatusOr<std::vector<Tensor>> ran =
+        p->session->Run({}, {}, {GlobalVariablesInitializer(p->scope)});
+    if (!ran.ok()) return ran.status();
+    // Creates and initializes save_counter, which a trained program has after
+    // its first Save: the file then holds every value the reader's objects
+    // own, so the restore can AssertConsumed.
+    CKFLOW_ASSIGN_OR_RETURN(LoadStatus init, p->checkpoint->Restore(std::nullopt));
+    CKFLOW_RETURN_IF_ERROR(init.InitializeOrRestore(*p->session));
+    return p;
+  }
+};
+
+// A progress bar on stderr, drawn only when stderr is a terminal so that
+// logs and pipes stay clean.
+class Progress {
+ public:
+  Progress(std::string label, int total)
+      : label_(std::move(label)), total_(total), tty_(::isatty(STDERR_FILENO) == 1) {
+    Draw(0);
+  }
+  ~Progress() {
+    if (tty_) std::cerr << "\r\033[K" << std::flush;
+  }
+  void Draw(int done) const {
+    if (!tty_) return;
+    constexpr int kWidth = 30;
+    const int filled = total_ > 0 ? done * kWidth / total_ : kWidth;
+    std::cerr << "\r[" << std::string(filled, '#') << std::string(kWidth - filled, ' ') << "] "
+              << done << "/" << total_ << " " << label_ << std::flush;
+  }
+
+ private:
+  const std::string label_;
+  const int total_;
+  const bool tty_;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Runs both sides of run `run`, alternating which goes first so neither
+// always inherits the other's dirty pages or cold caches.
+template <typename Raw, typename Ckflow>
+Status RunBoth(int run, const Raw& raw, const Ckflow& ckflow) {
+  if (run % 2 == 0) {
+    CKFLOW_RETURN_IF_ERROR(raw());
+    return ckflow();
+  }
+  CKFLOW_RETURN_IF_ERROR(ckflow());
+  return raw();
+}
+
+void PrintResult(const Plan& plan, double ckflow_s, const std::string& ckflow_what, double raw_s,
+                 const std::string& raw_what) {
+  const double bytes = static_cast<double>(plan.bytes);
+  char line[256];
+  std::snprintf(line, sizeof(line), "ckflow  %8.3f GB/s  %8.4f s  %s\n", bytes / ckflow_s / 1e9,
+                ckflow_s, ckflow_what.c_str());
+  std::cout << line;
+  std::snprintf(line, sizeof(line), "raw     %8.3f GB/s  %8.4f s  %s\n", bytes / raw_s / 1e9, raw_s,
+                raw_what.c_str());
+  std::cout << line;
+  // Throughput ratio, so that > 1 reads as "faster than raw".
+  std::snprintf(line, sizeof(line), "ckflow/raw = %.2fx  (> 1: ckflow is faster)\n",
+                raw_s / ckflow_s);
+  std::cout << line;
+}
+
+// "16 MiB" when exact in a binary unit (sizes are usually given so), else
+// "1.0 MB".
+std::string SizeText(int64_t bytes) {
+  static constexpr const char* kUnits[] = {"GiB", "MiB", "KiB"};
+  for (int i = 0; i < 3; ++i) {
+    const int64_t unit = int64_t{1} << (10 * (3 - i));
+    if (bytes >= unit && bytes % unit == 0) return std::to_string(bytes / unit) + " " + kUnits[i];
+  }
+  return HumanBytes(static_cast<uint64_t>(bytes));
+}
+
+std::string Describe(const Plan& plan, const BenchOptions& options, const std::string& dir) {
+  std::string s = std::to_string(plan.count) + " x " + SizeText(plan.bytes / plan.count) +
+                  " float32 variables = " + SizeText(plan.bytes) + " (" +
+                  std::to_string(plan.bytes) + " bytes), median of " +
+                  std::to_string(options.repeat) + (options.repeat == 1 ? " run" : " runs") +
+                  ", ckflow on " + std::to_string(MaxParallelism()) +
+                  (MaxParallelism() == 1 ? " thread, in " : " threads, in ") + dir;
+  return s;
+}
+
+// Every element of variable `i` holds `expected`: proves the restore moved
+// the values (the reader's variables start at other values).
+Status CheckRestored(Program& p, int64_t i, float expected) {
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> got, p.session->Run({}, {p.vars[i]->value()}));
+  for (float v : got[0].flat<float>()) {
+    if (v != expected) {
+      return InternalError("variable ", p.vars[i]->name(), " holds ", v,
+                           " after the restore, expected ", expected);
+    }
+  }
+  return OkStatus();
+}
+
+Status RunRestore(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
+  Progress progress("restore", options.repeat + 1);
+  const std::string prefix = dir.NewPath("ckpt");
+  {
+    // The writer goes away before timing so both models are never resident.
+    CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<Program> writer, Program::Create(plan, 0.0f));
+    StatusOr<std::string> written = writer->checkpoint->Write(prefix, *writer->session);
+    if (!written.ok()) return written.status();
+  }
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
+  std::vector<bench::Piece> pieces;
+  std::vector<std::vector<char>> buffers;
+  for (const BundleEntry& e : reader->entries()) {
+    if (e.key.find("VARIABLE_VALUE") == std::string::npos) continue;
+    if (e.shard_id != 0 || reader->num_shards() != 1) {
+      return InternalError(prefix, ": expected one data shard, ", e.key, " is in shard ",
+                           e.shard_id, " of ", reader->num_shards());
+    }
+    pieces.push_back({e.offset, e.size});
+    buffers.emplace_back(e.size, 1);  // touched, as the variables' buffers are
+  }
+  const std::string data_file = DataFilename(prefix, 0, 1);
+  reader.reset();
+
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<Program> p, Program::Create(plan, -1.0f));
+  progress.Draw(1);
+  std::vector<double> ckflow_s, raw_s;
+  uint32_t sink = 0;
+  for (int run = 0; run < options.repeat; ++run) {
+    auto raw_run = [&]() -> Status {
+      const double s = bench::RawReadCrc(data_file, pieces, buffers, options.raw_threads, &sink);
+      if (s < 0) return InternalError(data_file, ": raw pread failed");
+      raw_s.push_back(s);
+      return OkStatus();
+    };
+    auto ckflow_run = [&]() -> Status {
+      const auto start = std::chrono::steady_clock::now();
+      CKFLOW_ASSIGN_OR_RETURN(LoadStatus status, p->checkpoint->Restore(prefix));
+      CKFLOW_RETURN_IF_ERROR(status.InitializeOrRestore(*p->session));
+      ckflow_s.push_back(bench::SecondsSince(start));
+      return run == 0 ? status.AssertConsumed() : OkStatus();
+    };
+    CKFLOW_RETURN_IF_ERROR(RunBoth(run, raw_run, ckflow_run));
+    progress.Draw(run + 2);
+  }
+  CKFLOW_RETURN_IF_ERROR(CheckRestored(*p, plan.count - 1, static_cast<float>(plan.count - 1)));
+  std::cout << "ckflow bench restore: " << Describe(plan, options, dir.path()) << "\n";
+  PrintResult(plan, Median(ckflow_s), "Restore + InitializeOrRestore", Median(raw_s),
+              "pread + CRC32C, " + std::to_string(options.raw_threads) + " threads");
+  return OkStatus();
+}
+
+Status RunSave(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
+  Progress progress("save", options.repeat + 1);
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<Program> p, Program::Create(plan, 0.0f));
+  std::vector<std::vector<char>> buffers(plan.count, std::vector<char>(plan.bytes / plan.count, 1));
+  const std::string raw_path = dir.NewPath("raw");
+  const std::string prefix = dir.NewPath("ckpt");
+  progress.Draw(1);
+  std::vector<double> ckflow_s, raw_s;
+  for (int run = 0; run < options.repeat; ++run) {
+    // Both write new files and remove them untimed, so neither side's
+    // writeback of dirty pages lands in the other's timing.
+    auto raw_run = [&]() -> Status {
+      WorkDir::RemoveFiles(raw_path);
+      const double s = bench::RawWrite(raw_path, buffers, options.raw_threads, options.durable);
+      if (s < 0) return InternalError(raw_path, ": raw pwrite failed");
+      raw_s.push_back(s);
+      WorkDir::RemoveFiles(raw_path);
+      return OkStatus();
+    };
+    auto ckflow_run = [&]() -> Status {
+      WorkDir::RemoveFiles(prefix);
+      const auto start = std::chrono::steady_clock::now();
+      StatusOr<std::string> written =
+          p->checkpoint->Write(prefix, *p->session, {.durable = options.durable});
+      if (!written.ok()) return written.status();
+      ckflow_s.push_back(bench::SecondsSince(start));
+      WorkDir::RemoveFiles(prefix);
+      return OkStatus();
+    };
+    CKFLOW_RETURN_IF_ERROR(RunBoth(run, raw_run, ckflow_run));
+    progress.Draw(run + 2);
+  }
+  std::cout << "ckflow bench save: " << Describe(plan, options, dir.path())
+            << (options.durable ? ", durable" : "") << "\n";
+  const std::string threads = std::to_string(options.raw_threads) + " threads";
+  PrintResult(plan, Median(ckflow_s), options.durable ? "Write, durable" : "Write", Median(raw_s),
+              options.durable ? "pwrite + fsync, " + threads : "pwrite, " + threads);
+  return OkStatus();
+}
+
+int RunBench(Mode mode, const BenchOptions& options) {
+  const char* command = mode == Mode::kRestore ? "bench restore" : "bench save";
+  StatusOr<Plan> plan = MakePlan(options);
+  if (!plan.ok()) return ReportError(command, plan.status());
+  StatusOr<std::unique_ptr<WorkDir>> dir = WorkDir::Create(options.dir);
+  if (!dir.ok()) return ReportError(command, dir.status());
+  std::optional<tbb::global_control> limit;
+  if (options.threads > 0) {
+    limit.emplace(tbb::global_control::max_allowed_parallelism, options.threads);
+  }
+  const Status status =
+      mode == Mode::kRestore ? RunRestore(*plan, options, **dir) : RunSave(*plan, options, **dir);
+  if (!status.ok()) return ReportError(command, status);
+  return 0;
+}
+
+void AddBenchOptions(CLI::App* sub, BenchOptions& options, bool save) {
+  sub->add_option("--size", options.size,
+                  "bytes of variable values in all: 1GiB, 256MiB, 64KiB, 1GB, 1000")
+      ->capture_default_str();
+  sub->add_option("--count", options.count, "number of float32 variables")->capture_default_str();
+  sub->add_option("--dir", options.dir,
+                  "directory to write in (default: a new temporary directory, removed after)");
+  sub->add_option("--threads", options.threads, "oneTBB threads for ckflow (default 0: every core)")
+      ->capture_default_str();
+  sub->add_option("--raw-threads", options.raw_threads, "threads of the raw baseline")
+      ->capture_default_str();
+  sub->add_option("--repeat", options.repeat, "runs; the median is reported")
+      ->capture_default_str();
+  if (save) sub->add_flag("--durable", options.durable, "fsync what is written (ckflow and raw)");
+}
+
+}  // namespace
+
+Command AddBenchCommand(CLI::App& app) {
+  auto options = std::make_shared<BenchOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "bench", "Time checkpoint restore or save of a synthetic model beside raw pread/pwrite");
+  sub->require_subcommand(1);
+  CLI::App* restore = sub->add_subcommand(
+      "restore", "Restore + InitializeOrRestore vs pread + CRC32C of the same bytes");
+  CLI::App* save = sub->add_subcommand("save", "Checkpoint::Write vs pwrite of the same bytes");
+  AddBenchOptions(restore, *options, /*save=*/false);
+  AddBenchOptions(save, *options, /*save=*/true);
+  return {sub, [options, restore] {
+            return RunBench(restore->parsed() ? Mode::kRestore : Mode::kSave, *options);
+          }};
+}
+
+}  // namespace ckflow::tools
