@@ -1,5 +1,7 @@
 #include "checkpoint/bundle_reader.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <limits>
 #include <utility>
@@ -103,6 +105,54 @@ StatusOr<std::unique_ptr<BundleReader>> BundleReader::Open(const std::string& pr
   const bool big_endian = index.header.endianness() == tensorflow::BundleHeaderProto::BIG;
   return std::unique_ptr<BundleReader>(
       new BundleReader(prefix, fs, num_shards, big_endian, std::move(entries)));
+}
+
+namespace {
+
+// Which file an index was read from, so a rewritten checkpoint under the
+// same prefix is noticed.
+struct FileIdentity {
+  dev_t device = 0;
+  ino_t inode = 0;
+  off_t size = 0;
+  int64_t mtime_ns = 0;
+  bool operator==(const FileIdentity&) const = default;
+};
+
+StatusOr<FileIdentity> IdentityOf(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return NotFoundError("checkpoint index '", path, "' does not exist");
+  }
+  return FileIdentity{st.st_dev, st.st_ino, st.st_size,
+                      int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec};
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<const BundleReader>> BundleReader::OpenShared(const std::string& prefix) {
+  struct Shared {
+    FileIdentity identity;
+    std::weak_ptr<const BundleReader> reader;
+  };
+  static std::mutex mu;
+  static auto* open = new std::map<std::string, Shared>();  // guarded by mu; never destroyed
+  CKFLOW_ASSIGN_OR_RETURN(FileIdentity id, IdentityOf(IndexFilename(prefix)));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = open->find(prefix);
+    if (it != open->end() && it->second.identity == id) {
+      if (std::shared_ptr<const BundleReader> reader = it->second.reader.lock()) return reader;
+    }
+  }
+  // Open outside the lock: two threads racing on a new prefix both parse
+  // it, which is cheaper than serializing every open behind one.
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleReader> opened, Open(prefix));
+  std::shared_ptr<const BundleReader> reader = std::move(opened);
+  std::lock_guard<std::mutex> lock(mu);
+  std::erase_if(*open, [](const auto& entry) { return entry.second.reader.expired(); });
+  (*open)[prefix] = {id, reader};
+  return reader;
 }
 
 BundleReader::BundleReader(std::string prefix, FileSystem* fs, int num_shards, bool big_endian,
@@ -237,6 +287,66 @@ Status BundleReader::ReadInto(const BundleEntry& e, Tensor* dest) const {
   }
   CKFLOW_ASSIGN_OR_RETURN(const RandomAccessFile* file, EntryFile(e));
   return ReadValidated(e, *file, dest);
+}
+
+Status BundleReader::ReadBatch(
+    std::span<const BundleEntry* const> entries,
+    const std::function<Status(size_t, std::string_view)>& consume) const {
+  // Ranges are merged across gaps of up to kBatchGap bytes (padding, or an
+  // entry not asked for) and grow to at most kBatchBytes (or one entry).
+  constexpr uint64_t kBatchGap = 4 << 10;
+  constexpr uint64_t kBatchBytes = 4 << 20;
+  std::vector<size_t> order(entries.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    const BundleEntry& e = *entries[i];
+    if (e.dtype == DT_STRING) {
+      return InvalidArgumentError(index_path_, ": key '", e.key,
+                                  "' holds strings, which cannot be read in a batch");
+    }
+    order[i] = i;
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const BundleEntry& x = *entries[a];
+    const BundleEntry& y = *entries[b];
+    return x.shard_id != y.shard_id ? x.shard_id < y.shard_id : x.offset < y.offset;
+  });
+  thread_local std::vector<char> buffer;
+  size_t begin = 0;
+  while (begin < order.size()) {
+    const BundleEntry& first = *entries[order[begin]];
+    CKFLOW_ASSIGN_OR_RETURN(const RandomAccessFile* file, EntryFile(first));
+    const auto start = static_cast<uint64_t>(first.offset);
+    uint64_t end = start + static_cast<uint64_t>(first.size);
+    size_t last = begin + 1;
+    for (; last < order.size(); ++last) {
+      const BundleEntry& e = *entries[order[last]];
+      const auto offset = static_cast<uint64_t>(e.offset);
+      const uint64_t e_end = offset + static_cast<uint64_t>(e.size);
+      if (e.shard_id != first.shard_id || offset > end + kBatchGap ||
+          std::max(end, e_end) - start > kBatchBytes) {
+        break;
+      }
+      CKFLOW_RETURN_IF_ERROR(EntryFile(e).status());  // bounds, dtype, slices
+      end = std::max(end, e_end);
+    }
+    buffer.resize(end - start);
+    Status read = file->ReadAt(start, buffer.size(), buffer.data());
+    if (!read.ok()) return read.WithContext("key '" + first.key + "'");
+    for (size_t k = begin; k < last; ++k) {
+      const BundleEntry& e = *entries[order[k]];
+      char* p = buffer.data() + (static_cast<uint64_t>(e.offset) - start);
+      const auto size = static_cast<size_t>(e.size);
+      CKFLOW_RETURN_IF_ERROR(CheckCrc(e, *file, crc32c::Value(p, size)));
+      if (e.dtype == DT_BOOL) CKFLOW_RETURN_IF_ERROR(CheckBools(e, *file, p, size, 0));
+      if (big_endian_) {
+        const size_t element_size = StoredElementSize(e.dtype);
+        internal::SwapBytes(p, element_size, size / element_size);
+      }
+      CKFLOW_RETURN_IF_ERROR(consume(order[k], std::string_view(p, size)));
+    }
+    begin = last;
+  }
+  return OkStatus();
 }
 
 Status BundleReader::ReadInto(std::string_view key, Tensor* dest) const {

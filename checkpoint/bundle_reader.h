@@ -35,6 +35,7 @@
 #define CKFLOW_CHECKPOINT_BUNDLE_READER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -102,6 +103,16 @@ class BundleReader {
   Status ReadInto(std::string_view key, Tensor* dest) const;
   Status ReadInto(const BundleEntry& entry, Tensor* dest) const;
 
+  // Reads many small numeric entries with few reads: entries that lie close
+  // together in one data file are read as one range, then each is checked
+  // (bounds, CRC, bools, byte order) and handed to consume(i, bytes) with
+  // its verified bytes; `bytes` lives only for the call. This is how
+  // thousands of small variables restore in one pass instead of one read
+  // each. Stops at the first error (the entries consumed so far are good).
+  // InvalidArgument for a DT_STRING entry, which has no fixed layout.
+  Status ReadBatch(std::span<const BundleEntry* const> entries,
+                   const std::function<Status(size_t, std::string_view)>& consume) const;
+
   // The entry's bytes as stored, after checking bounds and checksum: for
   // copying or comparing entries of any dtype, including ones a Tensor
   // cannot hold. Only for entries of a fixed-size dtype or DT_STRING.
@@ -111,6 +122,12 @@ class BundleReader {
   // encoding; for DT_BOOL, that every byte is 0 or 1) without keeping the
   // data: numeric entries go through a 1 MiB buffer per thread.
   Status Verify(const BundleEntry& entry) const;
+
+  // A reader of `prefix` on the default file system, shared with whoever
+  // in the process holds one already: a restore and the restore ops it
+  // creates parse the index once. A checkpoint rewritten under the same
+  // prefix (a different index file, size or mtime) gets a new reader.
+  static StatusOr<std::shared_ptr<const BundleReader>> OpenShared(const std::string& prefix);
 
   // P.data-SSSSS-of-NNNNN for shard `shard` of this checkpoint.
   std::string DataPath(int shard) const;

@@ -14,6 +14,7 @@
 #include "checkpoint/restore_internal.h"
 #include "ops/array_ops.h"
 #include "ops/variables.h"
+#include "runtime/logging.h"
 
 namespace ckflow {
 namespace fs = std::filesystem;
@@ -37,8 +38,8 @@ class CheckpointRoot : public Trackable {
   std::shared_ptr<Variable> MaybeCreateSaveCounter() {
     if (save_counter_) return save_counter_;
     Scope s = scope_.WithNoControlDependencies().WithDevice("");
-    auto counter = Variable::Create(s, "save_counter", ops::Const(s, int64_t{0}),
-                                    {.trainable = false});
+    auto counter =
+        Variable::Create(s, "save_counter", ops::Const(s, int64_t{0}), {.trainable = false});
     if (!counter) return nullptr;
     save_counter_ = Track("save_counter", counter);
     return save_counter_;
@@ -124,44 +125,63 @@ Checkpoint::Checkpoint(const Scope& scope, Dependencies dependencies)
     const auto& [name, object] = dependencies[i];
     if (name.empty() || object == nullptr || name == "save_counter" ||
         (i > 0 && dependencies[i - 1].first == name)) {
-      scope.UpdateStatus(InvalidArgumentError(
-          "Checkpoint: dependency '", name, "' is ",
-          object == nullptr ? "null" : name.empty() ? "unnamed" : "named twice or reserved"));
+      scope.UpdateStatus(InvalidArgumentError("Checkpoint: dependency '", name, "' is ",
+                                              object == nullptr ? "null"
+                                              : name.empty()    ? "unnamed"
+                                                                : "named twice or reserved"));
       continue;
     }
     root_->Track(name, object);
   }
 }
 
-Checkpoint::~Checkpoint() = default;
+namespace {
+
+void LogAsyncError(const Status& s) {
+  if (!s.ok()) Log(LogSeverity::kError, "an asynchronous checkpoint save failed: " + s.ToString());
+}
+
+}  // namespace
+
+// The Saver may outlive this (statuses share it), but its pending write must
+// not outlive the session the caller is about to destroy.
+Checkpoint::~Checkpoint() { LogAsyncError(Sync()); }
+
+Status Checkpoint::Sync() { return root_->saver()->WaitForPendingWrite(); }
 
 std::shared_ptr<Variable> Checkpoint::save_counter() const { return root_->save_counter(); }
 std::shared_ptr<Trackable> Checkpoint::root() const { return root_; }
 
 StatusOr<std::string> Checkpoint::Write(const std::string& prefix, Session& session,
                                         const SaveOptions& options) {
+  return WriteThen(prefix, session, options, {});
+}
+
+StatusOr<std::string> Checkpoint::WriteThen(const std::string& prefix, Session& session,
+                                            const SaveOptions& options,
+                                            std::function<Status()> on_written) {
   CKFLOW_RETURN_IF_ERROR(root_->scope().status());
   internal::ObjectGraph graph = internal::BuildObjectGraph(root_);
-  CKFLOW_RETURN_IF_ERROR(root_->saver()->Write(graph, prefix, session, options));
+  CKFLOW_RETURN_IF_ERROR(
+      root_->saver()->Write(graph, prefix, session, options, std::move(on_written)));
   return prefix;
 }
 
 StatusOr<std::string> Checkpoint::Save(const std::string& prefix, Session& session,
                                        const SaveOptions& options) {
+  // A failed background save is reported before the counter moves on.
+  CKFLOW_RETURN_IF_ERROR(Sync());
   CKFLOW_ASSIGN_OR_RETURN(int64_t n, root_->IncrementSaveCounter(session));
   const std::string path = prefix + "-" + std::to_string(n);
-  CKFLOW_RETURN_IF_ERROR(Write(path, session, options).status());
-  CKFLOW_RETURN_IF_ERROR(internal::PointStateFileAt(path));
-  return path;
+  return WriteThen(path, session, options, [path] { return internal::PointStateFileAt(path); });
 }
 
 StatusOr<LoadStatus> Checkpoint::Restore(const std::optional<std::string>& save_path) {
   CKFLOW_RETURN_IF_ERROR(root_->scope().status());
   std::shared_ptr<internal::CheckpointRoot> root = root_;
-  return internal::RestoreRoot(root_, root_->saver(), save_path,
-                               [root]() -> std::shared_ptr<Trackable> {
-                                 return root->MaybeCreateSaveCounter();
-                               });
+  return internal::RestoreRoot(
+      root_, root_->saver(), save_path,
+      [root]() -> std::shared_ptr<Trackable> { return root->MaybeCreateSaveCounter(); });
 }
 
 std::optional<std::string> LatestCheckpoint(const std::string& dir) {
@@ -232,14 +252,17 @@ double WallClock() {
 CheckpointManager::CheckpointManager(Checkpoint& checkpoint, std::string directory, Options options)
     : checkpoint_(checkpoint), directory_(std::move(directory)), options_(std::move(options)) {}
 
-CheckpointManager::~CheckpointManager() = default;
+// A pending write's bookkeeping refers to this manager.
+CheckpointManager::~CheckpointManager() { LogAsyncError(checkpoint_.Sync()); }
 
 StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(Checkpoint& checkpoint,
-                                                                      std::string directory,
-                                                                      Options options) {
+                                                                       std::string directory,
+                                                                       Options options) {
   if (options.max_to_keep.has_value() && *options.max_to_keep <= 0) {
-    return InvalidArgumentError("CheckpointManager: max_to_keep must be positive (or unset to "
-                                "keep every checkpoint), got ", *options.max_to_keep);
+    return InvalidArgumentError(
+        "CheckpointManager: max_to_keep must be positive (or unset to "
+        "keep every checkpoint), got ",
+        *options.max_to_keep);
   }
   if (options.checkpoint_name.empty()) {
     return InvalidArgumentError("CheckpointManager: checkpoint_name must not be empty");
@@ -274,12 +297,16 @@ StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(Checkpoin
 }
 
 std::vector<std::string> CheckpointManager::checkpoints() const {
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> paths;
   for (const auto& [path, ts] : active_) paths.push_back(path);
   return paths;
 }
 
-std::optional<std::string> CheckpointManager::latest_checkpoint() const { return latest_; }
+std::optional<std::string> CheckpointManager::latest_checkpoint() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return latest_;
+}
 
 Status CheckpointManager::WriteState() const {
   CheckpointStateData state;
@@ -309,7 +336,8 @@ Status CheckpointManager::Sweep() {
     const std::string data_prefix = fs::path(path).filename().string() + ".data-";
     for (const auto& entry : fs::directory_iterator(dir.empty() ? "." : dir, ec)) {
       const std::string name = entry.path().filename().string();
-      if (name.size() == data_prefix.size() + 14 && name.compare(0, data_prefix.size(), data_prefix) == 0 &&
+      if (name.size() == data_prefix.size() + 14 &&
+          name.compare(0, data_prefix.size(), data_prefix) == 0 &&
           name.compare(data_prefix.size() + 5, 4, "-of-") == 0) {
         fs::remove(entry.path(), ec);
       }
@@ -320,21 +348,27 @@ Status CheckpointManager::Sweep() {
 
 StatusOr<std::string> CheckpointManager::Save(Session& session,
                                               std::optional<int64_t> checkpoint_number) {
+  CKFLOW_RETURN_IF_ERROR(checkpoint_.Sync());
   CKFLOW_ASSIGN_OR_RETURN(int64_t counter, checkpoint_.root_->IncrementSaveCounter(session));
   const int64_t n = checkpoint_number.value_or(counter);
   const std::string prefix =
       (fs::path(directory_) / (options_.checkpoint_name + "-" + std::to_string(n))).string();
-  CKFLOW_RETURN_IF_ERROR(checkpoint_.Write(prefix, session, options_.save_options).status());
+  // Timestamped when the save starts, as TensorFlow does.
   const double now = options_.clock();
+  return checkpoint_.WriteThen(prefix, session, options_.save_options,
+                               [this, prefix, now] { return Record(prefix, now); });
+}
+
+Status CheckpointManager::Record(const std::string& prefix, double timestamp) {
+  std::lock_guard<std::mutex> lock(mu_);
   active_.erase(std::remove_if(active_.begin(), active_.end(),
                                [&](const auto& e) { return e.first == prefix; }),
                 active_.end());
-  active_.emplace_back(prefix, now);
+  active_.emplace_back(prefix, timestamp);
   latest_ = prefix;
   CKFLOW_RETURN_IF_ERROR(WriteState());
   CKFLOW_RETURN_IF_ERROR(Sweep());
-  CKFLOW_RETURN_IF_ERROR(WriteState());
-  return prefix;
+  return WriteState();
 }
 
 }  // namespace ckflow

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -102,6 +103,15 @@ struct SaveOptions {
   // fsync the data files, the index and the directory before returning (and
   // before the state file names the new checkpoint).
   bool durable = false;
+  // Return as soon as the values are copied into host buffers (reused from
+  // save to save); write, checksum and sync them on a background thread
+  // while the training loop goes on. The state file (and a
+  // CheckpointManager's bookkeeping) is updated only once the files are
+  // complete, so a crash mid-write leaves the previous checkpoint as the
+  // latest. The next Save or Write waits for this one first and returns its
+  // error, if it failed, without saving; Checkpoint::Sync waits explicitly.
+  // The session must outlive the write: call Sync before destroying it.
+  bool async = false;
 };
 
 class Checkpoint {
@@ -113,6 +123,7 @@ class Checkpoint {
   // under "save". A duplicate or empty name, or a null object, is recorded in
   // the scope as InvalidArgument.
   Checkpoint(const Scope& scope, Dependencies dependencies);
+  // Waits for a pending asynchronous save (logging its error, if any).
   ~Checkpoint();
   Checkpoint(const Checkpoint&) = delete;
   Checkpoint& operator=(const Checkpoint&) = delete;
@@ -126,6 +137,10 @@ class Checkpoint {
   StatusOr<std::string> Write(const std::string& prefix, Session& session,
                               const SaveOptions& options = {});
 
+  // Waits for an asynchronous save to finish and returns its status (the
+  // error of a failed one is returned once). OK when nothing is pending.
+  Status Sync();
+
   // Restores from `save_path` (deferred as described above); with nullopt
   // nothing is restored and the status only initializes. NotFound if the
   // checkpoint does not exist; DataLoss if its index is corrupt.
@@ -138,6 +153,11 @@ class Checkpoint {
 
  private:
   friend class CheckpointManager;
+  // Write, then on_written once the files are complete (in the background
+  // for an async save).
+  StatusOr<std::string> WriteThen(const std::string& prefix, Session& session,
+                                  const SaveOptions& options, std::function<Status()> on_written);
+
   std::shared_ptr<internal::CheckpointRoot> root_;
 };
 
@@ -170,7 +190,9 @@ class CheckpointManager {
 
   // Saves a checkpoint numbered by the incremented save_counter (or
   // `checkpoint_number`), updates the state file and deletes what is no
-  // longer kept. Returns the path.
+  // longer kept. Returns the path. With save_options.async the bookkeeping
+  // happens once the files are complete (checkpoints() and
+  // latest_checkpoint() show the new one from then on).
   StatusOr<std::string> Save(Session& session, std::optional<int64_t> checkpoint_number = {});
 
   // The managed checkpoints, oldest first.
@@ -180,12 +202,17 @@ class CheckpointManager {
 
  private:
   CheckpointManager(Checkpoint& checkpoint, std::string directory, Options options);
-  Status WriteState() const;
-  Status Sweep();
+  // Records `prefix` as the newest checkpoint, writes the state file and
+  // deletes what is no longer kept. Runs on the saving thread (the
+  // background one for an async save), so it holds mu_.
+  Status Record(const std::string& prefix, double timestamp);
+  Status WriteState() const;  // REQUIRES: mu_ held
+  Status Sweep();             // REQUIRES: mu_ held
 
   Checkpoint& checkpoint_;
   const std::string directory_;
   const Options options_;
+  mutable std::mutex mu_;
   std::vector<std::pair<std::string, double>> active_;  // path, timestamp; oldest first
   std::optional<std::string> latest_;
   double last_preserved_ = 0;

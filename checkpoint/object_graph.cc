@@ -1,8 +1,7 @@
-#include "checkpoint/object_graph_internal.h"
-
 #include <deque>
 
 #include "checkpoint/bundle_format.h"
+#include "checkpoint/object_graph_internal.h"
 
 namespace ckflow::internal {
 
@@ -31,7 +30,8 @@ void AddAttributes(ObjectGraph& graph, int id) {
 
 }  // namespace
 
-ObjectGraph BuildObjectGraph(const std::shared_ptr<Trackable>& root) {
+ObjectGraph BuildObjectGraph(const std::shared_ptr<Trackable>& root, ObjectGraphDetail detail) {
+  const bool full = detail == ObjectGraphDetail::kFull;
   ObjectGraph graph;
   graph.nodes.push_back({.object = root, .path = "", .display = "(root)"});
   graph.id_of[root.get()] = 0;
@@ -41,11 +41,14 @@ ObjectGraph BuildObjectGraph(const std::shared_ptr<Trackable>& root) {
     for (auto& [name, child] : object->Children()) {
       auto [it, inserted] = graph.id_of.emplace(child.get(), static_cast<int>(graph.nodes.size()));
       if (inserted) {
-        graph.nodes.push_back({.object = child,
-                               .path = JoinPath(graph.nodes[i].path, EscapeLocalName(name)),
-                               .display = graph.nodes[i].display + "." + name});
+        ObjectGraphNode node{.object = child};
+        if (full) {
+          node.path = JoinPath(graph.nodes[i].path, EscapeLocalName(name));
+          node.display = graph.nodes[i].display + "." + name;
+        }
+        graph.nodes.push_back(std::move(node));
       }
-      graph.nodes[i].children.emplace_back(name, it->second);
+      if (full) graph.nodes[i].children.emplace_back(name, it->second);
     }
   }
   const size_t num_ordinary = graph.nodes.size();
@@ -59,21 +62,24 @@ ObjectGraph BuildObjectGraph(const std::shared_ptr<Trackable>& root) {
         int id = static_cast<int>(graph.nodes.size());
         // A slot that is also an ordinary dependency keeps its first id.
         if (!graph.id_of.emplace(slot.get(), id).second) continue;
-        std::string path = graph.nodes[var].path + "/.OPTIMIZER_SLOT/" + graph.nodes[opt].path +
-                           "/" + EscapeLocalName(slot_name);
-        std::string display = graph.nodes[opt].display + "'s state '" + slot_name + "' for " +
-                              graph.nodes[var].display;
-        graph.nodes.push_back({.object = slot,
-                               .path = std::move(path),
-                               .display = std::move(display),
-                               .is_slot = true,
-                               .slot_variable_of = static_cast<int>(var),
-                               .slot_optimizer = static_cast<int>(opt),
-                               .slot_name = slot_name});
+        ObjectGraphNode node{.object = slot,
+                             .is_slot = true,
+                             .slot_variable_of = static_cast<int>(var),
+                             .slot_optimizer = static_cast<int>(opt),
+                             .slot_name = slot_name};
+        if (full) {
+          node.path = graph.nodes[var].path + "/.OPTIMIZER_SLOT/" + graph.nodes[opt].path + "/" +
+                      EscapeLocalName(slot_name);
+          node.display = graph.nodes[opt].display + "'s state '" + slot_name + "' for " +
+                         graph.nodes[var].display;
+        }
+        graph.nodes.push_back(std::move(node));
       }
     }
   }
-  for (size_t id = 0; id < graph.nodes.size(); ++id) AddAttributes(graph, static_cast<int>(id));
+  if (full) {
+    for (size_t id = 0; id < graph.nodes.size(); ++id) AddAttributes(graph, static_cast<int>(id));
+  }
   return graph;
 }
 

@@ -33,8 +33,8 @@ std::string AttributeKey(std::string_view object_path, std::string_view attribut
 
 struct ObjectGraphNode {
   std::shared_ptr<Trackable> object;
-  std::string path;         // escaped key path; "" for the root
-  std::string display;      // "(root).model.dense.kernel", for messages
+  std::string path;                                   // escaped key path; "" for the root
+  std::string display;                                // "(root).model.dense.kernel", for messages
   std::vector<std::pair<std::string, int>> children;  // every edge, in order
   std::vector<SaveableAttribute> attributes;
   std::vector<std::string> keys;  // parallel to attributes
@@ -57,8 +57,13 @@ struct ObjectGraph {
   std::vector<Value> values;
 };
 
-// Walks the objects reachable from `root` (children, then slots).
-ObjectGraph BuildObjectGraph(const std::shared_ptr<Trackable>& root);
+// Walks the objects reachable from `root` (children, then slots). With
+// kObjectsOnly the nodes carry only their object and slot links (no paths,
+// names, attributes or values): the cheap walk restore uses to find what
+// exists now.
+enum class ObjectGraphDetail { kFull, kObjectsOnly };
+ObjectGraph BuildObjectGraph(const std::shared_ptr<Trackable>& root,
+                             ObjectGraphDetail detail = ObjectGraphDetail::kFull);
 
 // The TrackableObjectGraph proto TensorFlow would write for `graph`,
 // has_checkpoint_values set on every node.

@@ -68,9 +68,8 @@ int64_t NewRestoreUid() {
 
 // ------------------------------------------------------------ coordinator
 
-RestoreCoordinator::RestoreCoordinator(std::string path, std::shared_ptr<BundleReader> r,
-                                       tensorflow::TrackableObjectGraph p,
-                                       std::shared_ptr<Saver> s)
+RestoreCoordinator::RestoreCoordinator(std::string path, std::shared_ptr<const BundleReader> r,
+                                       tensorflow::TrackableObjectGraph p, std::shared_ptr<Saver> s)
     : uid(NewRestoreUid()),
       save_path(std::move(path)),
       reader(std::move(r)),
@@ -92,15 +91,17 @@ RestoreCoordinator::~RestoreCoordinator() {
   std::vector<std::string> lines;
   for (int id = 0; id < proto.nodes_size(); ++id) {
     if (proto.nodes(id).attributes_size() > 0 && !matched_proto_ids.count(id)) {
-      lines.push_back("Value in checkpoint could not be found in the restored object: " +
-                      node_names[id] + " (key '" + proto.nodes(id).attributes(0).checkpoint_key() +
-                      "')");
+      lines.push_back(
+          "Value in checkpoint could not be found in the restored object: " + node_names[id] +
+          " (key '" + proto.nodes(id).attributes(0).checkpoint_key() + "')");
     }
   }
   for (const auto& [id, names] : unused_attributes) {
     for (const std::string& name : names) {
-      lines.push_back("An attribute in the restored object could not be found in the checkpoint. "
-                      "Object: " + node_names[id] + ", attribute: " + name);
+      lines.push_back(
+          "An attribute in the restored object could not be found in the checkpoint. "
+          "Object: " +
+          node_names[id] + ", attribute: " + name);
     }
   }
   if (lines.empty()) return;
@@ -116,7 +117,8 @@ RestoreCoordinator::~RestoreCoordinator() {
 bool RestoreCoordinator::Bind(int proto_id, const std::shared_ptr<Trackable>& object) {
   RecordObject(object);
   matched_proto_ids.insert(proto_id);
-  std::shared_ptr<Trackable> current = bound[proto_id] ? object_by_proto_id[proto_id].lock() : nullptr;
+  std::shared_ptr<Trackable> current =
+      bound[proto_id] ? object_by_proto_id[proto_id].lock() : nullptr;
   if (current == nullptr) {
     bound[proto_id] = true;
     object_by_proto_id[proto_id] = object;
@@ -124,10 +126,10 @@ bool RestoreCoordinator::Bind(int proto_id, const std::shared_ptr<Trackable>& ob
     return true;
   }
   if (current != object) {
-    Log(LogSeverity::kWarning,
-        "Inconsistent references when restoring '" + save_path + "': checkpoint node " +
-            node_names[proto_id] + " is already bound to another object; the other reference "
-            "is not restored from it.");
+    Log(LogSeverity::kWarning, "Inconsistent references when restoring '" + save_path +
+                                   "': checkpoint node " + node_names[proto_id] +
+                                   " is already bound to another object; the other reference "
+                                   "is not restored from it.");
   }
   return false;
 }
@@ -144,22 +146,25 @@ void RestoreCoordinator::RecordObject(const std::shared_ptr<Trackable>& object) 
 void RestoreCoordinator::AddRestoreOps(const std::vector<std::pair<int, RestoreItem>>& items) {
   std::vector<RestoreItem> ok_items;
   for (const auto& [id, item] : items) {
-    const std::string where = "restoring " + node_names[id] + " from '" + save_path + "'";
+    auto where = [&, id = id] {
+      return "restoring " + node_names[id] + " from '" + save_path + "'";
+    };
     const BundleEntry* entry = reader->FindEntry(item.key);
     if (entry == nullptr) {
-      problems.push_back(NotFoundError(where, ": the checkpoint's object graph names key '",
+      problems.push_back(NotFoundError(where(), ": the checkpoint's object graph names key '",
                                        item.key, "' but its bundle has no such tensor"));
       continue;
     }
     if (entry->dtype != item.attribute.dtype) {
-      problems.push_back(InvalidArgumentError(
-          where, ": key '", item.key, "' holds ", StoredDataTypeName(entry->dtype), " but variable '",
-          item.attribute.full_name, "' is ", DataTypeName(item.attribute.dtype)));
+      problems.push_back(InvalidArgumentError(where(), ": key '", item.key, "' holds ",
+                                              StoredDataTypeName(entry->dtype), " but variable '",
+                                              item.attribute.full_name, "' is ",
+                                              DataTypeName(item.attribute.dtype)));
       continue;
     }
     if (!item.attribute.shape.IsCompatibleWith(entry->shape)) {
       problems.push_back(InvalidArgumentError(
-          where, ": key '", item.key, "' has shape ", entry->shape.ToString(), " but variable '",
+          where(), ": key '", item.key, "' has shape ", entry->shape.ToString(), " but variable '",
           item.attribute.full_name, "' has shape ", item.attribute.shape.ToString()));
       continue;
     }
@@ -206,8 +211,8 @@ void CheckpointPosition::Restore(const std::shared_ptr<Trackable>& object) {
       std::shared_ptr<Trackable> local = obj->LookupChild(child.local_name());
       if (local == nullptr) {
         if (NodeHasValues(c.proto.nodes(child.node_id()))) {
-          obj->AddDeferredRestore(child.local_name(),
-                                  std::make_shared<CheckpointPosition>(coordinator_, child.node_id()));
+          obj->AddDeferredRestore(child.local_name(), std::make_shared<CheckpointPosition>(
+                                                          coordinator_, child.node_id()));
         }
         continue;
       }
@@ -240,7 +245,8 @@ void CheckpointPosition::Restore(const std::shared_ptr<Trackable>& object) {
               {obj, s.slot_variable_id, s.slot_name});
         } else if (auto* owner = dynamic_cast<SlotOwner*>(optimizer.get())) {
           owner->CreateOrRestoreSlot(
-              obj, s.slot_name, std::make_shared<CheckpointPosition>(coordinator_, s.slot_variable_id));
+              obj, s.slot_name,
+              std::make_shared<CheckpointPosition>(coordinator_, s.slot_variable_id));
         }
       }
     }
@@ -253,7 +259,22 @@ void CheckpointPosition::Restore(const std::shared_ptr<Trackable>& object) {
 namespace {
 
 // The objects that exist now, reachable from the root (children, slots).
-ObjectGraph CurrentObjects(const std::shared_ptr<Trackable>& root) { return BuildObjectGraph(root); }
+ObjectGraph CurrentObjects(const std::shared_ptr<Trackable>& root) {
+  return BuildObjectGraph(root);
+}
+
+// The initializers of the objects that exist now and that `skip` does not
+// exclude (restored ones).
+std::vector<Output> Initializers(const std::shared_ptr<Trackable>& root,
+                                 const std::function<bool(const Trackable&)>& skip) {
+  std::vector<Output> initializers;
+  for (const ObjectGraphNode& node :
+       BuildObjectGraph(root, ObjectGraphDetail::kObjectsOnly).nodes) {
+    Output init = node.object->initializer();
+    if (init.valid() && !skip(*node.object)) initializers.push_back(init);
+  }
+  return initializers;
+}
 
 Status RunTargets(Session& session, const std::vector<Feed>& feeds,
                   const std::vector<Output>& targets) {
@@ -264,7 +285,8 @@ Status RunTargets(Session& session, const std::vector<Feed>& feeds,
 
 class CheckpointLoadStatusImpl : public LoadStatusImpl {
  public:
-  CheckpointLoadStatusImpl(std::shared_ptr<RestoreCoordinator> coord, std::shared_ptr<Trackable> root)
+  CheckpointLoadStatusImpl(std::shared_ptr<RestoreCoordinator> coord,
+                           std::shared_ptr<Trackable> root)
       : coord_(std::move(coord)), root_(std::move(root)) {}
 
   LoadStatus::Kind kind() const override { return LoadStatus::Kind::kCheckpointLoad; }
@@ -277,7 +299,8 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
       if (!c.bound[id]) continue;
       auto obj = c.object_by_proto_id[id].lock();
       if (obj && obj->update_uid() < c.uid) {
-        stale.push_back(c.node_names[id] + " was matched but not assigned a value from the checkpoint");
+        stale.push_back(c.node_names[id] +
+                        " was matched but not assigned a value from the checkpoint");
       }
     }
     if (!stale.empty()) {
@@ -311,7 +334,8 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
       const auto& node = c.proto.nodes(id);
       if (node.attributes_size() == 0) continue;
       if (c.bound[id] && !c.object_by_proto_id[id].expired()) continue;
-      unresolved.push_back(c.node_names[id] + " (key '" + node.attributes(0).checkpoint_key() + "')");
+      unresolved.push_back(c.node_names[id] + " (key '" + node.attributes(0).checkpoint_key() +
+                           "')");
     }
     if (!unresolved.empty()) {
       return FailedPreconditionError(
@@ -376,7 +400,19 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
 
   void ExpectPartial() override { coord_->expect_partial = true; }
 
-  Status RunRestoreOps(Session& session) override {
+  Status RunRestoreOps(Session& session) override { return RunRestoreOpsAnd(session, {}); }
+
+  Status InitializeOrRestore(Session& session) override {
+    RestoreCoordinator& c = *coord_;
+    // Restore ops and initializers touch disjoint variables, so one run
+    // (one plan) does both in parallel.
+    return RunRestoreOpsAnd(session, Initializers(root_, [&](const Trackable& object) {
+                              return c.IsBoundAnywhere(&object) || object.update_uid() >= c.uid;
+                            }));
+  }
+
+ private:
+  Status RunRestoreOpsAnd(Session& session, std::vector<Output> targets) {
     RestoreCoordinator& c = *coord_;
     if (!c.problems.empty()) {
       Status first = c.problems.front();
@@ -384,25 +420,11 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
       return Status(first.code(), std::string(first.message()) + " (and " +
                                       std::to_string(c.problems.size() - 1) + " more problem(s))");
     }
+    targets.insert(targets.end(), c.restore_ops.begin(), c.restore_ops.end());
     return RunTargets(session, {Feed(c.saver->restore_prefix(), Tensor::Scalar(c.save_path))},
-                      c.restore_ops);
+                      targets);
   }
 
-  Status InitializeOrRestore(Session& session) override {
-    RestoreCoordinator& c = *coord_;
-    ObjectGraph current = CurrentObjects(root_);
-    std::vector<Output> initializers;
-    for (const ObjectGraphNode& node : current.nodes) {
-      Output init = node.object->initializer();
-      if (!init.valid() || c.IsBoundAnywhere(node.object.get())) continue;
-      if (node.object->update_uid() >= c.uid) continue;
-      initializers.push_back(init);
-    }
-    CKFLOW_RETURN_IF_ERROR(RunRestoreOps(session));
-    return RunTargets(session, {}, initializers);
-  }
-
- private:
   std::shared_ptr<RestoreCoordinator> coord_;
   std::shared_ptr<Trackable> root_;
 };
@@ -424,13 +446,9 @@ class InitializationOnlyStatusImpl : public LoadStatusImpl {
         "InitializeOrRestore to initialize the variables");
   }
   Status InitializeOrRestore(Session& session) override {
-    ObjectGraph current = CurrentObjects(root_);
-    std::vector<Output> initializers;
-    for (const ObjectGraphNode& node : current.nodes) {
-      Output init = node.object->initializer();
-      if (init.valid() && node.object->update_uid() < uid_) initializers.push_back(init);
-    }
-    return RunTargets(session, {}, initializers);
+    return RunTargets(session, {}, Initializers(root_, [&](const Trackable& object) {
+                        return object.update_uid() >= uid_;
+                      }));
   }
 
  private:
@@ -445,7 +463,7 @@ class InitializationOnlyStatusImpl : public LoadStatusImpl {
 
 class NameBasedSaverStatusImpl : public LoadStatusImpl {
  public:
-  NameBasedSaverStatusImpl(std::string save_path, std::shared_ptr<BundleReader> reader,
+  NameBasedSaverStatusImpl(std::string save_path, std::shared_ptr<const BundleReader> reader,
                            std::shared_ptr<Saver> saver, std::shared_ptr<Trackable> root)
       : save_path_(std::move(save_path)),
         reader_(std::move(reader)),
@@ -525,7 +543,7 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl {
 
  private:
   std::string save_path_;
-  std::shared_ptr<BundleReader> reader_;
+  std::shared_ptr<const BundleReader> reader_;
   std::shared_ptr<Saver> saver_;
   std::shared_ptr<Trackable> root_;
   int64_t uid_;
@@ -545,12 +563,13 @@ StatusOr<LoadStatus> RestoreRoot(
     if (make_save_counter) make_save_counter();
     return LoadStatusImpl::Wrap(status);
   }
-  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleReader> opened, BundleReader::Open(*save_path));
-  std::shared_ptr<BundleReader> reader = std::move(opened);
+  CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<const BundleReader> reader,
+                          BundleReader::OpenShared(*save_path));
   if (!reader->Contains(kObjectGraphKey)) {
     auto status = std::make_shared<NameBasedSaverStatusImpl>(*save_path, reader, saver, root);
     if (make_save_counter) {
-      if (std::shared_ptr<Trackable> counter = make_save_counter()) status->MarkOptional(counter.get());
+      if (std::shared_ptr<Trackable> counter = make_save_counter())
+        status->MarkOptional(counter.get());
     }
     return LoadStatusImpl::Wrap(status);
   }
@@ -564,7 +583,8 @@ StatusOr<LoadStatus> RestoreRoot(
                          " does not parse as a TrackableObjectGraph");
   }
   CKFLOW_RETURN_IF_ERROR(ValidateProto(proto, *save_path));
-  auto coordinator = std::make_shared<RestoreCoordinator>(*save_path, reader, std::move(proto), saver);
+  auto coordinator =
+      std::make_shared<RestoreCoordinator>(*save_path, reader, std::move(proto), saver);
   CheckpointPosition(coordinator, 0).Restore(root);
   auto status = std::make_shared<CheckpointLoadStatusImpl>(coordinator, root);
   if (make_save_counter) make_save_counter();
@@ -581,15 +601,20 @@ LoadStatus::Kind LoadStatus::kind() const { return impl_->kind(); }
 
 std::string_view LoadStatus::kind_name() const {
   switch (kind()) {
-    case Kind::kCheckpointLoad: return "CheckpointLoadStatus";
-    case Kind::kInitializationOnly: return "InitializationOnlyStatus";
-    case Kind::kNameBasedSaver: return "NameBasedSaverStatus";
+    case Kind::kCheckpointLoad:
+      return "CheckpointLoadStatus";
+    case Kind::kInitializationOnly:
+      return "InitializationOnlyStatus";
+    case Kind::kNameBasedSaver:
+      return "NameBasedSaverStatus";
   }
   return "LoadStatus";
 }
 
 Status LoadStatus::AssertConsumed() const { return impl_->AssertConsumed(); }
-Status LoadStatus::AssertExistingObjectsMatched() const { return impl_->AssertExistingObjectsMatched(); }
+Status LoadStatus::AssertExistingObjectsMatched() const {
+  return impl_->AssertExistingObjectsMatched();
+}
 Status LoadStatus::AssertNontrivialMatch() const { return impl_->AssertNontrivialMatch(); }
 LoadStatus& LoadStatus::ExpectPartial() {
   impl_->ExpectPartial();

@@ -14,11 +14,12 @@
 
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -53,10 +54,22 @@ class Saver {
   // parallel), reusing ops built before for the same items.
   StatusOr<std::vector<Output>> RestoreOps(const std::vector<RestoreItem>& items);
 
+  ~Saver();
+
   // Writes a checkpoint of `graph` at exactly `prefix`: one SaveV2 per device
-  // into "<prefix>_temp/part-…", then MergeV2Checkpoints.
+  // into "<prefix>_temp/part-…", then MergeV2Checkpoints; then runs
+  // `on_written` (state-file updates), if set. First waits for a pending
+  // asynchronous write and returns its error, if it failed.
+  //
+  // With options.async, returns once the values are copied into this
+  // saver's snapshot buffers (reused from save to save); writing, syncing
+  // and `on_written` happen on a background thread, whose status
+  // WaitForPendingWrite (or the next Write) returns. `session` must outlive
+  // that thread.
   Status Write(const ObjectGraph& graph, const std::string& prefix, Session& session,
-               const SaveOptions& options);
+               const SaveOptions& options, std::function<Status()> on_written = {});
+  // Waits for the background write, if any, and returns its status (once).
+  Status WaitForPendingWrite();
 
   const Scope& scope() const { return scope_; }
   // For tests: how many restore ops were ever built.
@@ -69,7 +82,11 @@ class Saver {
     Output merge_inputs;                 // fed list of shard prefixes
     Output merge_destination;
     Output merge;
+    std::vector<Output> reads;  // every value read, once, in order of first use
   };
+  // Copies the values `save` reads into snapshot_ (reusing its buffers) and
+  // appends feeds that stand in for the reads.
+  Status Snapshot(const SaveGraph& save, Session& session, std::vector<Feed>* feeds);
   StatusOr<SaveGraph*> SaveGraphFor(const ObjectGraph& graph,
                                     const std::vector<std::vector<int>>& groups);
 
@@ -78,6 +95,12 @@ class Saver {
   std::unordered_map<std::string, Output> restore_ops_;  // by item signature
   std::unordered_map<std::string, std::unique_ptr<SaveGraph>> save_graphs_;
   std::unordered_map<int, Output> reads_;  // ReadVariableOp per handle node id
+
+  // The asynchronous write in flight; its status is set by the thread
+  // before it ends and read only after join().
+  std::thread pending_;
+  Status pending_status_;
+  std::vector<Tensor> snapshot_;  // not touched while pending_ runs
 };
 
 struct SlotRestoration {
@@ -93,13 +116,13 @@ struct DeferredSlotRestoration {
 
 class RestoreCoordinator : public std::enable_shared_from_this<RestoreCoordinator> {
  public:
-  RestoreCoordinator(std::string save_path, std::shared_ptr<BundleReader> reader,
+  RestoreCoordinator(std::string save_path, std::shared_ptr<const BundleReader> reader,
                      tensorflow::TrackableObjectGraph proto, std::shared_ptr<Saver> saver);
   ~RestoreCoordinator();
 
   const int64_t uid;
   const std::string save_path;
-  const std::shared_ptr<BundleReader> reader;
+  const std::shared_ptr<const BundleReader> reader;
   const tensorflow::TrackableObjectGraph proto;
   const std::vector<std::string> node_names;  // "(root).model.dense"
   const std::shared_ptr<Saver> saver;
@@ -157,7 +180,9 @@ class LoadStatusImpl {
   virtual Status InitializeOrRestore(Session& session) = 0;
   virtual const std::string& save_path() const = 0;
 
-  static LoadStatus Wrap(std::shared_ptr<LoadStatusImpl> impl) { return LoadStatus(std::move(impl)); }
+  static LoadStatus Wrap(std::shared_ptr<LoadStatusImpl> impl) {
+    return LoadStatus(std::move(impl));
+  }
 };
 
 std::shared_ptr<LoadStatusImpl> NewCheckpointLoadStatus(std::shared_ptr<RestoreCoordinator> coord,
@@ -169,10 +194,10 @@ std::shared_ptr<LoadStatusImpl> NewInitializationOnlyStatus(std::shared_ptr<Trac
 // initialization-only status). `make_save_counter`, if set, runs after the
 // status is built (as TensorFlow creates save_counter then) and returns the
 // counter, which a name-based restore treats as optional.
-StatusOr<LoadStatus> RestoreRoot(const std::shared_ptr<Trackable>& root,
-                                 const std::shared_ptr<Saver>& saver,
-                                 const std::optional<std::string>& save_path,
-                                 const std::function<std::shared_ptr<Trackable>()>& make_save_counter);
+StatusOr<LoadStatus> RestoreRoot(
+    const std::shared_ptr<Trackable>& root, const std::shared_ptr<Saver>& saver,
+    const std::optional<std::string>& save_path,
+    const std::function<std::shared_ptr<Trackable>()>& make_save_counter);
 
 }  // namespace ckflow::internal
 

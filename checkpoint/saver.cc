@@ -1,14 +1,18 @@
 // Saver: the cached save and restore ops of one checkpoint root.
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <map>
+#include <unordered_set>
 
 #include "checkpoint/bundle_format.h"
 #include "checkpoint/restore_internal.h"
 #include "ops/array_ops.h"
 #include "ops/checkpoint_ops.h"
 #include "ops/variable_ops.h"
+#include "runtime/logging.h"
+#include "runtime/parallel.h"
 
 namespace ckflow::internal {
 namespace {
@@ -21,7 +25,13 @@ constexpr int64_t kMaxBytesPerRestoreOp = int64_t{64} << 20;
 
 int64_t ApproxBytes(const SaveableAttribute& a) {
   if (!a.shape.IsFullyDefined()) return 0;
-  return a.shape.ToTensorShape().num_elements() * static_cast<int64_t>(DataTypeSize(a.dtype));
+  int64_t n = static_cast<int64_t>(DataTypeSize(a.dtype));
+  for (int64_t d : a.shape.dims()) {
+    if (d == 0) return 0;
+    // Anything over the group limit counts the same; this avoids overflow.
+    n = n > kMaxBytesPerRestoreOp / d ? kMaxBytesPerRestoreOp + 1 : n * d;
+  }
+  return n;
 }
 
 std::string Signature(const std::vector<RestoreItem>& items, size_t begin, size_t end) {
@@ -108,6 +118,7 @@ StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const ObjectGraph& graph,
   save->object_graph = ops::Placeholder(scope.WithOpName("object_graph"), DT_STRING,
                                         {.shape = PartialShape::Scalar()});
   std::vector<Output> shard_ops;
+  std::unordered_set<int> read_once;
   for (size_t g = 0; g < groups.size(); ++g) {
     std::vector<std::string> names;
     std::vector<Output> tensors;
@@ -123,6 +134,7 @@ StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const ObjectGraph& graph,
                                        value.attribute.dtype);
         read = reads_.emplace(handle_id, r).first;
       }
+      if (read_once.insert(handle_id).second) save->reads.push_back(read->second);
       tensors.push_back(read->second);
     }
     if (g == 0) {
@@ -146,8 +158,77 @@ StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const ObjectGraph& graph,
   return result;
 }
 
+Saver::~Saver() {
+  Status s = WaitForPendingWrite();
+  if (!s.ok()) Log(LogSeverity::kError, "an asynchronous checkpoint save failed: " + s.ToString());
+}
+
+Status Saver::WaitForPendingWrite() {
+  if (!pending_.joinable()) return OkStatus();
+  pending_.join();
+  return std::exchange(pending_status_, OkStatus());
+}
+
+Status Saver::Snapshot(const SaveGraph& save, Session& session, std::vector<Feed>* feeds) {
+  // Fetching the reads shares the variables' buffers (no copy); the copy
+  // below goes into buffers touched by earlier saves, so it runs at memcpy
+  // speed, and the shares are dropped before the training loop resumes.
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> values, session.Run({}, save.reads, {}));
+  snapshot_.resize(values.size());
+  struct Piece {
+    const char* from;
+    char* to;
+    int64_t size;
+  };
+  constexpr int64_t kPieceBytes = int64_t{1} << 20;
+  std::vector<Piece> pieces;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const Tensor& value = values[i];
+    Tensor& copy = snapshot_[i];
+    if (!copy.IsValid() || copy.dtype() != value.dtype() || !(copy.shape() == value.shape())) {
+      CKFLOW_ASSIGN_OR_RETURN(copy, Tensor::Allocate(value.dtype(), value.shape()));
+    }
+    if (value.dtype() == DT_STRING) {
+      CKFLOW_RETURN_IF_ERROR(copy.CopyFrom(value));
+    } else {
+      const auto* from = static_cast<const char*>(value.raw_data());
+      auto* to = static_cast<char*>(copy.raw_data());
+      const auto size = static_cast<int64_t>(value.TotalBytes());
+      for (int64_t offset = 0; offset < size; offset += kPieceBytes) {
+        pieces.push_back({from + offset, to + offset, std::min(kPieceBytes, size - offset)});
+      }
+    }
+  }
+  ParallelFor(static_cast<int64_t>(pieces.size()), kPieceBytes / 8,
+              [&](int64_t begin, int64_t end) {
+                for (int64_t i = begin; i < end; ++i)
+                  std::memcpy(pieces[i].to, pieces[i].from, pieces[i].size);
+              });
+  for (size_t i = 0; i < values.size(); ++i) feeds->emplace_back(save.reads[i], snapshot_[i]);
+  return OkStatus();
+}
+
+namespace {
+
+// Runs the save ops, then syncs. On failure removes the temp shards: the
+// previous checkpoint was never touched.
+Status RunSave(Session& session, const std::vector<Feed>& feeds, const Output& merge,
+               const std::string& prefix, int num_shards, bool durable) {
+  StatusOr<std::vector<Tensor>> ran = session.Run(feeds, {}, {merge});
+  if (!ran.ok()) {
+    std::error_code ec;
+    std::filesystem::remove_all(prefix + "_temp", ec);
+    return ran.status().WithContext("saving checkpoint '" + prefix + "'");
+  }
+  if (durable) CKFLOW_RETURN_IF_ERROR(SyncCheckpointFiles(prefix, num_shards));
+  return OkStatus();
+}
+
+}  // namespace
+
 Status Saver::Write(const ObjectGraph& graph, const std::string& prefix, Session& session,
-                    const SaveOptions& options) {
+                    const SaveOptions& options, std::function<Status()> on_written) {
+  CKFLOW_RETURN_IF_ERROR(WaitForPendingWrite());
   // One SaveV2 per device, in order of first appearance. Values without a
   // device (save_counter, say) and the object graph go with the first.
   std::vector<std::string> devices;
@@ -190,17 +271,21 @@ Status Saver::Write(const ObjectGraph& graph, const std::string& prefix, Session
   std::filesystem::path dir = std::filesystem::path(prefix).parent_path();
   if (!dir.empty()) {
     std::filesystem::create_directories(dir, ec);
-    if (ec) return PermissionDeniedError("cannot create directory '", dir.string(), "': ", ec.message());
+    if (ec)
+      return PermissionDeniedError("cannot create directory '", dir.string(), "': ", ec.message());
   }
-  StatusOr<std::vector<Tensor>> ran = session.Run(feeds, {}, {save->merge});
-  if (!ran.ok()) {
-    // Leave no temp shards behind; the previous checkpoint was never touched.
-    std::filesystem::remove_all(prefix + "_temp", ec);
-    return ran.status().WithContext("saving checkpoint '" + prefix + "'");
+  if (!options.async) {
+    CKFLOW_RETURN_IF_ERROR(RunSave(session, feeds, save->merge, prefix, n, options.durable));
+    return on_written ? on_written() : OkStatus();
   }
-  if (options.durable) {
-    CKFLOW_RETURN_IF_ERROR(SyncCheckpointFiles(prefix, n));
-  }
+  CKFLOW_RETURN_IF_ERROR(
+      Snapshot(*save, session, &feeds).WithContext("snapshotting for '" + prefix + "'"));
+  pending_ = std::thread([this, &session, feeds = std::move(feeds), merge = save->merge, prefix, n,
+                          durable = options.durable, on_written = std::move(on_written)] {
+    Status s = RunSave(session, feeds, merge, prefix, n, durable);
+    if (s.ok() && on_written) s = on_written();
+    pending_status_ = std::move(s);
+  });
   return OkStatus();
 }
 

@@ -1,7 +1,6 @@
 #include "ops/checkpoint_ops.h"
 
-#include <sys/stat.h>
-
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -18,54 +17,23 @@ namespace {
 
 // ------------------------------------------------------------ reader cache
 
-// Where the file an index was read from is, so a rewritten checkpoint under
-// the same prefix is noticed.
-struct FileIdentity {
-  dev_t device = 0;
-  ino_t inode = 0;
-  off_t size = 0;
-  int64_t mtime_ns = 0;
-  bool operator==(const FileIdentity&) const = default;
-};
-
-StatusOr<FileIdentity> IdentityOf(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    return NotFoundError("checkpoint index '", path, "' does not exist");
-  }
-  return FileIdentity{st.st_dev, st.st_ino, st.st_size,
-                      int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec};
-}
-
-// Open readers of one session, by prefix. Restore ops of one checkpoint share
-// one reader, so its index is parsed once.
+// The readers a session's restore ops used, by prefix: holding them keeps
+// each checkpoint's parsed index alive for the next restore from it.
 class BundleReaderCache : public ResourceBase {
  public:
   StatusOr<std::shared_ptr<const BundleReader>> Get(const std::string& prefix) {
-    CKFLOW_ASSIGN_OR_RETURN(FileIdentity id, IdentityOf(IndexFilename(prefix)));
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = readers_.find(prefix);
-      if (it != readers_.end() && it->second.identity == id) return it->second.reader;
-    }
-    // Open outside the lock: two ops racing on a new prefix both parse it
-    // once, which is cheaper than serializing every restore behind one open.
-    CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleReader> opened, BundleReader::Open(prefix));
-    std::shared_ptr<const BundleReader> reader = std::move(opened);
+    CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<const BundleReader> reader,
+                            BundleReader::OpenShared(prefix));
     std::lock_guard<std::mutex> lock(mu_);
-    if (readers_.size() >= kMaxReaders) readers_.clear();
-    readers_[prefix] = {id, reader};
+    if (readers_.size() >= kMaxReaders && !readers_.count(prefix)) readers_.clear();
+    readers_[prefix] = reader;
     return reader;
   }
 
  private:
   static constexpr size_t kMaxReaders = 8;
-  struct Cached {
-    FileIdentity identity;
-    std::shared_ptr<const BundleReader> reader;
-  };
   std::mutex mu_;
-  std::map<std::string, Cached> readers_;  // guarded by mu_
+  std::map<std::string, std::shared_ptr<const BundleReader>> readers_;  // guarded by mu_
 };
 
 StatusOr<std::shared_ptr<const BundleReader>> ReaderFor(KernelContext& ctx,
@@ -181,8 +149,8 @@ StatusOr<Kernel> RestoreV2Kernel(const Node& node) {
                                     StoredDataTypeName(entry->dtype), ", expected ",
                                     DataTypeName(dtypes[i]));
       }
-      CKFLOW_ASSIGN_OR_RETURN(Tensor* out, ctx.AllocateOutput(static_cast<int>(i), dtypes[i],
-                                                              entry->shape));
+      CKFLOW_ASSIGN_OR_RETURN(Tensor * out,
+                              ctx.AllocateOutput(static_cast<int>(i), dtypes[i], entry->shape));
       CKFLOW_RETURN_IF_ERROR(reader->ReadInto(*entry, out));
     }
     return OkStatus();
@@ -238,8 +206,19 @@ Status RestoreVariablesShape(InferenceContext& c) {
   return OkStatus();
 }
 
-// Reads one checkpointed tensor into the variable's own buffer.
-Status RestoreVariable(const BundleReader& reader, const std::string& key, const Tensor& handle) {
+// Entries up to this size are read in batches (one read for many
+// neighbours, then a copy that stays in cache); larger ones go straight
+// into the variable's buffer in parallel chunks.
+constexpr int64_t kBatchEntryBytes = int64_t{64} << 10;
+
+struct RestoreTarget {
+  const BundleEntry* entry;
+  std::shared_ptr<internal::VariableResource> variable;
+};
+
+// Finds `key` and checks it fits the variable behind `handle`.
+StatusOr<RestoreTarget> LookupTarget(const BundleReader& reader, const std::string& key,
+                                     const Tensor& handle) {
   CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<internal::VariableResource> var,
                           internal::VariableFromHandle(handle, key));
   const BundleEntry* entry = reader.FindEntry(key);
@@ -252,14 +231,34 @@ Status RestoreVariable(const BundleReader& reader, const std::string& key, const
                                 StoredDataTypeName(entry->dtype), " but variable '", var->name(),
                                 "' is ", DataTypeName(var->dtype()));
   }
-  CKFLOW_RETURN_IF_ERROR(var->CheckAssignable(var->dtype(), entry->shape)
-                             .WithContext("restoring key '" + key + "'"));
-  std::lock_guard<std::mutex> lock(var->mu());
-  CKFLOW_ASSIGN_OR_RETURN(Tensor * dest, var->PrepareToOverwriteLocked(entry->shape));
-  Status read = reader.ReadInto(*entry, dest);
+  CKFLOW_RETURN_IF_ERROR(
+      var->CheckAssignable(var->dtype(), entry->shape).WithContext("restoring key '" + key + "'"));
+  return RestoreTarget{entry, std::move(var)};
+}
+
+// Reads one checkpointed tensor into the variable's own buffer.
+Status RestoreLarge(const BundleReader& reader, const RestoreTarget& target) {
+  internal::VariableResource& var = *target.variable;
+  std::lock_guard<std::mutex> lock(var.mu());
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * dest, var.PrepareToOverwriteLocked(target.entry->shape));
+  Status read = reader.ReadInto(*target.entry, dest);
   // A half-read value must never be read as if it were whole.
-  var->set_initialized_locked(read.ok());
+  var.set_initialized_locked(read.ok());
   return read;
+}
+
+Status RestoreSmall(const BundleReader& reader, const std::vector<RestoreTarget>& targets) {
+  std::vector<const BundleEntry*> entries;
+  entries.reserve(targets.size());
+  for (const RestoreTarget& t : targets) entries.push_back(t.entry);
+  return reader.ReadBatch(entries, [&](size_t i, std::string_view bytes) -> Status {
+    internal::VariableResource& var = *targets[i].variable;
+    std::lock_guard<std::mutex> lock(var.mu());
+    CKFLOW_ASSIGN_OR_RETURN(Tensor * dest, var.PrepareToOverwriteLocked(targets[i].entry->shape));
+    std::memcpy(dest->raw_data(), bytes.data(), bytes.size());
+    var.set_initialized_locked(true);
+    return OkStatus();
+  });
 }
 
 StatusOr<Kernel> RestoreVariablesKernel(const Node& node) {
@@ -268,18 +267,27 @@ StatusOr<Kernel> RestoreVariablesKernel(const Node& node) {
   return Kernel([keys](KernelContext& ctx) -> Status {
     CKFLOW_ASSIGN_OR_RETURN(std::string prefix, ScalarString(ctx.input(0), "prefix"));
     CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<const BundleReader> reader, ReaderFor(ctx, prefix));
+    std::vector<RestoreTarget> small;
     for (size_t i = 0; i < keys.size(); ++i) {
-      CKFLOW_RETURN_IF_ERROR(RestoreVariable(*reader, keys[i], ctx.input(static_cast<int>(i) + 1)));
+      CKFLOW_ASSIGN_OR_RETURN(RestoreTarget target,
+                              LookupTarget(*reader, keys[i], ctx.input(static_cast<int>(i) + 1)));
+      if (target.entry->dtype != DT_STRING && target.entry->size <= kBatchEntryBytes) {
+        small.push_back(std::move(target));
+      } else {
+        CKFLOW_RETURN_IF_ERROR(RestoreLarge(*reader, target));
+      }
     }
-    return OkStatus();
+    return RestoreSmall(*reader, small);
   });
 }
 
 }  // namespace
 
 Status RegisterCheckpointOps(OpRegistry& registry) {
-  CKFLOW_RETURN_IF_ERROR(registry.Register(
-      {.type = "SaveV2", .stateful = true, .shape_fn = SaveV2Shape, .kernel_factory = SaveV2Kernel}));
+  CKFLOW_RETURN_IF_ERROR(registry.Register({.type = "SaveV2",
+                                            .stateful = true,
+                                            .shape_fn = SaveV2Shape,
+                                            .kernel_factory = SaveV2Kernel}));
   CKFLOW_RETURN_IF_ERROR(registry.Register({.type = "RestoreV2",
                                             .stateful = true,
                                             .shape_fn = RestoreV2Shape,
@@ -318,8 +326,8 @@ std::vector<Output> RestoreV2(const Scope& scope, Output prefix, Output tensor_n
   return outputs;
 }
 
-Output MergeV2Checkpoints(const Scope& scope, Output checkpoint_prefixes,
-                          Output destination_prefix, bool delete_old_dirs) {
+Output MergeV2Checkpoints(const Scope& scope, Output checkpoint_prefixes, Output destination_prefix,
+                          bool delete_old_dirs) {
   AttrMap attrs;
   attrs.Set("delete_old_dirs", delete_old_dirs);
   return scope.AddNode(StandardOp("MergeV2Checkpoints"), {checkpoint_prefixes, destination_prefix},

@@ -235,5 +235,23 @@ TEST_F(DescribeTest, ShardedSaveWeightsAndManagerCheckpointsDecode) {
   EXPECT_NE(out.find("all_model_checkpoint_timestamps"), std::string::npos) << out;
 }
 
+TEST_F(DescribeTest, AsyncShardedSaveDecodes) {
+  Scope scope = Scope::NewRootScope();
+  Build(scope, "/cpu:");
+  Checkpoint checkpoint(scope, {{"model", model_}, {"optimizer", optimizer_}});
+  auto session = NewSession(scope);
+  RunOrFail(*session, {GlobalVariablesInitializer(scope)});
+  RunOrFail(*session, {train_});
+  std::string path =
+      checkpoint.Save(dir_ + "/async/ckpt", *session, {.durable = true, .async = true}).value();
+  CKFLOW_ASSERT_OK(checkpoint.Sync());
+  std::string out = Describe(dir_ + "/async");
+  for (const char* expected : {"num_shards=2", "'save_counter' -> node", "missing from bundle: []",
+                               "model_checkpoint_path: \"ckpt-1\""}) {
+    EXPECT_NE(out.find(expected), std::string::npos) << expected << "\n" << out;
+  }
+  EXPECT_EQ(path, dir_ + "/async/ckpt-1");
+}
+
 }  // namespace
 }  // namespace ckflow

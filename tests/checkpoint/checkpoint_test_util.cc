@@ -30,6 +30,16 @@ std::shared_ptr<Variable> CountingVariable(const Scope& scope, const std::string
   return v;
 }
 
+void ModelProgram::Add(const std::string& name, std::shared_ptr<Variable> variable) {
+  vars.push_back(model->Track(name, std::move(variable)));
+}
+
+void ModelProgram::Finish() {
+  checkpoint = std::make_unique<Checkpoint>(scope, Checkpoint::Dependencies{{"model", model}});
+  session = NewSession(scope);
+  RunOrFail(*session, {GlobalVariablesInitializer(scope)});
+}
+
 Tensor ValueOf(Session& session, const Variable& variable) {
   StatusOr<std::vector<Tensor>> out = session.Run({}, {variable.value()});
   EXPECT_TRUE(out.ok()) << variable.name() << ": " << out.status();
@@ -165,8 +175,8 @@ StatusOr<Mirror> MirrorCheckpoint(const Scope& scope, const std::string& prefix)
                                      ? reader->FindEntry(slot_node.attributes(0).checkpoint_key())
                                      : nullptr;
       if (entry == nullptr) continue;
-      opt->pending.push_back({var, s.slot_name(), static_cast<DataType>(entry->dtype),
-                              entry->shape, slot_node.attributes(0).checkpoint_key()});
+      opt->pending.push_back({var, s.slot_name(), static_cast<DataType>(entry->dtype), entry->shape,
+                              slot_node.attributes(0).checkpoint_key()});
     }
   }
   mirror.root = objects[0];

@@ -1,0 +1,209 @@
+// Restore's fast paths (small tensors read in batches, large ones in
+// parallel chunks straight into the variable) must give exactly the bytes
+// the simple path gives: a plain read of the entry's bytes from the data
+// file. For every dtype, at sizes on both sides of the batch limit and of
+// the 1 MiB chunk boundaries, and with corruption in the middle of a chunk.
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "checkpoint/bundle_format.h"
+#include "checkpoint/bundle_reader.h"
+#include "checkpoint/checkpoint.h"
+#include "ops/array_ops.h"
+#include "tests/checkpoint/checkpoint_test_util.h"
+#include "tests/test_util.h"
+
+namespace ckflow {
+namespace {
+
+using testing::SameTensor;
+using testing::ValueOf;
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+// Byte sizes around the edges the restore paths switch at: the batch limit
+// (64 KiB) and the chunk size (1 MiB).
+std::vector<int64_t> ByteSizes(bool large) {
+  std::vector<int64_t> sizes = {8, 1000, 64 << 10, (64 << 10) + 8};
+  if (large) {
+    sizes.insert(sizes.end(), {kMiB - 8, kMiB + 8, 5 * kMiB / 2 + 24});
+  }
+  return sizes;
+}
+
+Tensor RandomTensor(DataType dtype, int64_t bytes, std::mt19937_64& rng) {
+  const auto element = static_cast<int64_t>(DataTypeSize(dtype));
+  Tensor t = Tensor::Allocate(dtype, TensorShape({std::max<int64_t>(1, bytes / element)})).value();
+  auto* p = static_cast<unsigned char*>(t.raw_data());
+  for (size_t i = 0; i < t.TotalBytes(); ++i) {
+    p[i] = static_cast<unsigned char>(dtype == DT_BOOL ? rng() & 1 : rng());
+  }
+  return t;
+}
+
+struct Case {
+  std::string name;
+  Tensor value;
+};
+
+// A program with one variable per case, holding the case's value or zeros.
+struct Program : testing::ModelProgram {
+  Program(const std::vector<Case>& cases, bool zeros) {
+    for (const Case& c : cases) {
+      Tensor init = c.value;
+      if (zeros) {
+        init = Tensor::Allocate(c.value.dtype(), c.value.shape()).value();
+        std::memset(init.raw_data(), 0, init.TotalBytes());
+      }
+      Add(c.name, Variable::Create(scope, c.name, ops::Const(scope, init)));
+    }
+    Finish();
+  }
+};
+
+std::string ReadPlain(const std::string& path, int64_t offset, int64_t size) {
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(offset);
+  std::string bytes(static_cast<size_t>(size), '\0');
+  in.read(bytes.data(), size);
+  EXPECT_EQ(in.gcount(), size) << path;
+  return bytes;
+}
+
+class RestorePathsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::NewTempDir();
+    std::mt19937_64 rng(7);
+    const DataType dtypes[] = {DT_FLOAT, DT_DOUBLE, DT_INT32, DT_UINT8,    DT_INT16,
+                               DT_INT8,  DT_INT64,  DT_BOOL,  DT_BFLOAT16, DT_UINT16,
+                               DT_HALF,  DT_UINT32, DT_UINT64};
+    for (DataType dtype : dtypes) {
+      // Every element size gets the large sizes; the rest only the small.
+      const bool large = dtype == DT_FLOAT || dtype == DT_DOUBLE || dtype == DT_INT8 ||
+                         dtype == DT_HALF || dtype == DT_BOOL;
+      for (int64_t bytes : ByteSizes(large)) {
+        cases_.push_back({std::string(DataTypeName(dtype)) + "_" + std::to_string(bytes),
+                          RandomTensor(dtype, bytes, rng)});
+      }
+    }
+    Program writer(cases_, /*zeros=*/false);
+    prefix_ = writer.checkpoint->Write(dir_ + "/ckpt", *writer.session).value();
+  }
+
+  std::string KeyOf(const std::string& name) const {
+    return "model/" + name + "/.ATTRIBUTES/VARIABLE_VALUE";
+  }
+
+  std::string dir_;
+  std::vector<Case> cases_;
+  std::string prefix_;
+};
+
+TEST_F(RestorePathsTest, EveryDtypeAndSizeRestoresTheFileBytesExactly) {
+  std::unique_ptr<BundleReader> reader = BundleReader::Open(prefix_).value();
+  Program p(cases_, /*zeros=*/true);
+  // Twice: into fresh buffers, then over the values just restored (the
+  // in-place path).
+  for (int round = 0; round < 2; ++round) {
+    LoadStatus status = p.checkpoint->Restore(prefix_).value();
+    CKFLOW_ASSERT_OK(status.InitializeOrRestore(*p.session));
+    for (size_t i = 0; i < cases_.size(); ++i) {
+      Tensor restored = ValueOf(*p.session, *p.vars[i]);
+      EXPECT_TRUE(SameTensor(restored, cases_[i].value)) << cases_[i].name;
+      const BundleEntry* e = reader->FindEntry(KeyOf(cases_[i].name));
+      ASSERT_NE(e, nullptr) << cases_[i].name;
+      const std::string plain = ReadPlain(reader->DataPath(e->shard_id), e->offset, e->size);
+      ASSERT_EQ(restored.TotalBytes(), plain.size()) << cases_[i].name;
+      EXPECT_EQ(std::memcmp(restored.raw_data(), plain.data(), plain.size()), 0) << cases_[i].name;
+    }
+  }
+}
+
+TEST_F(RestorePathsTest, BatchedReadsAgreeWithOneByOneReads) {
+  std::unique_ptr<BundleReader> reader = BundleReader::Open(prefix_).value();
+  std::vector<const BundleEntry*> entries;
+  // Every other entry, in reverse: gaps between ranges and an unsorted ask.
+  for (size_t i = reader->entries().size(); i-- > 0;) {
+    const BundleEntry& e = reader->entries()[i];
+    if (e.dtype != DT_STRING && i % 2 == 0) entries.push_back(&e);
+  }
+  std::vector<bool> seen(entries.size(), false);
+  CKFLOW_ASSERT_OK(reader->ReadBatch(entries, [&](size_t i, std::string_view bytes) -> Status {
+    seen[i] = true;
+    Tensor one = reader->Lookup(entries[i]->key).value();
+    EXPECT_EQ(bytes.size(), one.TotalBytes()) << entries[i]->key;
+    EXPECT_EQ(std::memcmp(bytes.data(), one.raw_data(), bytes.size()), 0) << entries[i]->key;
+    return OkStatus();
+  }));
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_TRUE(seen[i]) << entries[i]->key;
+}
+
+// Flips one byte `into` bytes into the entry of `name` and returns the key.
+std::string Corrupt(const std::string& prefix, const std::string& key, int64_t into) {
+  std::unique_ptr<BundleReader> reader = BundleReader::Open(prefix).value();
+  const BundleEntry* e = reader->FindEntry(key);
+  EXPECT_NE(e, nullptr) << key;
+  std::fstream f(reader->DataPath(e->shard_id), std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(e->offset + into);
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x40);
+  f.seekp(e->offset + into);
+  f.write(&c, 1);
+  return key;
+}
+
+TEST_F(RestorePathsTest, CorruptionInTheMiddleOfALargeTensorsChunkIsDataLoss) {
+  const std::string name = "float32_" + std::to_string(5 * kMiB / 2 + 24);
+  // The middle of the second 1 MiB chunk.
+  const std::string key = Corrupt(prefix_, KeyOf(name), kMiB + kMiB / 2 + 3);
+  Program p(cases_, /*zeros=*/true);
+  LoadStatus status = p.checkpoint->Restore(prefix_).value();
+  Status s = status.InitializeOrRestore(*p.session);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find(key), std::string::npos) << s;
+  EXPECT_NE(s.message().find(".data-00000-of-00001"), std::string::npos) << s;
+  // The torn variable is not readable as if it were whole.
+  for (size_t i = 0; i < cases_.size(); ++i) {
+    if (cases_[i].name != name) continue;
+    StatusOr<std::vector<Tensor>> read = p.session->Run({}, {p.vars[i]->value()});
+    EXPECT_EQ(read.status().code(), StatusCode::kFailedPrecondition) << read.status();
+  }
+}
+
+TEST_F(RestorePathsTest, CorruptionInsideABatchedSmallTensorIsDataLoss) {
+  const std::string key = Corrupt(prefix_, KeyOf("int16_1000"), 500);
+  Program p(cases_, /*zeros=*/true);
+  LoadStatus status = p.checkpoint->Restore(prefix_).value();
+  Status s = status.InitializeOrRestore(*p.session);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find(key), std::string::npos) << s;
+  EXPECT_NE(s.message().find("checksum mismatch"), std::string::npos) << s;
+}
+
+TEST_F(RestorePathsTest, ManySmallVariablesRestoreExactlyThroughBatches) {
+  // Thousands of neighbours: several 4 MiB batch ranges and restore ops.
+  std::mt19937_64 rng(11);
+  std::vector<Case> many;
+  for (int i = 0; i < 3000; ++i) {
+    many.push_back({"v" + std::to_string(i),
+                    RandomTensor(i % 3 ? DT_FLOAT : DT_INT8, 1024 + 4 * (i % 7), rng)});
+  }
+  Program writer(many, /*zeros=*/false);
+  const std::string prefix = writer.checkpoint->Write(dir_ + "/many", *writer.session).value();
+  Program p(many, /*zeros=*/true);
+  LoadStatus status = p.checkpoint->Restore(prefix).value();
+  CKFLOW_ASSERT_OK(status.InitializeOrRestore(*p.session));
+  for (size_t i = 0; i < many.size(); ++i) {
+    ASSERT_TRUE(SameTensor(ValueOf(*p.session, *p.vars[i]), many[i].value)) << many[i].name;
+  }
+}
+
+}  // namespace
+}  // namespace ckflow
