@@ -69,15 +69,19 @@ int64_t NewRestoreUid() {
 // ------------------------------------------------------------ coordinator
 
 RestoreCoordinator::RestoreCoordinator(std::string path, std::shared_ptr<const BundleReader> r,
-                                       tensorflow::TrackableObjectGraph p, std::shared_ptr<Saver> s)
+                                       std::unique_ptr<google::protobuf::Arena> a,
+                                       const tensorflow::TrackableObjectGraph* p,
+                                       std::shared_ptr<Saver> s)
     : uid(NewRestoreUid()),
       save_path(std::move(path)),
       reader(std::move(r)),
-      proto(std::move(p)),
+      arena(std::move(a)),
+      proto(*p),
       node_names(ProtoNodeNames(proto)),
       saver(std::move(s)),
       object_by_proto_id(proto.nodes_size()),
-      bound(proto.nodes_size(), false) {
+      bound(proto.nodes_size(), false),
+      matched(proto.nodes_size(), false) {
   for (int id = 0; id < proto.nodes_size(); ++id) {
     for (const auto& slot : proto.nodes(id).slot_variables()) {
       slot_restorations[slot.original_variable_node_id()].push_back(
@@ -90,7 +94,7 @@ RestoreCoordinator::~RestoreCoordinator() {
   if (expect_partial) return;
   std::vector<std::string> lines;
   for (int id = 0; id < proto.nodes_size(); ++id) {
-    if (proto.nodes(id).attributes_size() > 0 && !matched_proto_ids.count(id)) {
+    if (proto.nodes(id).attributes_size() > 0 && !matched[id]) {
       lines.push_back(
           "Value in checkpoint could not be found in the restored object: " + node_names[id] +
           " (key '" + proto.nodes(id).attributes(0).checkpoint_key() + "')");
@@ -115,8 +119,7 @@ RestoreCoordinator::~RestoreCoordinator() {
 }
 
 bool RestoreCoordinator::Bind(int proto_id, const std::shared_ptr<Trackable>& object) {
-  RecordObject(object);
-  matched_proto_ids.insert(proto_id);
+  matched[proto_id] = true;
   std::shared_ptr<Trackable> current =
       bound[proto_id] ? object_by_proto_id[proto_id].lock() : nullptr;
   if (current == nullptr) {
@@ -137,10 +140,6 @@ bool RestoreCoordinator::Bind(int proto_id, const std::shared_ptr<Trackable>& ob
 bool RestoreCoordinator::IsBoundAnywhere(const Trackable* object) const {
   auto it = proto_id_by_object.find(object);
   return it != proto_id_by_object.end() && object_by_proto_id[it->second].lock().get() == object;
-}
-
-void RestoreCoordinator::RecordObject(const std::shared_ptr<Trackable>& object) {
-  all_objects.emplace(object.get(), object);
 }
 
 void RestoreCoordinator::AddRestoreOps(const std::vector<std::pair<int, RestoreItem>>& items) {
@@ -309,7 +308,6 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
     ObjectGraph current = CurrentObjects(root_);
     std::vector<std::string> unmatched;
     for (const ObjectGraphNode& node : current.nodes) {
-      c.RecordObject(node.object);
       if (node.attributes.empty() || c.IsBoundAnywhere(node.object.get())) continue;
       std::string line = ObjectDescription(node);
       for (const std::string& key : node.keys) line += ", would be key '" + key + "'";
@@ -378,7 +376,6 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
     ObjectGraph current = CurrentObjects(root_);
     bool owns_values = false;
     for (const ObjectGraphNode& node : current.nodes) {
-      c.RecordObject(node.object);
       owns_values = owns_values || !node.attributes.empty();
     }
     int matched = 0;
@@ -577,14 +574,16 @@ StatusOr<LoadStatus> RestoreRoot(
   if (graph_tensor.dtype() != DT_STRING || graph_tensor.NumElements() != 1) {
     return DataLossError(*save_path, ": ", kObjectGraphKey, " is not a string scalar");
   }
-  tensorflow::TrackableObjectGraph proto;
-  if (!proto.ParseFromString(graph_tensor.flat<std::string>()[0])) {
+  auto arena = std::make_unique<google::protobuf::Arena>();
+  auto* proto =
+      google::protobuf::Arena::CreateMessage<tensorflow::TrackableObjectGraph>(arena.get());
+  if (!proto->ParseFromString(graph_tensor.flat<std::string>()[0])) {
     return DataLossError(*save_path, ": ", kObjectGraphKey,
                          " does not parse as a TrackableObjectGraph");
   }
-  CKFLOW_RETURN_IF_ERROR(ValidateProto(proto, *save_path));
+  CKFLOW_RETURN_IF_ERROR(ValidateProto(*proto, *save_path));
   auto coordinator =
-      std::make_shared<RestoreCoordinator>(*save_path, reader, std::move(proto), saver);
+      std::make_shared<RestoreCoordinator>(*save_path, reader, std::move(arena), proto, saver);
   CheckpointPosition(coordinator, 0).Restore(root);
   auto status = std::make_shared<CheckpointLoadStatusImpl>(coordinator, root);
   if (make_save_counter) make_save_counter();
