@@ -130,11 +130,12 @@ void BM_Restore(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(total));
 }
 
-// args: variables (1 KiB each). Each iteration restores into a fresh graph,
+// args: variables (1 KiB each), threads. Each iteration restores into a fresh graph,
 // so object matching and restore-op creation are in the time; building the
 // user's own graph and session is not.
 void BM_RestoreSmall(benchmark::State& state) {
   const int64_t count = state.range(0);
+  tbb::global_control limit(tbb::global_control::max_allowed_parallelism, state.range(1));
   std::string path;
   {
     Program writer(count, 256, true);
@@ -282,8 +283,10 @@ void Register() {
   }
   save_async->ArgNames({"MiB", "vars", "threads"})->UseManualTime()->Unit(benchmark::kMillisecond);
   auto* restore_small = benchmark::RegisterBenchmark("RestoreSmall", BM_RestoreSmall);
-  for (int64_t n : smalls) restore_small->Arg(n);
-  restore_small->ArgName("vars")->UseManualTime()->Unit(benchmark::kMillisecond);
+  for (int64_t t : threads) {
+    for (int64_t n : smalls) restore_small->Args({n, t});
+  }
+  restore_small->ArgNames({"vars", "threads"})->UseManualTime()->Unit(benchmark::kMillisecond);
 }
 
 }  // namespace
