@@ -7,7 +7,7 @@
 // restore the latest checkpoint of DIR (deferred: the layers build and the
 // optimizer's slots appear afterwards, and are restored as they do), then
 // initialize what was not restored, train, and save every K steps through a
-// CheckpointManager. Run it twice: the second run continues where the first
+// CheckpointManager, asynchronously. Run it twice: the second run continues where the first
 // stopped (global step, save_counter and loss).
 //
 // The model is a Dense(10) named input_transform, a hidden ReLU layer and a
@@ -131,8 +131,11 @@ Status Train(int64_t steps, const std::string& dir, int64_t save_every) {
   std::printf(latest ? "restored %s at step %lld\n" : "%sno checkpoint: initialized at step %lld\n",
               latest ? latest->c_str() : "", static_cast<long long>(first));
 
-  CKFLOW_ASSIGN_OR_RETURN(auto manager,
-                          CheckpointManager::Create(checkpoint, dir, {.max_to_keep = 3}));
+  // Saves are asynchronous: Save returns once the variables are copied, and
+  // the files are written while the next steps train.
+  CKFLOW_ASSIGN_OR_RETURN(
+      auto manager, CheckpointManager::Create(checkpoint, dir,
+                                              {.max_to_keep = 3, .save_options = {.async = true}}));
   SyntheticData data(/*batch_size=*/64, /*seed=*/first);
   ProgressBar progress(steps);
   float last_loss = 0;
@@ -145,11 +148,14 @@ Status Train(int64_t steps, const std::string& dir, int64_t save_every) {
       CKFLOW_RETURN_IF_ERROR(manager->Save(*session).status());
     }
   }
-  CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> done,
-                          session->Run({}, {global_step->value(), checkpoint.save_counter()->value()}));
+  CKFLOW_RETURN_IF_ERROR(checkpoint.Sync());  // the last save is complete
+  CKFLOW_ASSIGN_OR_RETURN(
+      std::vector<Tensor> done,
+      session->Run({}, {global_step->value(), checkpoint.save_counter()->value()}));
   std::printf("global step %lld, loss %.6f, saved %s (save_counter %lld)\n",
               static_cast<long long>(done[0].scalar<int64_t>()), last_loss,
-              manager->latest_checkpoint()->c_str(), static_cast<long long>(done[1].scalar<int64_t>()));
+              manager->latest_checkpoint()->c_str(),
+              static_cast<long long>(done[1].scalar<int64_t>()));
   return OkStatus();
 }
 
