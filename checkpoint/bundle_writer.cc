@@ -68,6 +68,9 @@ Status BundleWriter::CheckAdd(std::string_view key) const {
 Status BundleWriter::FlushBuffer() {
   if (buffer_.empty()) return OkStatus();
   Status s = data_file_->WriteAt(size_ - buffer_.size(), buffer_);
+  // A synced bundle starts writeback as it goes, so the final fsync
+  // overlaps with the writing instead of following all of it.
+  if (options_.sync) data_file_->StartWriteback(size_ - buffer_.size(), buffer_.size());
   buffer_.clear();
   return s;
 }
@@ -90,6 +93,7 @@ StatusOr<uint32_t> BundleWriter::AppendData(std::string_view data) {
                                      std::string_view piece = data.substr(offset, length);
                                      uint32_t piece_crc = crc32c::Value(piece);
                                      CKFLOW_RETURN_IF_ERROR(file->WriteAt(base + offset, piece));
+                                     if (options_.sync) file->StartWriteback(base + offset, length);
                                      return piece_crc;
                                    }));
   size_ += data.size();

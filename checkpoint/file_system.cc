@@ -75,6 +75,13 @@ class PosixWritableFile final : public WritableFile {
   PosixWritableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
   ~PosixWritableFile() override { Close().IgnoreError(); }
 
+  void StartWriteback(uint64_t offset, size_t n) override {
+    if (fd_ >= 0) {
+      (void)::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(n),
+                              SYNC_FILE_RANGE_WRITE);
+    }
+  }
+
   Status WriteAt(uint64_t offset, std::string_view data) override {
     if (fd_ < 0) return FailedPreconditionError(path_, ": write after close");
     const char* p = data.data();

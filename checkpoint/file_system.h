@@ -45,6 +45,12 @@ class WritableFile {
   virtual Status WriteAt(uint64_t offset, std::string_view data) = 0;
   // Flushes the file's data to stable storage (fsync).
   virtual Status Sync() = 0;
+  // Starts writing [offset, offset + n) to storage without waiting, so a
+  // later Sync finds less to do (a hint; the default does nothing).
+  virtual void StartWriteback(uint64_t offset, size_t n) {
+    (void)offset;
+    (void)n;
+  }
   // Closes the file; further writes fail. Called by the destructor if needed
   // (errors then ignored).
   virtual Status Close() = 0;

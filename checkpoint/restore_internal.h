@@ -87,8 +87,10 @@ class Saver {
   // Copies the values `save` reads into snapshot_ (reusing its buffers) and
   // appends feeds that stand in for the reads.
   Status Snapshot(const SaveGraph& save, Session& session, std::vector<Feed>* feeds);
+  // The cached save ops for these value groups; durable ones have SaveV2
+  // sync its files (starting writeback while writing).
   StatusOr<SaveGraph*> SaveGraphFor(const ObjectGraph& graph,
-                                    const std::vector<std::vector<int>>& groups);
+                                    const std::vector<std::vector<int>>& groups, bool durable);
 
   Scope scope_;
   Output restore_prefix_;

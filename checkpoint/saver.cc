@@ -99,8 +99,9 @@ StatusOr<std::vector<Output>> Saver::RestoreOps(const std::vector<RestoreItem>& 
 }
 
 StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const ObjectGraph& graph,
-                                                const std::vector<std::vector<int>>& groups) {
-  std::string sig;
+                                                const std::vector<std::vector<int>>& groups,
+                                                bool durable) {
+  std::string sig = durable ? "durable\1" : "";
   for (const auto& group : groups) {
     for (int v : group) {
       sig += graph.values[v].key;
@@ -146,7 +147,7 @@ StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const ObjectGraph& graph,
     save->shard_prefixes.push_back(prefix);
     Output names_t = ops::Const(shard, StringVector(names));
     Output slices_t = ops::Const(shard, StringVector(std::vector<std::string>(names.size())));
-    shard_ops.push_back(ops::SaveV2(shard, prefix, names_t, slices_t, tensors));
+    shard_ops.push_back(ops::SaveV2(shard, prefix, names_t, slices_t, tensors, durable));
   }
   save->merge_inputs = ops::Placeholder(scope, DT_STRING, {.shape = PartialShape({-1})});
   save->merge_destination = ops::Placeholder(scope, DT_STRING, {.shape = PartialShape::Scalar()});
@@ -250,7 +251,7 @@ Status Saver::Write(const ObjectGraph& graph, const std::string& prefix, Session
   }
   if (groups.empty()) groups.emplace_back();
   groups[0].insert(groups[0].begin(), default_group.begin(), default_group.end());
-  CKFLOW_ASSIGN_OR_RETURN(SaveGraph * save, SaveGraphFor(graph, groups));
+  CKFLOW_ASSIGN_OR_RETURN(SaveGraph * save, SaveGraphFor(graph, groups, options.durable));
 
   std::string serialized;
   if (!ToProto(graph).SerializeToString(&serialized)) {
