@@ -227,6 +227,11 @@ StatusOr<std::shared_ptr<internal::Saver>> SaverForRoot(const std::shared_ptr<Tr
 
 Status SaveWeights(const std::shared_ptr<Trackable>& root, const std::string& path,
                    Session& session, const SaveOptions& options) {
+  if (options.async) {
+    // Nothing would let the caller wait for it or see its error.
+    return InvalidArgumentError("SaveWeights('", path,
+                                "'): async saves need a Checkpoint (Checkpoint::Sync waits)");
+  }
   CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<internal::Saver> saver, SaverForRoot(root));
   CKFLOW_RETURN_IF_ERROR(saver->Write(internal::BuildObjectGraph(root), path, session, options));
   return internal::PointStateFileAt(path);

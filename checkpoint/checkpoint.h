@@ -221,7 +221,8 @@ class CheckpointManager {
 // Keras-style weights of one object (usually a Model) with that object as
 // the root of the object graph: no save_counter, exactly `path` written.
 // Because the root differs, these files do not match Checkpoint{model}
-// (TensorFlow warns about the same).
+// (TensorFlow warns about the same). Synchronous only: InvalidArgument for
+// options.async.
 Status SaveWeights(const std::shared_ptr<Trackable>& root, const std::string& path,
                    Session& session, const SaveOptions& options = {});
 // Restores with `root` as the root, runs the restore ops available now (and

@@ -141,6 +141,15 @@ TEST(AsyncSaveTest, ManagerBookkeepingHappensWhenTheFilesAreComplete) {
   EXPECT_TRUE(SameTensor(RestoredValues(saved[2], 2, 1 << 16)[0], Filled(1 << 16, 2)));
 }
 
+TEST(AsyncSaveTest, SaveWeightsRefusesAsync) {
+  const std::string dir = testing::NewTempDir();
+  Program p(1, 4);
+  Status s = SaveWeights(p.model, dir + "/w", *p.session, {.async = true});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find(dir + "/w"), std::string::npos) << s;
+  CKFLOW_EXPECT_OK(SaveWeights(p.model, dir + "/w", *p.session));
+}
+
 // Run by CrashMidWriteLeavesThePreviousCheckpoint in a child process: one
 // complete save, then an async one that the process does not survive.
 TEST(AsyncSaveTest, CrashingChild) {
