@@ -27,11 +27,10 @@
 #include <vector>
 
 #include "bench/raw_io.h"
+#include "bench/synthetic_model.h"
 #include "checkpoint/bundle_format.h"
 #include "checkpoint/bundle_reader.h"
 #include "checkpoint/checkpoint.h"
-#include "ops/array_ops.h"
-#include "ops/variables.h"
 
 namespace ckflow {
 namespace {
@@ -46,31 +45,13 @@ int64_t EnvInt(const char* name, int64_t fallback) {
   return v ? std::atoll(v) : fallback;
 }
 
-class Module : public Trackable {
- public:
-  std::string TypeName() const override { return "Module"; }
-};
-
-// A program with `count` float variables of `elements` each.
-struct Program {
-  Scope scope = Scope::NewRootScope();
-  std::shared_ptr<Module> model = std::make_shared<Module>();
-  std::unique_ptr<Checkpoint> checkpoint;
-  std::unique_ptr<Session> session;
-
-  Program(int64_t count, int64_t elements, bool initialize) {
-    Output shape = ops::Const(scope, std::vector<int64_t>{elements}, {1});
-    for (int64_t i = 0; i < count; ++i) {
-      std::string name = std::to_string(i);
-      name.insert(0, "v");
-      Output value = ops::Fill(scope, shape, ops::Const(scope, static_cast<float>(i)));
-      model->Track(name, Variable::Create(scope, name, value));
-    }
-    checkpoint = std::make_unique<Checkpoint>(scope, Checkpoint::Dependencies{{"model", model}});
-    session = std::move(Session::Create(scope.graph())).value();
-    if (initialize) CKFLOW_CHECK(session->Run({}, {}, {GlobalVariablesInitializer(scope)}).ok());
-  }
-};
+// A failure to build the synthetic model is a bug in the bench.
+std::unique_ptr<bench::SyntheticModel> Model(int64_t count, int64_t elements, bool initialize) {
+  StatusOr<std::unique_ptr<bench::SyntheticModel>> m =
+      bench::SyntheticModel::Create(count, elements, 0.0f, initialize);
+  CKFLOW_CHECK(m.ok());
+  return std::move(m).value();
+}
 
 std::string BenchDir() {
   static const std::string dir = [] {
@@ -106,8 +87,8 @@ void BM_Restore(benchmark::State& state) {
   const int64_t elements = bytes / count / 4;
   std::string path;
   {
-    Program writer(count, elements, true);
-    path = writer.checkpoint->Write(BenchDir() + "/restore", *writer.session).value();
+    auto writer = Model(count, elements, true);
+    path = writer->checkpoint->Write(BenchDir() + "/restore", *writer->session).value();
   }
   auto reader = BundleReader::Open(path).value();
   std::vector<Piece> pieces;
@@ -120,14 +101,14 @@ void BM_Restore(benchmark::State& state) {
     buffers.emplace_back(e.size, 1);  // touched, as the variables' buffers are
   }
   const std::string data = DataFilename(path, 0, 1);
-  Program p(count, elements, true);
+  auto p = Model(count, elements, true);
   double ckflow_s = 0, raw_s = 0;
   uint32_t sink = 0;
   for (auto _ : state) {
     raw_s += bench::RawReadCrc(data, pieces, buffers, threads, &sink);
     auto start = Clock::now();
-    LoadStatus status = p.checkpoint->Restore(path).value();
-    Status s = status.InitializeOrRestore(*p.session);
+    LoadStatus status = p->checkpoint->Restore(path).value();
+    Status s = status.InitializeOrRestore(*p->session);
     double t = SecondsSince(start);
     if (!s.ok()) state.SkipWithError(s.ToString().c_str());
     ckflow_s += t;
@@ -147,8 +128,8 @@ void BM_RestoreSmall(benchmark::State& state) {
   tbb::global_control limit(tbb::global_control::max_allowed_parallelism, state.range(1));
   std::string path;
   {
-    Program writer(count, 256, true);
-    path = writer.checkpoint->Write(BenchDir() + "/small", *writer.session).value();
+    auto writer = Model(count, 256, true);
+    path = writer->checkpoint->Write(BenchDir() + "/small", *writer->session).value();
   }
   double total_s = 0, match_s = 0, index_s = 0;
   for (auto _ : state) {
@@ -159,7 +140,7 @@ void BM_RestoreSmall(benchmark::State& state) {
       index_s += SecondsSince(start);
     }
     state.PauseTiming();
-    auto p = std::make_unique<Program>(count, 256, false);
+    auto p = Model(count, 256, false);
     state.ResumeTiming();
     auto start = Clock::now();
     LoadStatus status = p->checkpoint->Restore(path).value();
@@ -186,7 +167,7 @@ void BM_Save(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(2));
   const bool durable = state.range(3) != 0;
   tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
-  Program p(count, bytes / count / 4, true);
+  auto p = Model(count, bytes / count / 4, true);
   std::vector<std::vector<char>> buffers(count, std::vector<char>(bytes / count, 1));
   double ckflow_s = 0, raw_s = 0;
   for (auto _ : state) {
@@ -204,7 +185,7 @@ void BM_Save(benchmark::State& state) {
     ::sync();
     state.ResumeTiming();
     auto start = Clock::now();
-    StatusOr<std::string> saved = p.checkpoint->Write(prefix, *p.session, {.durable = durable});
+    StatusOr<std::string> saved = p->checkpoint->Write(prefix, *p->session, {.durable = durable});
     double t = SecondsSince(start);
     if (!saved.ok()) state.SkipWithError(saved.status().ToString().c_str());
     ckflow_s += t;
@@ -224,13 +205,14 @@ void BM_SaveAsync(benchmark::State& state) {
   const int64_t count = state.range(1);
   const int threads = static_cast<int>(state.range(2));
   tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
-  Program p(count, bytes / count / 4, true);
+  auto p = Model(count, bytes / count / 4, true);
   std::vector<std::vector<char>> from(count, std::vector<char>(bytes / count, 1));
   std::vector<std::vector<char>> to(count, std::vector<char>(bytes / count, 2));
   // The first async save allocates the snapshot buffers; the loop measures
   // the steady state, where they are reused.
-  CKFLOW_CHECK(p.checkpoint->Write(BenchDir() + "/async-warmup", *p.session, {.async = true}).ok());
-  CKFLOW_CHECK(p.checkpoint->Sync().ok());
+  CKFLOW_CHECK(
+      p->checkpoint->Write(BenchDir() + "/async-warmup", *p->session, {.async = true}).ok());
+  CKFLOW_CHECK(p->checkpoint->Sync().ok());
   double stall_s = 0, sync_s = 0, memcpy_s = 0;
   for (auto _ : state) {
     auto start = Clock::now();
@@ -242,16 +224,16 @@ void BM_SaveAsync(benchmark::State& state) {
     RemoveCheckpoint(prefix + "s");
     ::sync();
     start = Clock::now();
-    CKFLOW_CHECK(p.checkpoint->Write(prefix + "s", *p.session).ok());
+    CKFLOW_CHECK(p->checkpoint->Write(prefix + "s", *p->session).ok());
     sync_s += SecondsSince(start);
     ::sync();
     start = Clock::now();
-    StatusOr<std::string> saved = p.checkpoint->Write(prefix, *p.session, {.async = true});
+    StatusOr<std::string> saved = p->checkpoint->Write(prefix, *p->session, {.async = true});
     const double stall = SecondsSince(start);
     if (!saved.ok()) state.SkipWithError(saved.status().ToString().c_str());
     stall_s += stall;
     state.SetIterationTime(stall);
-    Status synced = p.checkpoint->Sync();
+    Status synced = p->checkpoint->Sync();
     if (!synced.ok()) state.SkipWithError(synced.ToString().c_str());
   }
   const double total = static_cast<double>(bytes) * state.iterations();

@@ -38,11 +38,10 @@
 #include <vector>
 
 #include "bench/raw_io.h"
+#include "bench/synthetic_model.h"
 #include "checkpoint/bundle_format.h"
 #include "checkpoint/bundle_reader.h"
 #include "checkpoint/checkpoint.h"
-#include "ops/array_ops.h"
-#include "ops/variables.h"
 #include "runtime/parallel.h"
 #include "runtime/session.h"
 #include "tools/commands.h"
@@ -206,45 +205,12 @@ class WorkDir {
   std::vector<std::string> prefixes_;
 };
 
-class Module : public Trackable {
- public:
-  std::string TypeName() const override { return "Module"; }
-};
+using bench::SyntheticModel;
 
-// `count` float32 variables v0..v<count-1> of `elements` each, variable i
-// holding `fill + i` once initialized, tracked by one Module under a
-// Checkpoint, in a session.
-struct Program {
-  Scope scope = Scope::NewRootScope();
-  std::shared_ptr<Module> model = std::make_shared<Module>();
-  std::vector<std::shared_ptr<Variable>> vars;
-  std::unique_ptr<Checkpoint> checkpoint;
-  std::unique_ptr<Session> session;
-
-  static StatusOr<std::unique_ptr<Program>> Create(const Plan& plan, float fill) {
-    auto p = std::make_unique<Program>();
-    p->vars.reserve(plan.count);
-    for (int64_t i = 0; i < plan.count; ++i) {
-      const std::string name = "v" + std::to_string(i);
-      Output value =
-          ops::Fill(p->scope, ops::Const(p->scope, std::vector<int64_t>{plan.elements}, {1}),
-                    ops::Const(p->scope, fill + static_cast<float>(i)));
-      p->vars.push_back(p->model->Track(name, Variable::Create(p->scope, name, value)));
-    }
-    p->checkpoint =
-        std::make_unique<Checkpoint>(p->scope, Checkpoint::Dependencies{{"model", p->model}});
-    CKFLOW_ASSIGN_OR_RETURN(p->session, Session::Create(p->scope.graph()));
-    StatusOr<std::vector<Tensor>> ran =
-        p->session->Run({}, {}, {GlobalVariablesInitializer(p->scope)});
-    if (!ran.ok()) return ran.status();
-    // Creates and initializes save_counter, which a trained program has after
-    // its first Save: the file then holds every value the reader's objects
-    // own, so the restore can AssertConsumed.
-    CKFLOW_ASSIGN_OR_RETURN(LoadStatus init, p->checkpoint->Restore(std::nullopt));
-    CKFLOW_RETURN_IF_ERROR(init.InitializeOrRestore(*p->session));
-    return p;
-  }
-};
+// The synthetic model of `plan`, variable i holding `fill + i`.
+StatusOr<std::unique_ptr<SyntheticModel>> NewModel(const Plan& plan, float fill) {
+  return SyntheticModel::Create(plan.count, plan.elements, fill, /*initialize=*/true);
+}
 
 // A progress bar on stderr, drawn only when stderr is a terminal so that
 // logs and pipes stay clean.
@@ -328,7 +294,7 @@ std::string Describe(const Plan& plan, const BenchOptions& options, const std::s
 
 // Every element of variable `i` holds `expected`: proves the restore moved
 // the values (the reader's variables start at other values).
-Status CheckRestored(Program& p, int64_t i, float expected) {
+Status CheckRestored(SyntheticModel& p, int64_t i, float expected) {
   CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> got, p.session->Run({}, {p.vars[i]->value()}));
   for (float v : got[0].flat<float>()) {
     if (v != expected) {
@@ -344,7 +310,7 @@ Status RunRestore(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
   const std::string prefix = dir.NewPath("ckpt");
   {
     // The writer goes away before timing so both models are never resident.
-    CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<Program> writer, Program::Create(plan, 0.0f));
+    CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<SyntheticModel> writer, NewModel(plan, 0.0f));
     StatusOr<std::string> written = writer->checkpoint->Write(prefix, *writer->session);
     if (!written.ok()) return written.status();
   }
@@ -363,7 +329,7 @@ Status RunRestore(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
   const std::string data_file = DataFilename(prefix, 0, 1);
   reader.reset();
 
-  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<Program> p, Program::Create(plan, -1.0f));
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<SyntheticModel> p, NewModel(plan, -1.0f));
   progress.Draw(1);
   std::vector<double> ckflow_s, raw_s;
   uint32_t sink = 0;
@@ -393,7 +359,7 @@ Status RunRestore(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
 
 Status RunSave(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
   Progress progress("save", options.repeat + 1);
-  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<Program> p, Program::Create(plan, 0.0f));
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<SyntheticModel> p, NewModel(plan, 0.0f));
   std::vector<std::vector<char>> buffers(plan.count, std::vector<char>(plan.bytes / plan.count, 1));
   const std::string raw_path = dir.NewPath("raw");
   const std::string prefix = dir.NewPath("ckpt");
