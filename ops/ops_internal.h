@@ -203,18 +203,6 @@ auto DispatchFloat(DataType dtype, Fn&& fn) -> decltype(fn(TypeTag<float>{})) {
 }
 
 template <typename Fn>
-auto DispatchNumeric(DataType dtype, Fn&& fn) -> decltype(fn(TypeTag<float>{})) {
-  switch (dtype) {
-    case DT_INT32:
-      return fn(TypeTag<int32_t>{});
-    case DT_INT64:
-      return fn(TypeTag<int64_t>{});
-    default:
-      return DispatchFloat(dtype, fn);
-  }
-}
-
-template <typename Fn>
 auto DispatchIndex(DataType dtype, Fn&& fn) -> decltype(fn(TypeTag<int32_t>{})) {
   switch (dtype) {
     case DT_INT32:
@@ -224,6 +212,13 @@ auto DispatchIndex(DataType dtype, Fn&& fn) -> decltype(fn(TypeTag<int32_t>{})) 
     default:
       return InvalidArgumentError("unsupported dtype ", DataTypeName(dtype));
   }
+}
+
+// DispatchIndex's types, then DispatchFloat's.
+template <typename Fn>
+auto DispatchNumeric(DataType dtype, Fn&& fn) -> decltype(fn(TypeTag<float>{})) {
+  if (dtype == DT_INT32 || dtype == DT_INT64) return DispatchIndex(dtype, fn);
+  return DispatchFloat(dtype, fn);
 }
 
 // Every type of kCastTypes.
