@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <memory>
 #include <new>
+#include <optional>
 #include <random>
 
 #include "checkpoint/bundle_coding_internal.h"
@@ -173,8 +174,9 @@ Status PrevalidateTable(std::string_view path, std::string_view contents) {
   return OkStatus();
 }
 
-StatusOr<std::vector<KeyValue>> ReadTableWithLevelDb(std::string_view path,
-                                                     std::string_view contents) {
+Status VisitTableWithLevelDb(std::string_view path, std::string_view contents,
+                             std::optional<std::string_view> only_key,
+                             const TableVisitor& visit) {
   MemoryFile file(contents);
   leveldb::Options options;
   options.paranoid_checks = true;
@@ -186,17 +188,31 @@ StatusOr<std::vector<KeyValue>> ReadTableWithLevelDb(std::string_view path,
   read_options.verify_checksums = true;
   read_options.fill_cache = false;
   std::unique_ptr<leveldb::Iterator> it(table->NewIterator(read_options));
-  std::vector<KeyValue> entries;
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    std::string_view key(it->key().data(), it->key().size());
-    if (!entries.empty() && !(std::string_view(entries.back().first) < key)) {
-      return DataLossError(path, ": keys out of order ('", entries.back().first, "' then '", key,
-                           "')");
+  auto key = [&] { return std::string_view(it->key().data(), it->key().size()); };
+  auto value = [&] { return std::string_view(it->value().data(), it->value().size()); };
+  if (only_key.has_value()) {
+    // The first entry (the header, key "") and `only_key`'s, if present.
+    it->SeekToFirst();
+    if (it->Valid()) CKFLOW_RETURN_IF_ERROR(visit(key(), value()));
+    if (it->Valid() && !only_key->empty()) {
+      it->Seek(leveldb::Slice(only_key->data(), only_key->size()));
+      if (it->Valid() && key() == *only_key) CKFLOW_RETURN_IF_ERROR(visit(key(), value()));
     }
-    entries.emplace_back(std::string(key), it->value().ToString());
+  } else {
+    // The iterator's key lives until Next(), so the previous one is kept.
+    std::string previous;
+    bool first = true;
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      if (!first && !(std::string_view(previous) < key())) {
+        return DataLossError(path, ": keys out of order ('", previous, "' then '", key(), "')");
+      }
+      first = false;
+      CKFLOW_RETURN_IF_ERROR(visit(key(), value()));
+      previous.assign(key());
+    }
   }
   if (!it->status().ok()) return FromLevelDb(path, it->status());
-  return entries;
+  return OkStatus();
 }
 
 }  // namespace
@@ -233,28 +249,30 @@ StatusOr<std::string> BuildTable(std::span<const KeyValue> entries) {
   return out;
 }
 
-StatusOr<std::vector<KeyValue>> ReadTable(std::string_view path, std::string_view contents) {
+Status VisitTable(std::string_view path, std::string_view contents,
+                  std::optional<std::string_view> only_key, const TableVisitor& visit) {
   CKFLOW_RETURN_IF_ERROR(PrevalidateTable(path, contents));
   try {
-    return ReadTableWithLevelDb(path, contents);
+    return VisitTableWithLevelDb(path, contents, only_key, visit);
   } catch (const std::bad_alloc&) {
     return ResourceExhaustedError(path, ": out of memory reading the table");
   }
 }
 
-StatusOr<BundleIndex> ReadBundleIndex(FileSystem* fs, const std::string& prefix) {
-  BundleIndex index;
-  index.path = IndexFilename(prefix);
-  const std::string& path = index.path;
-  CKFLOW_ASSIGN_OR_RETURN(std::string contents, fs->ReadFileToString(path));
-  CKFLOW_ASSIGN_OR_RETURN(std::vector<KeyValue> table, ReadTable(path, contents));
-  if (table.empty() || !table[0].first.empty()) {
-    return DataLossError(path, ": no header entry (key \"\") in the table");
-  }
-  tensorflow::BundleHeaderProto& header = index.header;
-  if (!header.ParseFromString(table[0].second)) {
-    return DataLossError(path, ": header entry is not a BundleHeaderProto");
-  }
+StatusOr<std::vector<KeyValue>> ReadTable(std::string_view path, std::string_view contents,
+                                          std::optional<std::string_view> only_key) {
+  std::vector<KeyValue> table;
+  CKFLOW_RETURN_IF_ERROR(
+      VisitTable(path, contents, only_key, [&](std::string_view key, std::string_view value) {
+        table.emplace_back(key, value);
+        return OkStatus();
+      }));
+  return table;
+}
+
+namespace {
+
+Status CheckHeader(const std::string& path, const tensorflow::BundleHeaderProto& header) {
   const tensorflow::VersionDef& version = header.version();
   if (version.producer() < 0) {
     return InvalidArgumentError(path, ": checkpoint producer version ", version.producer(),
@@ -278,15 +296,52 @@ StatusOr<BundleIndex> ReadBundleIndex(FileSystem* fs, const std::string& prefix)
       header.endianness() != tensorflow::BundleHeaderProto::BIG) {
     return DataLossError(path, ": unknown endianness ", static_cast<int>(header.endianness()));
   }
-  index.entries.reserve(table.size() - 1);
-  for (size_t i = 1; i < table.size(); ++i) {
-    auto& [key, value] = table[i];
-    tensorflow::BundleEntryProto entry;
-    if (!entry.ParseFromString(value)) {
-      return DataLossError(path, ": entry of key '", key, "' is not a BundleEntryProto");
-    }
-    index.entries.emplace_back(std::move(key), std::move(entry));
-  }
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<tensorflow::BundleHeaderProto> VisitBundleIndex(FileSystem* fs, const std::string& path,
+                                                         std::optional<std::string_view> only_key,
+                                                         const BundleEntryVisitor& visit) {
+  CKFLOW_ASSIGN_OR_RETURN(std::string contents, fs->ReadFileToString(path));
+  tensorflow::BundleHeaderProto header;
+  bool seen_header = false;
+  // One message parsed into again and again: its repeated fields keep
+  // their allocations, so an index of thousands of entries parses without
+  // an allocation per entry.
+  tensorflow::BundleEntryProto entry;
+  CKFLOW_RETURN_IF_ERROR(VisitTable(
+      path, contents, only_key, [&](std::string_view key, std::string_view value) -> Status {
+        if (!seen_header) {
+          if (!key.empty()) return DataLossError(path, ": no header entry (key \"\") in the table");
+          if (!header.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+            return DataLossError(path, ": header entry is not a BundleHeaderProto");
+          }
+          seen_header = true;
+          return CheckHeader(path, header);
+        }
+        if (!entry.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+          return DataLossError(path, ": entry of key '", key, "' is not a BundleEntryProto");
+        }
+        return visit(key, header, entry);
+      }));
+  if (!seen_header) return DataLossError(path, ": no header entry (key \"\") in the table");
+  return header;
+}
+
+StatusOr<BundleIndex> ReadBundleIndex(FileSystem* fs, const std::string& prefix,
+                                      std::optional<std::string_view> only_key) {
+  BundleIndex index;
+  index.path = IndexFilename(prefix);
+  CKFLOW_ASSIGN_OR_RETURN(
+      index.header,
+      VisitBundleIndex(fs, index.path, only_key,
+                       [&](std::string_view key, const tensorflow::BundleHeaderProto&,
+                           const tensorflow::BundleEntryProto& entry) {
+                         index.entries.emplace_back(std::string(key), entry);
+                         return OkStatus();
+                       }));
   return index;
 }
 

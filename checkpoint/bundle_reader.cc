@@ -32,7 +32,7 @@ std::string DescribeShape(const tensorflow::TensorShapeProto& shape) {
 
 // Converts and checks one index entry; errors are DataLoss naming the index
 // file and the key.
-StatusOr<BundleEntry> MakeEntry(const std::string& index_path, int num_shards, std::string key,
+StatusOr<BundleEntry> MakeEntry(const std::string& index_path, int num_shards, std::string_view key,
                                 const tensorflow::BundleEntryProto& proto) {
   auto corrupt = [&](auto&&... what) {
     return DataLossError(index_path, ": key '", key, "': ", what...);
@@ -72,7 +72,7 @@ StatusOr<BundleEntry> MakeEntry(const std::string& index_path, int num_shards, s
       return corrupt("size ", e.size, " is too small for ", n, " strings");
     }
   }
-  e.key = std::move(key);
+  e.key = std::string(key);
   return e;
 }
 
@@ -93,16 +93,21 @@ Status CheckBools(const BundleEntry& e, const RandomAccessFile& file, const char
 StatusOr<std::unique_ptr<BundleReader>> BundleReader::Open(const std::string& prefix,
                                                            const Options& options) {
   FileSystem* fs = options.fs ? options.fs : FileSystem::Default();
-  CKFLOW_ASSIGN_OR_RETURN(internal::BundleIndex index, internal::ReadBundleIndex(fs, prefix));
-  const int num_shards = index.header.num_shards();
+  const std::string index_path = IndexFilename(prefix);
   std::vector<BundleEntry> entries;
-  entries.reserve(index.entries.size());
-  for (auto& [key, proto] : index.entries) {
-    CKFLOW_ASSIGN_OR_RETURN(BundleEntry e,
-                            MakeEntry(index.path, num_shards, std::move(key), proto));
-    entries.push_back(std::move(e));
-  }
-  const bool big_endian = index.header.endianness() == tensorflow::BundleHeaderProto::BIG;
+  CKFLOW_ASSIGN_OR_RETURN(
+      tensorflow::BundleHeaderProto header,
+      internal::VisitBundleIndex(
+          fs, index_path, options.only_key,
+          [&](std::string_view key, const tensorflow::BundleHeaderProto& header,
+              const tensorflow::BundleEntryProto& proto) -> Status {
+            CKFLOW_ASSIGN_OR_RETURN(BundleEntry e,
+                                    MakeEntry(index_path, header.num_shards(), key, proto));
+            entries.push_back(std::move(e));
+            return OkStatus();
+          }));
+  const int num_shards = header.num_shards();
+  const bool big_endian = header.endianness() == tensorflow::BundleHeaderProto::BIG;
   return std::unique_ptr<BundleReader>(
       new BundleReader(prefix, fs, num_shards, big_endian, std::move(entries)));
 }

@@ -39,6 +39,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -70,6 +71,9 @@ class BundleReader {
  public:
   struct Options {
     FileSystem* fs = nullptr;  // null: FileSystem::Default()
+    // Index only this key (one seek into the index, not a pass over all of
+    // it): for reading one known tensor from a large checkpoint.
+    std::optional<std::string> only_key;
   };
 
   // Opens the checkpoint with `prefix` (P.index must exist) and checks its

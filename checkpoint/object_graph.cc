@@ -38,7 +38,12 @@ ObjectGraph BuildObjectGraph(const std::shared_ptr<Trackable>& root, ObjectGraph
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     // Copy out what we need: push_back below may move graph.nodes.
     std::shared_ptr<Trackable> object = graph.nodes[i].object;
-    for (auto& [name, child] : object->Children()) {
+    auto children = object->Children();
+    // A module of thousands of variables would otherwise rehash and move
+    // the whole table many times over.
+    graph.nodes.reserve(graph.nodes.size() + children.size());
+    graph.id_of.reserve(graph.nodes.size() + children.size());
+    for (auto& [name, child] : children) {
       auto [it, inserted] = graph.id_of.emplace(child.get(), static_cast<int>(graph.nodes.size()));
       if (inserted) {
         ObjectGraphNode node{.object = child};

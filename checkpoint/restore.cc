@@ -11,6 +11,7 @@
 #include "checkpoint/bundle_format.h"
 #include "checkpoint/restore_internal.h"
 #include "runtime/logging.h"
+#include "runtime/parallel.h"
 
 namespace ckflow::internal {
 namespace {
@@ -68,13 +69,12 @@ int64_t NewRestoreUid() {
 
 // ------------------------------------------------------------ coordinator
 
-RestoreCoordinator::RestoreCoordinator(std::string path, std::shared_ptr<const BundleReader> r,
+RestoreCoordinator::RestoreCoordinator(std::string path,
                                        std::unique_ptr<google::protobuf::Arena> a,
                                        const tensorflow::TrackableObjectGraph* p,
                                        std::shared_ptr<Saver> s)
     : uid(NewRestoreUid()),
       save_path(std::move(path)),
-      reader(std::move(r)),
       arena(std::move(a)),
       proto(*p),
       node_names(ProtoNodeNames(proto)),
@@ -82,6 +82,7 @@ RestoreCoordinator::RestoreCoordinator(std::string path, std::shared_ptr<const B
       object_by_proto_id(proto.nodes_size()),
       bound(proto.nodes_size(), false),
       matched(proto.nodes_size(), false) {
+  proto_id_by_object.reserve(proto.nodes_size());
   for (int id = 0; id < proto.nodes_size(); ++id) {
     for (const auto& slot : proto.nodes(id).slot_variables()) {
       slot_restorations[slot.original_variable_node_id()].push_back(
@@ -142,35 +143,46 @@ bool RestoreCoordinator::IsBoundAnywhere(const Trackable* object) const {
   return it != proto_id_by_object.end() && object_by_proto_id[it->second].lock().get() == object;
 }
 
-void RestoreCoordinator::AddRestoreOps(const std::vector<std::pair<int, RestoreItem>>& items) {
+void RestoreCoordinator::AddRestoreOps(std::vector<std::pair<int, RestoreItem>> items) {
+  // Each item's entry, checked against its variable: a lookup per value, so
+  // thousands of them are checked in parallel; the rare problem is then
+  // described in order.
+  std::vector<const BundleEntry*> entries(items.size());
+  std::vector<char> fits(items.size());
+  ParallelFor(static_cast<int64_t>(items.size()), 2000, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const RestoreItem& item = items[i].second;
+      entries[i] = reader->FindEntry(item.key);
+      fits[i] = entries[i] != nullptr && entries[i]->dtype == item.attribute.dtype &&
+                item.attribute.shape.IsCompatibleWith(entries[i]->shape);
+    }
+  });
   std::vector<RestoreItem> ok_items;
-  for (const auto& [id, item] : items) {
-    auto where = [&, id = id] {
-      return "restoring " + node_names[id] + " from '" + save_path + "'";
-    };
-    const BundleEntry* entry = reader->FindEntry(item.key);
-    if (entry == nullptr) {
-      problems.push_back(NotFoundError(where(), ": the checkpoint's object graph names key '",
-                                       item.key, "' but its bundle has no such tensor"));
+  ok_items.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    auto& [id, item] = items[i];
+    if (fits[i]) {
+      ok_items.push_back(std::move(item));
       continue;
     }
-    if (entry->dtype != item.attribute.dtype) {
-      problems.push_back(InvalidArgumentError(where(), ": key '", item.key, "' holds ",
+    const std::string where = "restoring " + node_names[id] + " from '" + save_path + "'";
+    const BundleEntry* entry = entries[i];
+    if (entry == nullptr) {
+      problems.push_back(NotFoundError(where, ": the checkpoint's object graph names key '",
+                                       item.key, "' but its bundle has no such tensor"));
+    } else if (entry->dtype != item.attribute.dtype) {
+      problems.push_back(InvalidArgumentError(where, ": key '", item.key, "' holds ",
                                               StoredDataTypeName(entry->dtype), " but variable '",
                                               item.attribute.full_name, "' is ",
                                               DataTypeName(item.attribute.dtype)));
-      continue;
-    }
-    if (!item.attribute.shape.IsCompatibleWith(entry->shape)) {
+    } else {
       problems.push_back(InvalidArgumentError(
-          where(), ": key '", item.key, "' has shape ", entry->shape.ToString(), " but variable '",
+          where, ": key '", item.key, "' has shape ", entry->shape.ToString(), " but variable '",
           item.attribute.full_name, "' has shape ", item.attribute.shape.ToString()));
-      continue;
     }
-    ok_items.push_back(item);
   }
   if (ok_items.empty()) return;
-  StatusOr<std::vector<Output>> ops = saver->RestoreOps(ok_items);
+  StatusOr<std::vector<Output>> ops = saver->RestoreOps(std::move(ok_items));
   if (!ops.ok()) {
     problems.push_back(ops.status());
     return;
@@ -201,7 +213,9 @@ void CheckpointPosition::Restore(const std::shared_ptr<Trackable>& object) {
           c.unused_attributes[id].push_back(serialized.name());
           continue;
         }
-        items.push_back({id, RestoreItem{serialized.checkpoint_key(), *match}});
+        // The usual single attribute is moved, not copied.
+        items.push_back({id, RestoreItem{serialized.checkpoint_key(),
+                                         node.attributes_size() == 1 ? std::move(*match) : *match}});
       }
       obj->set_update_uid(c.uid);
     }
@@ -250,7 +264,7 @@ void CheckpointPosition::Restore(const std::shared_ptr<Trackable>& object) {
       }
     }
   }
-  c.AddRestoreOps(items);
+  c.AddRestoreOps(std::move(items));
 }
 
 // ------------------------------------------------------------ statuses
@@ -401,6 +415,7 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
 
   Status InitializeOrRestore(Session& session) override {
     RestoreCoordinator& c = *coord_;
+
     // Restore ops and initializers touch disjoint variables, so one run
     // (one plan) does both in parallel.
     return RunRestoreOpsAnd(session, Initializers(root_, [&](const Trackable& object) {
@@ -529,7 +544,7 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl {
       }
     }
     if (!items.empty()) {
-      CKFLOW_ASSIGN_OR_RETURN(std::vector<Output> ops, saver_->RestoreOps(items));
+      CKFLOW_ASSIGN_OR_RETURN(std::vector<Output> ops, saver_->RestoreOps(std::move(items)));
       restore_ops_.insert(restore_ops_.end(), ops.begin(), ops.end());
     }
     return RunTargets(session, {Feed(saver_->restore_prefix(), Tensor::Scalar(save_path_))},
@@ -549,6 +564,27 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl {
   std::vector<Output> restore_ops_;
 };
 
+// A coordinator (without its reader) for the object graph of the checkpoint
+// at `path`; null if the checkpoint has none (a name-based one).
+StatusOr<std::shared_ptr<RestoreCoordinator>> ReadObjectGraph(const std::string& path,
+                                                              const std::shared_ptr<Saver>& saver) {
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleReader> one,
+                          BundleReader::Open(path, {.only_key = std::string(kObjectGraphKey)}));
+  if (!one->Contains(kObjectGraphKey)) return nullptr;
+  CKFLOW_ASSIGN_OR_RETURN(Tensor graph_tensor, one->Lookup(kObjectGraphKey));
+  if (graph_tensor.dtype() != DT_STRING || graph_tensor.NumElements() != 1) {
+    return DataLossError(path, ": ", kObjectGraphKey, " is not a string scalar");
+  }
+  auto arena = std::make_unique<google::protobuf::Arena>();
+  auto* proto =
+      google::protobuf::Arena::CreateMessage<tensorflow::TrackableObjectGraph>(arena.get());
+  if (!proto->ParseFromString(graph_tensor.flat<std::string>()[0])) {
+    return DataLossError(path, ": ", kObjectGraphKey, " does not parse as a TrackableObjectGraph");
+  }
+  CKFLOW_RETURN_IF_ERROR(ValidateProto(*proto, path));
+  return std::make_shared<RestoreCoordinator>(path, std::move(arena), proto, saver);
+}
+
 }  // namespace
 
 StatusOr<LoadStatus> RestoreRoot(
@@ -560,32 +596,26 @@ StatusOr<LoadStatus> RestoreRoot(
     if (make_save_counter) make_save_counter();
     return LoadStatusImpl::Wrap(status);
   }
-  CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<const BundleReader> reader,
-                          BundleReader::OpenShared(*save_path));
-  if (!reader->Contains(kObjectGraphKey)) {
-    auto status = std::make_shared<NameBasedSaverStatusImpl>(*save_path, reader, saver, root);
+  // The index (every entry, for the restore ops) and the object graph (one
+  // entry, for matching) are read and parsed on two threads: for thousands
+  // of variables each is a large part of Restore.
+  StatusOr<std::shared_ptr<const BundleReader>> reader = nullptr;
+  StatusOr<std::shared_ptr<RestoreCoordinator>> coordinator = nullptr;
+  ParallelInvoke([&] { reader = BundleReader::OpenShared(*save_path); },
+                 [&] { coordinator = ReadObjectGraph(*save_path, saver); });
+  CKFLOW_RETURN_IF_ERROR(reader.status());
+  CKFLOW_RETURN_IF_ERROR(coordinator.status());
+  if (*coordinator == nullptr) {
+    auto status = std::make_shared<NameBasedSaverStatusImpl>(*save_path, *reader, saver, root);
     if (make_save_counter) {
       if (std::shared_ptr<Trackable> counter = make_save_counter())
         status->MarkOptional(counter.get());
     }
     return LoadStatusImpl::Wrap(status);
   }
-  CKFLOW_ASSIGN_OR_RETURN(Tensor graph_tensor, reader->Lookup(kObjectGraphKey));
-  if (graph_tensor.dtype() != DT_STRING || graph_tensor.NumElements() != 1) {
-    return DataLossError(*save_path, ": ", kObjectGraphKey, " is not a string scalar");
-  }
-  auto arena = std::make_unique<google::protobuf::Arena>();
-  auto* proto =
-      google::protobuf::Arena::CreateMessage<tensorflow::TrackableObjectGraph>(arena.get());
-  if (!proto->ParseFromString(graph_tensor.flat<std::string>()[0])) {
-    return DataLossError(*save_path, ": ", kObjectGraphKey,
-                         " does not parse as a TrackableObjectGraph");
-  }
-  CKFLOW_RETURN_IF_ERROR(ValidateProto(*proto, *save_path));
-  auto coordinator =
-      std::make_shared<RestoreCoordinator>(*save_path, reader, std::move(arena), proto, saver);
-  CheckpointPosition(coordinator, 0).Restore(root);
-  auto status = std::make_shared<CheckpointLoadStatusImpl>(coordinator, root);
+  (*coordinator)->reader = *std::move(reader);
+  CheckpointPosition(*coordinator, 0).Restore(root);
+  auto status = std::make_shared<CheckpointLoadStatusImpl>(*std::move(coordinator), root);
   if (make_save_counter) make_save_counter();
   return LoadStatusImpl::Wrap(status);
 }

@@ -52,7 +52,7 @@ class Saver {
   Output restore_prefix();
   // Restore ops for `items` (split into groups the session runs in
   // parallel), reusing ops built before for the same items.
-  StatusOr<std::vector<Output>> RestoreOps(const std::vector<RestoreItem>& items);
+  StatusOr<std::vector<Output>> RestoreOps(std::vector<RestoreItem> items);
 
   ~Saver();
 
@@ -118,14 +118,15 @@ struct DeferredSlotRestoration {
 
 class RestoreCoordinator : public std::enable_shared_from_this<RestoreCoordinator> {
  public:
-  RestoreCoordinator(std::string save_path, std::shared_ptr<const BundleReader> reader,
-                     std::unique_ptr<google::protobuf::Arena> arena,
+  RestoreCoordinator(std::string save_path, std::unique_ptr<google::protobuf::Arena> arena,
                      const tensorflow::TrackableObjectGraph* proto, std::shared_ptr<Saver> saver);
   ~RestoreCoordinator();
 
   const int64_t uid;
   const std::string save_path;
-  const std::shared_ptr<const BundleReader> reader;
+  // The checkpoint's whole index; set once, before anything is matched
+  // (it is parsed while the object graph is).
+  std::shared_ptr<const BundleReader> reader;
   // The checkpoint's object graph, parsed into an arena (one allocation
   // for tens of thousands of nodes, and no per-node teardown).
   const std::unique_ptr<google::protobuf::Arena> arena;
@@ -153,7 +154,7 @@ class RestoreCoordinator : public std::enable_shared_from_this<RestoreCoordinato
 
   // Checks `items` against the checkpoint, builds their restore ops and
   // appends them to restore_ops.
-  void AddRestoreOps(const std::vector<std::pair<int, RestoreItem>>& items);
+  void AddRestoreOps(std::vector<std::pair<int, RestoreItem>> items);
 };
 
 // A node of the checkpoint's object graph; Restore(object) binds it and walks

@@ -37,10 +37,10 @@ int64_t ApproxBytes(const SaveableAttribute& a) {
 std::string Signature(const std::vector<RestoreItem>& items, size_t begin, size_t end) {
   std::string sig;
   for (size_t i = begin; i < end; ++i) {
-    sig += items[i].key;
-    sig += '\0';
-    sig += std::to_string(items[i].attribute.handle.node()->id());
-    sig += '\0';
+    const int id = items[i].attribute.handle.node()->id();
+    sig.append(items[i].key);
+    sig.push_back('\0');
+    sig.append(reinterpret_cast<const char*>(&id), sizeof(id));
   }
   return sig;
 }
@@ -65,36 +65,55 @@ Output Saver::restore_prefix() {
   return restore_prefix_;
 }
 
-StatusOr<std::vector<Output>> Saver::RestoreOps(const std::vector<RestoreItem>& items) {
-  std::vector<Output> result;
-  Output prefix = restore_prefix();
-  size_t begin = 0;
-  while (begin < items.size()) {
-    size_t end = begin;
+StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items) {
+  struct Group {
+    size_t begin, end;
+    std::string signature;
+    Output op;  // cached, or built below
+    StatusOr<ops::VariableDeclarations> variables = ops::VariableDeclarations{};
+  };
+  std::vector<Group> groups;
+  std::vector<size_t> to_build;
+  for (size_t begin = 0, end = 0; begin < items.size(); begin = end) {
     int64_t bytes = 0;
     while (end < items.size() && end - begin < kMaxValuesPerRestoreOp &&
            (end == begin || bytes + ApproxBytes(items[end].attribute) <= kMaxBytesPerRestoreOp)) {
       bytes += ApproxBytes(items[end].attribute);
       ++end;
     }
-    std::string sig = Signature(items, begin, end);
-    auto cached = restore_ops_.find(sig);
-    if (cached != restore_ops_.end()) {
-      result.push_back(cached->second);
+    Group& g = groups.emplace_back(Group{begin, end, Signature(items, begin, end)});
+    if (auto cached = restore_ops_.find(g.signature); cached != restore_ops_.end()) {
+      g.op = cached->second;
     } else {
-      std::vector<std::string> keys;
-      std::vector<Output> handles;
-      for (size_t i = begin; i < end; ++i) {
-        keys.push_back(items[i].key);
-        handles.push_back(items[i].attribute.handle);
-      }
-      Output op = ops::RestoreVariables(scope_.WithDevice(""), prefix, keys, handles);
-      if (!op.valid()) return scope_.status().WithContext("building restore ops");
-      restore_ops_.emplace(std::move(sig), op);
-      result.push_back(op);
+      to_build.push_back(groups.size() - 1);
     }
-    begin = end;
   }
+  // Reading each variable's declaration off its handle node is most of the
+  // cost of a new op (the nodes are cold in cache), and only reads the
+  // graph: done for all groups in parallel, then the ops are added in order.
+  ParallelFor(static_cast<int64_t>(to_build.size()), 100000, [&](int64_t first, int64_t last) {
+    for (int64_t b = first; b < last; ++b) {
+      Group& g = groups[to_build[b]];
+      std::vector<Output> handles;
+      handles.reserve(g.end - g.begin);
+      for (size_t i = g.begin; i < g.end; ++i) handles.push_back(items[i].attribute.handle);
+      g.variables = ops::DeclarationsOf(handles);
+    }
+  });
+  const Output prefix = restore_prefix();
+  std::vector<Output> result;
+  for (size_t b : to_build) {
+    Group& g = groups[b];
+    if (!g.variables.ok()) return g.variables.status().WithContext("building restore ops");
+    std::vector<std::string> keys;
+    keys.reserve(g.end - g.begin);
+    for (size_t i = g.begin; i < g.end; ++i) keys.push_back(std::move(items[i].key));
+    g.op = ops::RestoreVariables(scope_.WithDevice(""), prefix, std::move(keys),
+                                 *std::move(g.variables));
+    if (!g.op.valid()) return scope_.status().WithContext("building restore ops");
+    restore_ops_.emplace(std::move(g.signature), g.op);
+  }
+  for (const Group& g : groups) result.push_back(g.op);
   return result;
 }
 

@@ -80,7 +80,8 @@ class PartialShape {
 // Attribute values of a node (TensorFlow's AttrValue, as a C++ variant).
 using AttrValue = std::variant<bool, int64_t, float, std::string, DataType,
                                PartialShape, Tensor, std::vector<int64_t>,
-                               std::vector<DataType>, std::vector<std::string>>;
+                               std::vector<DataType>, std::vector<std::string>,
+                               std::vector<PartialShape>>;
 
 class AttrMap {
  public:
@@ -98,6 +99,12 @@ class AttrMap {
     if (v == nullptr) return InvalidArgumentError("missing attribute '", name, "'");
     if (const T* t = std::get_if<T>(v)) return *t;
     return InvalidArgumentError("attribute '", name, "' has the wrong type");
+  }
+  // The attribute as T, without a copy; null if missing or of another type.
+  template <typename T>
+  const T* GetIf(std::string_view name) const {
+    const AttrValue* v = Find(name);
+    return v == nullptr ? nullptr : std::get_if<T>(v);
   }
   template <typename T>
   T GetOr(std::string_view name, T fallback) const {

@@ -190,18 +190,23 @@ StatusOr<Kernel> MergeKernel(const Node& node) {
 // ------------------------------------------------------------ RestoreVariables
 
 Status RestoreVariablesShape(InferenceContext& c) {
-  CKFLOW_RETURN_IF_ERROR(CheckStringInput(c, 0, "prefix", 0));
-  CKFLOW_ASSIGN_OR_RETURN(std::vector<std::string> keys,
-                          c.attrs->Get<std::vector<std::string>>("keys"));
-  if (keys.size() + 1 != c.input_types.size()) {
-    return InvalidArgumentError(keys.size(), " keys for ", c.input_types.size() - 1, " handles");
+  if (c.input_types.size() != 1) {
+    return InvalidArgumentError("takes only the prefix, got ", c.input_types.size(), " inputs");
   }
-  for (size_t i = 1; i < c.input_types.size(); ++i) {
-    if (c.input_types[i] != DT_RESOURCE) {
-      return InvalidArgumentError("input ", i, " (for key '", keys[i - 1],
-                                  "') must be a variable handle, got ",
-                                  DataTypeName(c.input_types[i]));
-    }
+  CKFLOW_RETURN_IF_ERROR(CheckStringInput(c, 0, "prefix", 0));
+  // Checked in place: the lists hold an entry per variable restored.
+  const auto* keys = c.attrs->GetIf<std::vector<std::string>>("keys");
+  const auto* names = c.attrs->GetIf<std::vector<std::string>>("shared_names");
+  const auto* dtypes = c.attrs->GetIf<std::vector<DataType>>("dtypes");
+  const auto* shapes = c.attrs->GetIf<std::vector<PartialShape>>("shapes");
+  if (!keys || !names || !dtypes || !shapes) {
+    return InvalidArgumentError(
+        "needs list attributes keys, shared_names (strings), dtypes and shapes");
+  }
+  if (names->size() != keys->size() || dtypes->size() != keys->size() ||
+      shapes->size() != keys->size()) {
+    return InvalidArgumentError(keys->size(), " keys for ", names->size(), " variables, ",
+                                dtypes->size(), " dtypes and ", shapes->size(), " shapes");
   }
   return OkStatus();
 }
@@ -216,11 +221,9 @@ struct RestoreTarget {
   std::shared_ptr<internal::VariableResource> variable;
 };
 
-// Finds `key` and checks it fits the variable behind `handle`.
+// Finds `key` and checks it fits `var`.
 StatusOr<RestoreTarget> LookupTarget(const BundleReader& reader, const std::string& key,
-                                     const Tensor& handle) {
-  CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<internal::VariableResource> var,
-                          internal::VariableFromHandle(handle, key));
+                                     std::shared_ptr<internal::VariableResource> var) {
   const BundleEntry* entry = reader.FindEntry(key);
   if (entry == nullptr) {
     return NotFoundError("key '", key, "' not found in checkpoint '", reader.prefix(),
@@ -261,16 +264,59 @@ Status RestoreSmall(const BundleReader& reader, const std::vector<RestoreTarget>
   });
 }
 
+// The variables one RestoreVariables op writes, resolved by name in the
+// session's resources the first time it runs there (creating them, as their
+// VarHandleOps would) and reused by later runs: a restore op carries no
+// handle inputs, so a fresh session restoring thousands of variables runs a
+// few ops, not a handle op per variable.
+class RestoreVariablesTargets {
+ public:
+  RestoreVariablesTargets(std::vector<std::string> names, std::vector<DataType> dtypes,
+                          std::vector<PartialShape> shapes)
+      : names_(std::move(names)), dtypes_(std::move(dtypes)), shapes_(std::move(shapes)) {}
+
+  StatusOr<std::vector<std::shared_ptr<internal::VariableResource>>> Get(ResourceMgr& resources) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (resources_ != &resources) {
+      CKFLOW_ASSIGN_OR_RETURN(
+          std::vector<std::shared_ptr<internal::VariableResource>> variables,
+          internal::LookupOrCreateVariables(resources, names_, dtypes_, shapes_));
+      variables_ = std::move(variables);
+      resources_ = &resources;
+    }
+    return variables_;
+  }
+
+ private:
+  const std::vector<std::string> names_;
+  const std::vector<DataType> dtypes_;
+  const std::vector<PartialShape> shapes_;
+  std::mutex mu_;
+  const ResourceMgr* resources_ = nullptr;                            // guarded by mu_
+  std::vector<std::shared_ptr<internal::VariableResource>> variables_;  // guarded by mu_
+};
+
 StatusOr<Kernel> RestoreVariablesKernel(const Node& node) {
   CKFLOW_ASSIGN_OR_RETURN(std::vector<std::string> keys,
                           node.attrs().Get<std::vector<std::string>>("keys"));
-  return Kernel([keys](KernelContext& ctx) -> Status {
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<std::string> names,
+                          node.attrs().Get<std::vector<std::string>>("shared_names"));
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<DataType> dtypes,
+                          node.attrs().Get<std::vector<DataType>>("dtypes"));
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<PartialShape> shapes,
+                          node.attrs().Get<std::vector<PartialShape>>("shapes"));
+  auto targets = std::make_shared<RestoreVariablesTargets>(std::move(names), std::move(dtypes),
+                                                           std::move(shapes));
+  return Kernel([keys = std::move(keys), targets](KernelContext& ctx) -> Status {
     CKFLOW_ASSIGN_OR_RETURN(std::string prefix, ScalarString(ctx.input(0), "prefix"));
     CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<const BundleReader> reader, ReaderFor(ctx, prefix));
+    CKFLOW_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<internal::VariableResource>> variables,
+                            targets->Get(ctx.resources()));
     std::vector<RestoreTarget> small;
+    small.reserve(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) {
       CKFLOW_ASSIGN_OR_RETURN(RestoreTarget target,
-                              LookupTarget(*reader, keys[i], ctx.input(static_cast<int>(i) + 1)));
+                              LookupTarget(*reader, keys[i], std::move(variables[i])));
       if (target.entry->dtype != DT_STRING && target.entry->size <= kBatchEntryBytes) {
         small.push_back(std::move(target));
       } else {
@@ -334,13 +380,53 @@ Output MergeV2Checkpoints(const Scope& scope, Output checkpoint_prefixes, Output
                        std::move(attrs));
 }
 
-Output RestoreVariables(const Scope& scope, Output prefix, const std::vector<std::string>& keys,
-                        const std::vector<Output>& handles) {
-  std::vector<Output> inputs = {prefix};
-  inputs.insert(inputs.end(), handles.begin(), handles.end());
+StatusOr<VariableDeclarations> DeclarationsOf(const std::vector<Output>& handles) {
+  VariableDeclarations d;
+  d.shared_names.reserve(handles.size());
+  d.dtypes.reserve(handles.size());
+  d.shapes.reserve(handles.size());
+  for (size_t i = 0; i < handles.size(); ++i) {
+    const Node* node = handles[i].node();
+    const AttrMap* attrs = node != nullptr && node->type() == "VarHandleOp" ? &node->attrs() : nullptr;
+    const auto* name = attrs ? attrs->GetIf<std::string>("shared_name") : nullptr;
+    const auto* dtype = attrs ? attrs->GetIf<DataType>("dtype") : nullptr;
+    const auto* shape = attrs ? attrs->GetIf<PartialShape>("shape") : nullptr;
+    if (!name || !dtype || !shape) {
+      return InvalidArgumentError("RestoreVariables: handle ", i, " (",
+                                  node ? handles[i].name() : std::string("invalid"),
+                                  ") is not a VarHandleOp output");
+    }
+    d.shared_names.push_back(*name);
+    d.dtypes.push_back(*dtype);
+    d.shapes.push_back(*shape);
+  }
+  return d;
+}
+
+Output RestoreVariables(const Scope& scope, Output prefix, std::vector<std::string> keys,
+                        VariableDeclarations variables) {
   AttrMap attrs;
-  attrs.Set("keys", keys);
-  return scope.AddNode(StandardOp("RestoreVariables"), std::move(inputs), std::move(attrs));
+  attrs.Set("keys", std::move(keys));
+  attrs.Set("shared_names", std::move(variables.shared_names));
+  attrs.Set("dtypes", std::move(variables.dtypes));
+  attrs.Set("shapes", std::move(variables.shapes));
+  return scope.AddNode(StandardOp("RestoreVariables"), {prefix}, std::move(attrs));
+}
+
+Output RestoreVariables(const Scope& scope, Output prefix, std::vector<std::string> keys,
+                        const std::vector<Output>& handles) {
+  if (!scope.ok()) return Output();
+  if (keys.size() != handles.size()) {
+    scope.UpdateStatus(InvalidArgumentError("RestoreVariables: ", keys.size(), " keys for ",
+                                            handles.size(), " handles"));
+    return Output();
+  }
+  StatusOr<VariableDeclarations> variables = DeclarationsOf(handles);
+  if (!variables.ok()) {
+    scope.UpdateStatus(variables.status());
+    return Output();
+  }
+  return RestoreVariables(scope, prefix, std::move(keys), *std::move(variables));
 }
 
 }  // namespace ops

@@ -43,11 +43,27 @@ std::vector<Output> RestoreV2(const Scope& scope, Output prefix, Output tensor_n
 Output MergeV2Checkpoints(const Scope& scope, Output checkpoint_prefixes,
                           Output destination_prefix, bool delete_old_dirs = true);
 
-// Restores the variable behind each of `handles` from the tensor `keys[i]`
-// of the checkpoint at `prefix`: dtype and shape are checked against the
-// variable; the bytes are read, and checksummed, straight into its buffer.
-Output RestoreVariables(const Scope& scope, Output prefix, const std::vector<std::string>& keys,
+// Restores the variable behind each of `handles` (VarHandleOp outputs) from
+// the tensor `keys[i]` of the checkpoint at `prefix`: dtype and shape are
+// checked against the variable; the bytes are read, and checksummed,
+// straight into its buffer. The op names the variables rather than taking
+// the handles as inputs, so running it does not run a handle op per
+// variable; it creates a variable not yet in the session, as its handle op
+// would.
+Output RestoreVariables(const Scope& scope, Output prefix, std::vector<std::string> keys,
                         const std::vector<Output>& handles);
+
+// The same in two steps, for building many restore ops at once: what the op
+// records of each handle's variable, read from the graph (only reads, so
+// several threads may call it), then the op.
+struct VariableDeclarations {
+  std::vector<std::string> shared_names;
+  std::vector<DataType> dtypes;
+  std::vector<PartialShape> shapes;
+};
+StatusOr<VariableDeclarations> DeclarationsOf(const std::vector<Output>& handles);
+Output RestoreVariables(const Scope& scope, Output prefix, std::vector<std::string> keys,
+                        VariableDeclarations variables);
 
 }  // namespace ops
 }  // namespace ckflow

@@ -94,6 +94,47 @@ Status VariableResource::Assign(const Tensor& value) {
   return OkStatus();
 }
 
+namespace {
+
+Status CheckDeclaration(const VariableResource& variable, DataType dtype,
+                        const PartialShape& shape) {
+  if (variable.dtype() != dtype || !variable.shape().IsCompatibleWith(shape)) {
+    return InvalidArgumentError("variable '", variable.name(), "' exists as ",
+                                DataTypeName(variable.dtype()), variable.shape().ToString(),
+                                "; this handle declares it ", DataTypeName(dtype),
+                                shape.ToString());
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<VariableResource>> LookupOrCreateVariable(ResourceMgr& resources,
+                                                                   const std::string& name,
+                                                                   DataType dtype,
+                                                                   const PartialShape& shape) {
+  CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<VariableResource> variable,
+                          resources.LookupOrCreate<VariableResource>(name, [&] {
+                            return std::make_shared<VariableResource>(name, dtype, shape);
+                          }));
+  CKFLOW_RETURN_IF_ERROR(CheckDeclaration(*variable, dtype, shape));
+  return variable;
+}
+
+StatusOr<std::vector<std::shared_ptr<VariableResource>>> LookupOrCreateVariables(
+    ResourceMgr& resources, const std::vector<std::string>& names,
+    const std::vector<DataType>& dtypes, const std::vector<PartialShape>& shapes) {
+  CKFLOW_ASSIGN_OR_RETURN(
+      std::vector<std::shared_ptr<VariableResource>> variables,
+      resources.LookupOrCreateAll<VariableResource>(names, [&](size_t i) {
+        return std::make_shared<VariableResource>(names[i], dtypes[i], shapes[i]);
+      }));
+  for (size_t i = 0; i < variables.size(); ++i) {
+    CKFLOW_RETURN_IF_ERROR(CheckDeclaration(*variables[i], dtypes[i], shapes[i]));
+  }
+  return variables;
+}
+
 StatusOr<std::shared_ptr<VariableResource>> VariableFromHandle(const Tensor& handle,
                                                                std::string_view what) {
   if (handle.dtype() != DT_RESOURCE || handle.NumElements() != 1) {
@@ -159,16 +200,9 @@ StatusOr<Kernel> VarHandleKernel(const Node& node) {
   return Kernel([name, dtype, shape, cache](KernelContext& ctx) -> Status {
     std::lock_guard<std::mutex> lock(cache->mu);
     if (cache->resources != &ctx.resources()) {
-      CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<VariableResource> variable,
-                              ctx.resources().LookupOrCreate<VariableResource>(name, [&] {
-                                return std::make_shared<VariableResource>(name, dtype, shape);
-                              }));
-      if (variable->dtype() != dtype || !variable->shape().IsCompatibleWith(shape)) {
-        return InvalidArgumentError("variable '", name, "' exists as ",
-                                    DataTypeName(variable->dtype()), variable->shape().ToString(),
-                                    "; this handle declares it ", DataTypeName(dtype),
-                                    shape.ToString());
-      }
+      CKFLOW_ASSIGN_OR_RETURN(
+          std::shared_ptr<VariableResource> variable,
+          internal::LookupOrCreateVariable(ctx.resources(), name, dtype, shape));
       Tensor handle(DT_RESOURCE, TensorShape());
       handle.resource_handle() = ResourceHandle{.name = name, .resource = std::move(variable)};
       cache->handle = std::move(handle);

@@ -81,6 +81,20 @@ class VariableResource : public ResourceBase {
   bool initialized_ = false;  // guarded by mu_
 };
 
+// The variable `name` in `resources`, created uninitialized if absent (what
+// a VarHandleOp declaring it does). InvalidArgument naming it if it exists
+// with another dtype or an incompatible shape.
+StatusOr<std::shared_ptr<VariableResource>> LookupOrCreateVariable(ResourceMgr& resources,
+                                                                   const std::string& name,
+                                                                   DataType dtype,
+                                                                   const PartialShape& shape);
+
+// LookupOrCreateVariable for each (names[i], dtypes[i], shapes[i]), taking
+// the resources' lock once.
+StatusOr<std::vector<std::shared_ptr<VariableResource>>> LookupOrCreateVariables(
+    ResourceMgr& resources, const std::vector<std::string>& names,
+    const std::vector<DataType>& dtypes, const std::vector<PartialShape>& shapes);
+
 // The variable a DT_RESOURCE handle tensor points at. InvalidArgument naming
 // `what` if the tensor is not a handle to a variable.
 StatusOr<std::shared_ptr<VariableResource>> VariableFromHandle(const Tensor& handle,

@@ -55,6 +55,13 @@ void ParallelFor(int64_t n, int64_t cost_per_unit,
   internal::TsanAcquire(ParallelForBody::Done(&fn));
 }
 
+void ParallelInvoke(const std::function<void()>& a, const std::function<void()>& b) {
+  // Two units costly enough that ParallelFor makes each its own task.
+  ParallelFor(2, kMinCyclesPerTask, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) (i == 0 ? a : b)();
+  });
+}
+
 #ifdef CKFLOW_TSAN
 namespace internal {
 extern "C" void __tsan_acquire(void* addr);

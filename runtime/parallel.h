@@ -21,6 +21,11 @@ namespace ckflow {
 void ParallelFor(int64_t n, int64_t cost_per_unit,
                  const std::function<void(int64_t, int64_t)>& fn);
 
+// Runs a() and b(), on two threads when one is free, and returns when both
+// are done. For two independent pieces of substantial work (each worth at
+// least tens of microseconds).
+void ParallelInvoke(const std::function<void()>& a, const std::function<void()>& b);
+
 // The number of threads oneTBB may use right now (honours
 // tbb::global_control set by the caller).
 int MaxParallelism();

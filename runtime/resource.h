@@ -40,6 +40,28 @@ class ResourceMgr {
     return typed;
   }
 
+  // LookupOrCreate of every one of `names` under one lock (a restore of
+  // thousands of variables would otherwise take it thousands of times);
+  // create(i) makes the resource for names[i].
+  template <typename T>
+  StatusOr<std::vector<std::shared_ptr<T>>> LookupOrCreateAll(
+      const std::vector<std::string>& names,
+      const std::function<std::shared_ptr<T>(size_t)>& create) {
+    std::vector<std::shared_ptr<T>> found;
+    found.reserve(names.size());
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < names.size(); ++i) {
+      auto [it, inserted] = resources_.try_emplace(names[i]);
+      if (inserted) it->second = create(i);
+      auto typed = std::dynamic_pointer_cast<T>(it->second);
+      if (!typed) {
+        return InvalidArgumentError("resource '", names[i], "' exists with another type");
+      }
+      found.push_back(std::move(typed));
+    }
+    return found;
+  }
+
   // NotFound if absent.
   template <typename T>
   StatusOr<std::shared_ptr<T>> Lookup(const std::string& name) const {

@@ -322,6 +322,27 @@ TEST_F(BundleReaderTest, DestinationMismatchIsInvalidArgument) {
   ExpectError(reader->ReadInto("a", nullptr), StatusCode::kInvalidArgument, {"'a'"});
 }
 
+TEST_F(BundleReaderTest, OnlyKeyIndexesJustThatKey) {
+  WriteValid();
+  std::unique_ptr<BundleReader> one = BundleReader::Open(prefix_, {.only_key = "b"}).value();
+  ASSERT_EQ(one->entries().size(), 1u);
+  EXPECT_EQ(one->entries()[0].key, "b");
+  EXPECT_FALSE(one->Contains("a"));
+  EXPECT_EQ(one->Lookup("b").value().scalar<int64_t>(), 7);
+  // An absent key leaves nothing indexed (and is not an error).
+  EXPECT_TRUE(BundleReader::Open(prefix_, {.only_key = "zz"}).value()->entries().empty());
+  EXPECT_TRUE(BundleReader::Open(prefix_, {.only_key = "0"}).value()->entries().empty());
+}
+
+TEST_F(BundleReaderTest, OnlyKeyStillChecksTheWholeIndex) {
+  WriteValid();
+  std::string index = testing::ReadFileOrDie(index_path());
+  index[index.size() / 3] ^= 0x40;  // somewhere in the data block
+  testing::WriteFileOrDie(index_path(), index);
+  StatusOr<std::unique_ptr<BundleReader>> one = BundleReader::Open(prefix_, {.only_key = "b"});
+  EXPECT_EQ(one.status().code(), StatusCode::kDataLoss) << one.status();
+}
+
 TEST_F(BundleReaderTest, MissingKeyIsNotFound) {
   WriteValid();
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix_));

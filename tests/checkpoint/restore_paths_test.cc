@@ -15,6 +15,8 @@
 #include "checkpoint/bundle_reader.h"
 #include "checkpoint/checkpoint.h"
 #include "ops/array_ops.h"
+#include "ops/checkpoint_ops.h"
+#include "ops/variable_ops.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
 #include "tests/test_util.h"
 
@@ -203,6 +205,45 @@ TEST_F(RestorePathsTest, ManySmallVariablesRestoreExactlyThroughBatches) {
   for (size_t i = 0; i < many.size(); ++i) {
     ASSERT_TRUE(SameTensor(ValueOf(*p.session, *p.vars[i]), many[i].value)) << many[i].name;
   }
+}
+
+// Restore ops name their variables instead of taking handle inputs: a
+// fresh session restores without running a handle op per variable, and the
+// variable the op creates is the one the program's handles then see.
+TEST_F(RestorePathsTest, RestoreOpsTakeNoHandleInputsAndFeedTheProgramsHandles) {
+  Program p(cases_, /*zeros=*/true);
+  Output op = ops::RestoreVariables(p.scope, ops::Const(p.scope, prefix_), {KeyOf(cases_[0].name)},
+                                    {p.vars[0]->handle()});
+  ASSERT_TRUE(p.scope.ok()) << p.scope.status();
+  EXPECT_EQ(op.node()->inputs().size(), 1u);  // just the prefix
+  testing::RunOrFail(*p.session, {op});
+  EXPECT_TRUE(SameTensor(ValueOf(*p.session, *p.vars[0]), cases_[0].value));
+}
+
+TEST_F(RestorePathsTest, RestoreIntoAVariableDeclaredOtherwiseIsInvalidArgument) {
+  Program p(cases_, /*zeros=*/true);
+  // In a new session, another handle creates the variable first, as int32.
+  const std::string name =
+      p.vars[0]->handle().node()->attrs().Get<std::string>("shared_name").value();
+  Output other =
+      ops::VarHandleOp(p.scope.WithOpName("other"), DT_INT32, PartialShape::Unknown(), name);
+  std::unique_ptr<Session> session = Session::Create(p.scope.graph()).value();
+  testing::RunOrFail(*session, {other});
+  LoadStatus status = p.checkpoint->Restore(prefix_).value();
+  Status s = status.InitializeOrRestore(*session);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("variable '" + name + "' exists as int32"), std::string::npos) << s;
+}
+
+TEST_F(RestorePathsTest, RestoreOpsRefuseHandlesThatAreNotVarHandleOps) {
+  Scope scope = Scope::NewRootScope();
+  Output handle = ops::Placeholder(scope.WithOpName("fed_handle"), DT_RESOURCE);
+  Output op = ops::RestoreVariables(scope, ops::Const(scope, prefix_), {"k"}, {handle});
+  EXPECT_FALSE(op.valid());
+  EXPECT_EQ(scope.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(scope.status().message().find("fed_handle"), std::string::npos) << scope.status();
+  EXPECT_NE(scope.status().message().find("not a VarHandleOp"), std::string::npos)
+      << scope.status();
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -43,6 +44,22 @@ TEST_P(ParallelForTest, VisitsEveryIndexOnceAndPublishesWrites) {
   }
   if (MaxParallelism() > 1) {
     EXPECT_GT(chunks.load(), 20);  // really split
+  }
+}
+
+TEST_P(ParallelForTest, ParallelInvokeRunsBothAndPublishesTheirWrites) {
+  for (int round = 0; round < 50; ++round) {
+    std::vector<int> a(1000, -1), b(1000, -1);
+    ParallelInvoke([&] { std::fill(a.begin(), a.end(), round); },
+                   [&] {
+                     // Nested parallelism inside one side, as a restore's
+                     // index parse may do.
+                     ParallelFor(1000, 100000, [&](int64_t begin, int64_t end) {
+                       for (int64_t i = begin; i < end; ++i) b[i] = round + 1;
+                     });
+                   });
+    ASSERT_EQ(std::count(a.begin(), a.end(), round), 1000) << "round " << round;
+    ASSERT_EQ(std::count(b.begin(), b.end(), round + 1), 1000) << "round " << round;
   }
 }
 
