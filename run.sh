@@ -76,7 +76,7 @@ case "$cmd" in
     cd build/tsan && ctest --output-on-failure -j "$JOBS" -R 'Concurren|Parallel|Thread|Session' "$@"
     ;;
   bench)
-    install_packages "${PACKAGES[@]}" python3-torch python3-matplotlib
+    install_packages "${PACKAGES[@]}" python3-torch python3-matplotlib libtorch-dev
     release_build -DCKFLOW_BUILD_BENCH=ON
     for b in build/release/bench/*_bench; do
       [ -x "$b" ] && "$b" "$@"

@@ -13,6 +13,9 @@ in the same temporary directory:
           torch.load + copy_ into existing tensors, which is what restoring
           a state dict into a live model costs and what ckflow's restore
           does.
+  libtorch the same three in C++ (bench/torch_baseline.cc: OutputArchive /
+          InputArchive, tensors named v0..vN-1), when BUILD/bench/torch_baseline
+          was built (it needs libtorch-dev); otherwise its columns are left out.
 
 Reads are warm (the file was just written, so it is in the page cache):
 both sides measure the CPU side of checkpoint I/O, not the disk. Every
@@ -64,6 +67,14 @@ GIB = 1 << 30
 CKFLOW_RE = re.compile(r"^ckflow\s+([0-9.]+) GB/s", re.M)
 RAW_RE = re.compile(r"^raw\s+([0-9.]+) GB/s", re.M)
 RATIO_RE = re.compile(r"^ckflow/raw = ([0-9.]+)x", re.M)
+# The lines torch_baseline prints last (see bench/torch_baseline.cc):
+#   libtorch save: 1.052 GB/s
+#   libtorch load: 7.003 GB/s
+#   libtorch load+copy_: 5.901 GB/s
+LIBTORCH_RE = {
+    key: re.compile(rf"^libtorch {re.escape(name)}: ([0-9.]+) GB/s", re.M)
+    for key, name in (("save", "save"), ("load", "load"), ("load_copy", "load+copy_"))
+}
 
 
 class Case:
@@ -180,41 +191,74 @@ def run_ckflow(ckflow, mode, case, directory, repeat):
     return float(found[0].group(1)), float(found[1].group(1))
 
 
-def print_table(rows):
-    header = [
-        "size",
-        "ckflow restore",
-        "raw read",
-        "torch.load",
-        "torch.load+copy_",
-        "ckflow save",
-        "raw write",
-        "torch.save",
-        "ckflow/torch.load",
-        "ckflow/load+copy_",
-        "ckflow/torch.save",
+def run_libtorch(binary, case, directory, repeat, threads):
+    """Returns {'load', 'load_copy', 'save'} -> GB/s parsed from torch_baseline."""
+    cmd = [
+        binary,
+        "--count",
+        str(case.count),
+        "--size",
+        str(case.bytes),
+        "--repeat",
+        str(repeat),
+        "--dir",
+        directory,
     ]
-    print("| " + " | ".join(header) + " |")
-    print("|" + "|".join("---" for _ in header) + "|")
-    for case, r in rows:
-        cells = [
-            f"{case.label()} ({case.total()})",
-            f"{r['ckflow_restore']:.2f}",
-            f"{r['raw_read']:.2f}",
-            f"{r['torch_load']:.2f}",
-            f"{r['torch_load_copy']:.2f}",
-            f"{r['ckflow_save']:.2f}",
-            f"{r['raw_write']:.2f}",
-            f"{r['torch_save']:.2f}",
-            f"{r['ckflow_restore'] / r['torch_load']:.2f}x",
-            f"{r['ckflow_restore'] / r['torch_load_copy']:.2f}x",
-            f"{r['ckflow_save'] / r['torch_save']:.2f}x",
+    if threads:
+        cmd += ["--threads", str(threads)]
+    result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if result.returncode != 0:
+        sys.exit(
+            f"side_by_side.py: {' '.join(cmd)} exited {result.returncode}:\n"
+            f"{result.stdout}{result.stderr}"
+        )
+    found = {key: r.search(result.stdout) for key, r in LIBTORCH_RE.items()}
+    if not all(found.values()):
+        sys.exit(
+            f"side_by_side.py: cannot parse the output of {' '.join(cmd)} "
+            f"(out of sync with bench/torch_baseline.cc?):\n{result.stdout}"
+        )
+    return {key: float(m.group(1)) for key, m in found.items()}
+
+
+def print_table(rows, libtorch):
+    # (header, cell) in column order; the libtorch columns only when it ran.
+    columns = [
+        ("size", lambda case, r: f"{case.label()} ({case.total()})"),
+        ("ckflow restore", lambda case, r: f"{r['ckflow_restore']:.2f}"),
+        ("raw read", lambda case, r: f"{r['raw_read']:.2f}"),
+        ("torch.load", lambda case, r: f"{r['torch_load']:.2f}"),
+        ("torch.load+copy_", lambda case, r: f"{r['torch_load_copy']:.2f}"),
+    ]
+    if libtorch:
+        columns += [
+            ("libtorch load", lambda case, r: f"{r['libtorch_load']:.2f}"),
+            ("libtorch load+copy_", lambda case, r: f"{r['libtorch_load_copy']:.2f}"),
         ]
-        print("| " + " | ".join(cells) + " |")
+    columns += [
+        ("ckflow save", lambda case, r: f"{r['ckflow_save']:.2f}"),
+        ("raw write", lambda case, r: f"{r['raw_write']:.2f}"),
+        ("torch.save", lambda case, r: f"{r['torch_save']:.2f}"),
+    ]
+    if libtorch:
+        columns.append(("libtorch save", lambda case, r: f"{r['libtorch_save']:.2f}"))
+    columns += [
+        ("ckflow/torch.load", lambda case, r: f"{r['ckflow_restore'] / r['torch_load']:.2f}x"),
+        ("ckflow/load+copy_",
+         lambda case, r: f"{r['ckflow_restore'] / r['torch_load_copy']:.2f}x"),
+        ("ckflow/torch.save", lambda case, r: f"{r['ckflow_save'] / r['torch_save']:.2f}x"),
+    ]
+    if libtorch:
+        columns.append(("ckflow/libtorch load+copy_",
+                        lambda case, r: f"{r['ckflow_restore'] / r['libtorch_load_copy']:.2f}x"))
+    print("| " + " | ".join(header for header, _ in columns) + " |")
+    print("|" + "|".join("---" for _ in columns) + "|")
+    for case, r in rows:
+        print("| " + " | ".join(cell(case, r) for _, cell in columns) + " |")
     print("(GB/s of tensor payload, median of the runs; ratios > 1: ckflow is faster)")
 
 
-def plot(rows, png):
+def plot(rows, png, libtorch):
     # Sizes are categories (the small case differs in shape, not just size),
     # ordered by total bytes.
     rows = sorted(rows, key=lambda row: row[0].bytes)
@@ -227,7 +271,8 @@ def plot(rows, png):
             ("raw pread + CRC32C (2 threads)", "raw_read", "C7", "--"),
             ("torch.load", "torch_load", "C1", ":"),
             ("torch.load + copy_", "torch_load_copy", "C3", "-"),
-        ],
+        ] + ([("libtorch load + copy_ (C++)", "libtorch_load_copy", "C2", "-.")]
+             if libtorch else []),
         save: [
             ("ckflow Checkpoint::Write", "ckflow_save", "C0", "-"),
             ("raw pwrite (2 threads)", "raw_write", "C7", "--"),
@@ -263,7 +308,11 @@ def main():
     parser.add_argument("--repeat", type=int, default=5, help="runs per measurement (median)")
     parser.add_argument("--dir", help="where files are written (default: a new temp dir)")
     parser.add_argument("--torch-threads", type=int, default=0,
-                        help="torch.set_num_threads (default: PyTorch's own)")
+                        help="torch.set_num_threads and torch_baseline --threads "
+                        "(default: PyTorch's own)")
+    parser.add_argument("--torch-baseline",
+                        help="the C++ libtorch baseline (default: BUILD/bench/torch_baseline; "
+                        "its columns are left out when absent)")
     parser.add_argument("--png", default=os.path.join(here, "restore_save.png"))
     args = parser.parse_args()
 
@@ -272,6 +321,13 @@ def main():
         sys.exit(f"side_by_side.py: no ckflow binary at {ckflow} (build it, or pass --ckflow)")
     if args.repeat < 1:
         sys.exit("side_by_side.py: --repeat must be at least 1")
+    libtorch = args.torch_baseline or os.path.join(args.build, "bench", "torch_baseline")
+    if not os.access(libtorch, os.X_OK):
+        if args.torch_baseline:
+            sys.exit(f"side_by_side.py: no torch_baseline binary at {libtorch}")
+        print(f"libtorch columns skipped: no {libtorch} (built only where libtorch-dev "
+              "is installed, without sanitizers)", flush=True)
+        libtorch = None
 
     cases = [Case(20000, KIB), Case(64, 256 * MIB // 64), Case(64, GIB // 64)]
     if args.large:
@@ -284,13 +340,18 @@ def main():
         torch.set_num_threads(args.torch_threads)
     threads = torch.get_num_threads()
     print(f"PyTorch {torch.__version__} ({threads} thread{'' if threads == 1 else 's'}), "
-          f"{os.cpu_count()} CPUs, ckflow: {ckflow}, median of {args.repeat} runs", flush=True)
+          f"{os.cpu_count()} CPUs, ckflow: {ckflow}, "
+          f"{'libtorch: ' + libtorch + ', ' if libtorch else ''}median of {args.repeat} runs",
+          flush=True)
     directory = tempfile.mkdtemp(prefix="ckflow-side-by-side-", dir=args.dir)
     rows = []
     try:
         for case in cases:
             print(f"  {case.label()} ({case.total()}) ...", file=sys.stderr, flush=True)
             t = measure_torch(case, directory, args.repeat)
+            lt = {}
+            if libtorch:
+                lt = run_libtorch(libtorch, case, directory, args.repeat, args.torch_threads)
             restore, raw_read = run_ckflow(ckflow, "restore", case, directory, args.repeat)
             save, raw_write = run_ckflow(ckflow, "save", case, directory, args.repeat)
             rows.append((case, {
@@ -301,11 +362,12 @@ def main():
                 "ckflow_save": save,
                 "raw_write": raw_write,
                 "torch_save": t["save"],
+                **{f"libtorch_{key}": value for key, value in lt.items()},
             }))
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    print_table(rows)
-    plot(rows, args.png)
+    print_table(rows, libtorch)
+    plot(rows, args.png, libtorch)
     print(f"plot: {args.png}")
 
 
