@@ -71,15 +71,17 @@ void TsanAcquire(const void* addr) { __tsan_acquire(const_cast<void*>(addr)); }
 }  // namespace internal
 
 // What oneTBB synchronizes inside the uninstrumented libtbb TSan cannot
-// see: its header code on its own task, range and partitioner objects,
-// our NodeTask and ParallelForBody built into task memory its allocator
-// recycled from another thread, and that allocator's memsets. None is a ckflow race;
-// a race with ckflow code on top is still reported.
+// see: its header code on its own task, range and partitioner objects
+// (fold_tree's atomic loads on recycled tree nodes show up under a
+// libstdc++ frame), our NodeTask and ParallelForBody built into task memory
+// its allocator recycled from another thread, and that allocator's memsets.
+// None is a ckflow race; a race with ckflow code on top is still reported.
 extern "C" const char* __tsan_default_suppressions() {
   return "race_top:/oneapi/tbb/\n"
          "race_top:tbb::detail::\n"
          "race:tbb::detail::d1::node::node\n"
          "race:tbb::detail::d1::tree_node::tree_node\n"
+         "race:tbb::detail::d1::fold_tree\n"
          "race_top:ckflow::internal::NodeTask::NodeTask\n"
          "race_top:ParallelForBody\n"
          "called_from_lib:libtbb.so\n";
