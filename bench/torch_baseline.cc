@@ -15,6 +15,11 @@
 // GB/s is 1e9 bytes of tensor payload per second. The file was just written,
 // so loads read from the page cache, as `ckflow bench restore` does.
 
+#include <ATen/Parallel.h>
+#include <torch/serialize.h>
+#include <torch/types.h>
+#include <torch/utils.h>
+#include <torch/version.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,12 +36,6 @@
 #include <system_error>
 #include <utility>
 #include <vector>
-
-#include <ATen/Parallel.h>
-#include <torch/serialize.h>
-#include <torch/types.h>
-#include <torch/utils.h>
-#include <torch/version.h>
 
 namespace {
 
@@ -58,8 +57,7 @@ struct Options {
   std::exit(2);
 }
 
-int64_t ParsePositive(std::string_view flag, std::string_view text,
-                      int64_t max = INT64_MAX) {
+int64_t ParsePositive(std::string_view flag, std::string_view text, int64_t max = INT64_MAX) {
   int64_t value = 0;
   auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (error != std::errc() || end != text.data() + text.size() || value < 1 || value > max) {
@@ -159,11 +157,12 @@ int Run(const Options& options) {
   const std::string path =
       (fs::path(options.dir) / ("torch_baseline." + std::to_string(getpid()) + ".pt")).string();
   const FileRemover remover(path);
-  std::printf("torch_baseline: %lld x %lld-byte float32 tensors, libtorch %s, %d thread%s, "
-              "median of %d run%s, in %s\n",
-              static_cast<long long>(options.count), static_cast<long long>(numel * 4),
-              TORCH_VERSION, at::get_num_threads(), at::get_num_threads() == 1 ? "" : "s",
-              options.repeat, options.repeat == 1 ? "" : "s", options.dir.c_str());
+  std::printf(
+      "torch_baseline: %lld x %lld-byte float32 tensors, libtorch %s, %d thread%s, "
+      "median of %d run%s, in %s\n",
+      static_cast<long long>(options.count), static_cast<long long>(numel * 4), TORCH_VERSION,
+      at::get_num_threads(), at::get_num_threads() == 1 ? "" : "s", options.repeat,
+      options.repeat == 1 ? "" : "s", options.dir.c_str());
   std::fflush(stdout);
 
   std::vector<double> save_s;
@@ -205,8 +204,8 @@ int Run(const Options& options) {
   const float last = existing.back()[numel - 1].item<float>();
   if (last != static_cast<float>(options.count - 1)) {
     std::fprintf(stderr, "torch_baseline: load + copy_ left v%lld[%lld] = %g, expected %lld\n",
-                 static_cast<long long>(options.count - 1), static_cast<long long>(numel - 1),
-                 last, static_cast<long long>(options.count - 1));
+                 static_cast<long long>(options.count - 1), static_cast<long long>(numel - 1), last,
+                 static_cast<long long>(options.count - 1));
     return 1;
   }
   const double bytes = static_cast<double>(options.bytes);

@@ -175,8 +175,7 @@ Status PrevalidateTable(std::string_view path, std::string_view contents) {
 }
 
 Status VisitTableWithLevelDb(std::string_view path, std::string_view contents,
-                             std::optional<std::string_view> only_key,
-                             const TableVisitor& visit) {
+                             std::optional<std::string_view> only_key, const TableVisitor& visit) {
   MemoryFile file(contents);
   leveldb::Options options;
   options.paranoid_checks = true;
@@ -335,13 +334,12 @@ StatusOr<BundleIndex> ReadBundleIndex(FileSystem* fs, const std::string& prefix,
   BundleIndex index;
   index.path = IndexFilename(prefix);
   CKFLOW_ASSIGN_OR_RETURN(
-      index.header,
-      VisitBundleIndex(fs, index.path, only_key,
-                       [&](std::string_view key, const tensorflow::BundleHeaderProto&,
-                           const tensorflow::BundleEntryProto& entry) {
-                         index.entries.emplace_back(std::string(key), entry);
-                         return OkStatus();
-                       }));
+      index.header, VisitBundleIndex(fs, index.path, only_key,
+                                     [&](std::string_view key, const tensorflow::BundleHeaderProto&,
+                                         const tensorflow::BundleEntryProto& entry) {
+                                       index.entries.emplace_back(std::string(key), entry);
+                                       return OkStatus();
+                                     }));
   return index;
 }
 

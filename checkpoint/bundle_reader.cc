@@ -95,17 +95,17 @@ StatusOr<std::unique_ptr<BundleReader>> BundleReader::Open(const std::string& pr
   FileSystem* fs = options.fs ? options.fs : FileSystem::Default();
   const std::string index_path = IndexFilename(prefix);
   std::vector<BundleEntry> entries;
-  CKFLOW_ASSIGN_OR_RETURN(
-      tensorflow::BundleHeaderProto header,
-      internal::VisitBundleIndex(
-          fs, index_path, options.only_key,
-          [&](std::string_view key, const tensorflow::BundleHeaderProto& header,
-              const tensorflow::BundleEntryProto& proto) -> Status {
-            CKFLOW_ASSIGN_OR_RETURN(BundleEntry e,
+  CKFLOW_ASSIGN_OR_RETURN(tensorflow::BundleHeaderProto header,
+                          internal::VisitBundleIndex(
+                              fs, index_path, options.only_key,
+                              [&](std::string_view key, const tensorflow::BundleHeaderProto& header,
+                                  const tensorflow::BundleEntryProto& proto) -> Status {
+                                CKFLOW_ASSIGN_OR_RETURN(
+                                    BundleEntry e,
                                     MakeEntry(index_path, header.num_shards(), key, proto));
-            entries.push_back(std::move(e));
-            return OkStatus();
-          }));
+                                entries.push_back(std::move(e));
+                                return OkStatus();
+                              }));
   const int num_shards = header.num_shards();
   const bool big_endian = header.endianness() == tensorflow::BundleHeaderProto::BIG;
   return std::unique_ptr<BundleReader>(

@@ -69,8 +69,7 @@ int64_t NewRestoreUid() {
 
 // ------------------------------------------------------------ coordinator
 
-RestoreCoordinator::RestoreCoordinator(std::string path,
-                                       std::unique_ptr<google::protobuf::Arena> a,
+RestoreCoordinator::RestoreCoordinator(std::string path, std::unique_ptr<google::protobuf::Arena> a,
                                        const tensorflow::TrackableObjectGraph* p,
                                        std::shared_ptr<Saver> s)
     : uid(NewRestoreUid()),
@@ -214,8 +213,9 @@ void CheckpointPosition::Restore(const std::shared_ptr<Trackable>& object) {
           continue;
         }
         // The usual single attribute is moved, not copied.
-        items.push_back({id, RestoreItem{serialized.checkpoint_key(),
-                                         node.attributes_size() == 1 ? std::move(*match) : *match}});
+        items.push_back(
+            {id, RestoreItem{serialized.checkpoint_key(),
+                             node.attributes_size() == 1 ? std::move(*match) : *match}});
       }
       obj->set_update_uid(c.uid);
     }
@@ -415,7 +415,6 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
 
   Status InitializeOrRestore(Session& session) override {
     RestoreCoordinator& c = *coord_;
-
     // Restore ops and initializers touch disjoint variables, so one run
     // (one plan) does both in parallel.
     return RunRestoreOpsAnd(session, Initializers(root_, [&](const Trackable& object) {

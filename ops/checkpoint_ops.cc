@@ -292,7 +292,7 @@ class RestoreVariablesTargets {
   const std::vector<DataType> dtypes_;
   const std::vector<PartialShape> shapes_;
   std::mutex mu_;
-  const ResourceMgr* resources_ = nullptr;                            // guarded by mu_
+  const ResourceMgr* resources_ = nullptr;                              // guarded by mu_
   std::vector<std::shared_ptr<internal::VariableResource>> variables_;  // guarded by mu_
 };
 
@@ -387,7 +387,8 @@ StatusOr<VariableDeclarations> DeclarationsOf(const std::vector<Output>& handles
   d.shapes.reserve(handles.size());
   for (size_t i = 0; i < handles.size(); ++i) {
     const Node* node = handles[i].node();
-    const AttrMap* attrs = node != nullptr && node->type() == "VarHandleOp" ? &node->attrs() : nullptr;
+    const AttrMap* attrs =
+        node != nullptr && node->type() == "VarHandleOp" ? &node->attrs() : nullptr;
     const auto* name = attrs ? attrs->GetIf<std::string>("shared_name") : nullptr;
     const auto* dtype = attrs ? attrs->GetIf<DataType>("dtype") : nullptr;
     const auto* shape = attrs ? attrs->GetIf<PartialShape>("shape") : nullptr;

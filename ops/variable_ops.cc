@@ -124,11 +124,11 @@ StatusOr<std::shared_ptr<VariableResource>> LookupOrCreateVariable(ResourceMgr& 
 StatusOr<std::vector<std::shared_ptr<VariableResource>>> LookupOrCreateVariables(
     ResourceMgr& resources, const std::vector<std::string>& names,
     const std::vector<DataType>& dtypes, const std::vector<PartialShape>& shapes) {
-  CKFLOW_ASSIGN_OR_RETURN(
-      std::vector<std::shared_ptr<VariableResource>> variables,
-      resources.LookupOrCreateAll<VariableResource>(names, [&](size_t i) {
-        return std::make_shared<VariableResource>(names[i], dtypes[i], shapes[i]);
-      }));
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<VariableResource>> variables,
+                          resources.LookupOrCreateAll<VariableResource>(names, [&](size_t i) {
+                            return std::make_shared<VariableResource>(names[i], dtypes[i],
+                                                                      shapes[i]);
+                          }));
   for (size_t i = 0; i < variables.size(); ++i) {
     CKFLOW_RETURN_IF_ERROR(CheckDeclaration(*variables[i], dtypes[i], shapes[i]));
   }

@@ -4,14 +4,13 @@
 #include "runtime/parallel.h"
 
 #include <gtest/gtest.h>
+#include <tbb/global_control.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <tbb/global_control.h>
 
 namespace ckflow {
 namespace {

@@ -18,8 +18,8 @@ struct Other : ResourceBase {};
 
 TEST(ResourceMgrTest, LookupOrCreateAllFindsExistingAndCreatesTheRestOnce) {
   ResourceMgr resources;
-  ASSERT_TRUE(resources.LookupOrCreate<Counter>("b", [] { return std::make_shared<Counter>(7); })
-                  .ok());
+  ASSERT_TRUE(
+      resources.LookupOrCreate<Counter>("b", [] { return std::make_shared<Counter>(7); }).ok());
   int created = 0;
   auto make = [&](size_t i) {
     ++created;
