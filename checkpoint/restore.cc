@@ -411,29 +411,41 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
 
   void ExpectPartial() override { coord_->expect_partial = true; }
 
-  Status RunRestoreOps(Session& session) override { return RunRestoreOpsAnd(session, {}); }
+  Status RunRestoreOps(Session& session) override {
+    RestoreCoordinator& c = *coord_;
+    CKFLOW_RETURN_IF_ERROR(Problems());
+    return RunTargets(session, {Feed(c.saver->restore_prefix(), Tensor::Scalar(c.save_path))},
+                      c.restore_ops);
+  }
 
   Status InitializeOrRestore(Session& session) override {
     RestoreCoordinator& c = *coord_;
-    // Restore ops and initializers touch disjoint variables, so one run
-    // (one plan) does both in parallel.
-    return RunRestoreOpsAnd(session, Initializers(root_, [&](const Trackable& object) {
-                              return c.IsBoundAnywhere(&object) || object.update_uid() >= c.uid;
-                            }));
+    CKFLOW_RETURN_IF_ERROR(Problems());
+    // The restore ops run while the objects are walked for the initializers
+    // still needed (the walk reads only the objects, the ops only the
+    // session); those initializers, none after a full match, run after.
+    Status restored;
+    std::vector<Output> initializers;
+    ParallelInvoke([&] { restored = RunRestoreOps(session); },
+                   [&] {
+                     initializers = Initializers(root_, [&](const Trackable& object) {
+                       return c.IsBoundAnywhere(&object) || object.update_uid() >= c.uid;
+                     });
+                   });
+    CKFLOW_RETURN_IF_ERROR(restored);
+    return RunTargets(session, {}, initializers);
   }
 
  private:
-  Status RunRestoreOpsAnd(Session& session, std::vector<Output> targets) {
-    RestoreCoordinator& c = *coord_;
-    if (!c.problems.empty()) {
-      Status first = c.problems.front();
-      if (c.problems.size() == 1) return first;
-      return Status(first.code(), std::string(first.message()) + " (and " +
-                                      std::to_string(c.problems.size() - 1) + " more problem(s))");
-    }
-    targets.insert(targets.end(), c.restore_ops.begin(), c.restore_ops.end());
-    return RunTargets(session, {Feed(c.saver->restore_prefix(), Tensor::Scalar(c.save_path))},
-                      targets);
+  // What matching found wrong (a missing key, a dtype or shape mismatch):
+  // the first problem, and how many more.
+  Status Problems() const {
+    const RestoreCoordinator& c = *coord_;
+    if (c.problems.empty()) return OkStatus();
+    Status first = c.problems.front();
+    if (c.problems.size() == 1) return first;
+    return Status(first.code(), std::string(first.message()) + " (and " +
+                                    std::to_string(c.problems.size() - 1) + " more problem(s))");
   }
 
   std::shared_ptr<RestoreCoordinator> coord_;
