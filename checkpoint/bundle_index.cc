@@ -258,11 +258,10 @@ Status VisitTable(std::string_view path, std::string_view contents,
   }
 }
 
-StatusOr<std::vector<KeyValue>> ReadTable(std::string_view path, std::string_view contents,
-                                          std::optional<std::string_view> only_key) {
+StatusOr<std::vector<KeyValue>> ReadTable(std::string_view path, std::string_view contents) {
   std::vector<KeyValue> table;
   CKFLOW_RETURN_IF_ERROR(
-      VisitTable(path, contents, only_key, [&](std::string_view key, std::string_view value) {
+      VisitTable(path, contents, {}, [&](std::string_view key, std::string_view value) {
         table.emplace_back(key, value);
         return OkStatus();
       }));
@@ -329,12 +328,11 @@ StatusOr<tensorflow::BundleHeaderProto> VisitBundleIndex(FileSystem* fs, const s
   return header;
 }
 
-StatusOr<BundleIndex> ReadBundleIndex(FileSystem* fs, const std::string& prefix,
-                                      std::optional<std::string_view> only_key) {
+StatusOr<BundleIndex> ReadBundleIndex(FileSystem* fs, const std::string& prefix) {
   BundleIndex index;
   index.path = IndexFilename(prefix);
   CKFLOW_ASSIGN_OR_RETURN(
-      index.header, VisitBundleIndex(fs, index.path, only_key,
+      index.header, VisitBundleIndex(fs, index.path, {},
                                      [&](std::string_view key, const tensorflow::BundleHeaderProto&,
                                          const tensorflow::BundleEntryProto& entry) {
                                        index.entries.emplace_back(std::string(key), entry);

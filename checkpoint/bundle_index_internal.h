@@ -61,14 +61,14 @@ StatusOr<std::string> BuildTable(std::span<const KeyValue> entries);
 
 // Every key/value pair of the table whose bytes are `contents`, checking
 // every block checksum. DataLoss naming `path` if the bytes are not a valid
-// table. With `only_key`, just the first pair (a bundle's header) and
-// `only_key`'s, if present: one seek instead of a pass over every entry.
-StatusOr<std::vector<KeyValue>> ReadTable(std::string_view path, std::string_view contents,
-                                          std::optional<std::string_view> only_key = {});
+// table.
+StatusOr<std::vector<KeyValue>> ReadTable(std::string_view path, std::string_view contents);
 
 // ReadTable's pairs handed to `visit` in key order as they are read (the
 // views live only during the call); the first error it returns stops the
-// walk and is returned.
+// walk and is returned. With `only_key`, just the first pair (a bundle's
+// header) and `only_key`'s, if present: one seek instead of a pass over
+// every entry.
 using TableVisitor = std::function<Status(std::string_view key, std::string_view value)>;
 Status VisitTable(std::string_view path, std::string_view contents,
                   std::optional<std::string_view> only_key, const TableVisitor& visit);
@@ -82,13 +82,13 @@ struct BundleIndex {
 
 // Reads the index of checkpoint `prefix`: NotFound if it is missing,
 // DataLoss if it is corrupt, InvalidArgument if its format version is not
-// one this code reads. With `only_key`, `entries` holds at most that key's.
-StatusOr<BundleIndex> ReadBundleIndex(FileSystem* fs, const std::string& prefix,
-                                      std::optional<std::string_view> only_key = {});
+// one this code reads.
+StatusOr<BundleIndex> ReadBundleIndex(FileSystem* fs, const std::string& prefix);
 
 // ReadBundleIndex of the index file at `path` without collecting it: each
 // entry goes to `visit` (with the already checked header) as it is parsed,
 // and the header is returned. The entry is valid only during the call.
+// With `only_key`, only that key's entry (if present) is visited.
 using BundleEntryVisitor =
     std::function<Status(std::string_view key, const tensorflow::BundleHeaderProto& header,
                          const tensorflow::BundleEntryProto& entry)>;
