@@ -29,15 +29,7 @@ class ResourceMgr {
   StatusOr<std::shared_ptr<T>> LookupOrCreate(const std::string& name,
                                               const std::function<std::shared_ptr<T>()>& create) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = resources_.find(name);
-    if (it == resources_.end()) {
-      std::shared_ptr<T> made = create();
-      resources_.emplace(name, made);
-      return made;
-    }
-    auto typed = std::dynamic_pointer_cast<T>(it->second);
-    if (!typed) return InvalidArgumentError("resource '", name, "' exists with another type");
-    return typed;
+    return LookupOrCreateLocked<T>(name, create);
   }
 
   // LookupOrCreate of every one of `names` under one lock (a restore of
@@ -51,13 +43,10 @@ class ResourceMgr {
     found.reserve(names.size());
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t i = 0; i < names.size(); ++i) {
-      auto [it, inserted] = resources_.try_emplace(names[i]);
-      if (inserted) it->second = create(i);
-      auto typed = std::dynamic_pointer_cast<T>(it->second);
-      if (!typed) {
-        return InvalidArgumentError("resource '", names[i], "' exists with another type");
-      }
-      found.push_back(std::move(typed));
+      StatusOr<std::shared_ptr<T>> one =
+          LookupOrCreateLocked<T>(names[i], [&] { return create(i); });
+      if (!one.ok()) return one.status();
+      found.push_back(*std::move(one));
     }
     return found;
   }
@@ -81,6 +70,16 @@ class ResourceMgr {
   }
 
  private:
+  // REQUIRES: mu_ held.
+  template <typename T, typename Create>
+  StatusOr<std::shared_ptr<T>> LookupOrCreateLocked(const std::string& name, const Create& create) {
+    auto [it, inserted] = resources_.try_emplace(name);
+    if (inserted) it->second = create();
+    auto typed = std::dynamic_pointer_cast<T>(it->second);
+    if (!typed) return InvalidArgumentError("resource '", name, "' exists with another type");
+    return typed;
+  }
+
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<ResourceBase>> resources_;  // guarded by mu_
 };
