@@ -9,7 +9,8 @@
 //   Save          Checkpoint::Write vs pwrite of the same bytes; durable:
 //                 both fsync.
 //   SaveAsync     the stall of Write({.async = true}) vs a synchronous
-//                 Write, and its snapshot vs memcpy of the same bytes.
+//                 Write with the same durability, and its snapshot vs
+//                 memcpy of the same bytes.
 //
 // Arguments are MiB/count/threads. CKFLOW_BENCH_MIB (default 1024),
 // CKFLOW_BENCH_COUNT (64) and CKFLOW_BENCH_SMALL (20000) set the default
@@ -196,14 +197,17 @@ void BM_Save(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(total));
 }
 
-// args: MiB, variables, threads. The training-loop stall of an async save
-// (Write returning after the snapshot) against a synchronous save of the
-// same model in the same iteration, and the snapshot's speed against a
-// plain memcpy of the same bytes into touched buffers.
+// args: MiB, variables, threads, durable. The training-loop stall of an
+// async save (Write returning after the snapshot) against a synchronous
+// save of the same model with the same durability in the same iteration,
+// and the snapshot's speed against a plain memcpy of the same bytes into
+// touched buffers. durable:1 is the case async saving is for: the fsyncs
+// then run in the background too.
 void BM_SaveAsync(benchmark::State& state) {
   const int64_t bytes = state.range(0) << 20;
   const int64_t count = state.range(1);
   const int threads = static_cast<int>(state.range(2));
+  const bool durable = state.range(3) != 0;
   tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
   auto p = Model(count, bytes / count / 4, true);
   std::vector<std::vector<char>> from(count, std::vector<char>(bytes / count, 1));
@@ -211,7 +215,9 @@ void BM_SaveAsync(benchmark::State& state) {
   // The first async save allocates the snapshot buffers; the loop measures
   // the steady state, where they are reused.
   CKFLOW_CHECK(
-      p->checkpoint->Write(BenchDir() + "/async-warmup", *p->session, {.async = true}).ok());
+      p->checkpoint
+          ->Write(BenchDir() + "/async-warmup", *p->session, {.durable = durable, .async = true})
+          .ok());
   CKFLOW_CHECK(p->checkpoint->Sync().ok());
   double stall_s = 0, sync_s = 0, memcpy_s = 0;
   for (auto _ : state) {
@@ -224,11 +230,12 @@ void BM_SaveAsync(benchmark::State& state) {
     RemoveCheckpoint(prefix + "s");
     ::sync();
     start = Clock::now();
-    CKFLOW_CHECK(p->checkpoint->Write(prefix + "s", *p->session).ok());
+    CKFLOW_CHECK(p->checkpoint->Write(prefix + "s", *p->session, {.durable = durable}).ok());
     sync_s += SecondsSince(start);
     ::sync();
     start = Clock::now();
-    StatusOr<std::string> saved = p->checkpoint->Write(prefix, *p->session, {.async = true});
+    StatusOr<std::string> saved =
+        p->checkpoint->Write(prefix, *p->session, {.durable = durable, .async = true});
     const double stall = SecondsSince(start);
     if (!saved.ok()) state.SkipWithError(saved.status().ToString().c_str());
     stall_s += stall;
@@ -271,9 +278,14 @@ void Register() {
       ->Unit(benchmark::kMillisecond);
   auto* save_async = benchmark::RegisterBenchmark("SaveAsync", BM_SaveAsync);
   for (int64_t t : threads) {
-    for (int64_t size : sizes) save_async->Args({size, count, t});
+    for (int64_t size : sizes) {
+      save_async->Args({size, count, t, 0});
+      save_async->Args({size, count, t, 1});
+    }
   }
-  save_async->ArgNames({"MiB", "vars", "threads"})->UseManualTime()->Unit(benchmark::kMillisecond);
+  save_async->ArgNames({"MiB", "vars", "threads", "durable"})
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond);
   auto* restore_small = benchmark::RegisterBenchmark("RestoreSmall", BM_RestoreSmall);
   for (int64_t t : threads) {
     for (int64_t n : smalls) restore_small->Args({n, t});

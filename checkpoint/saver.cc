@@ -11,6 +11,7 @@
 #include "ops/array_ops.h"
 #include "ops/checkpoint_ops.h"
 #include "ops/variable_ops.h"
+#include "runtime/copy_internal.h"
 #include "runtime/logging.h"
 #include "runtime/parallel.h"
 
@@ -191,8 +192,9 @@ Status Saver::WaitForPendingWrite() {
 
 Status Saver::Snapshot(const SaveGraph& save, Session& session, std::vector<Feed>* feeds) {
   // Fetching the reads shares the variables' buffers (no copy); the copy
-  // below goes into buffers touched by earlier saves, so it runs at memcpy
-  // speed, and the shares are dropped before the training loop resumes.
+  // below goes into buffers touched by earlier saves (no page faults), with
+  // streaming stores (the background writer is the next to read them), and
+  // the shares are dropped before the training loop resumes.
   CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> values, session.Run({}, save.reads, {}));
   snapshot_.resize(values.size());
   struct Piece {
@@ -222,7 +224,7 @@ Status Saver::Snapshot(const SaveGraph& save, Session& session, std::vector<Feed
   ParallelFor(static_cast<int64_t>(pieces.size()), kPieceBytes / 8,
               [&](int64_t begin, int64_t end) {
                 for (int64_t i = begin; i < end; ++i)
-                  std::memcpy(pieces[i].to, pieces[i].from, pieces[i].size);
+                  internal::StreamingCopy(pieces[i].to, pieces[i].from, pieces[i].size);
               });
   for (size_t i = 0; i < values.size(); ++i) feeds->emplace_back(save.reads[i], snapshot_[i]);
   return OkStatus();
