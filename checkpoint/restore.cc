@@ -195,6 +195,9 @@ void CheckpointPosition::Restore(const std::shared_ptr<Trackable>& object) {
   RestoreCoordinator& c = *coordinator_;
   if (!c.Bind(proto_id_, object)) return;
   std::vector<std::pair<int, RestoreItem>> items;
+  // From the root, nearly every node has a value: growing the vector would
+  // move each item's four strings about twice.
+  if (proto_id_ == 0) items.reserve(c.proto.nodes_size());
   std::deque<std::pair<int, std::shared_ptr<Trackable>>> queue{{proto_id_, object}};
   while (!queue.empty()) {
     auto [id, obj] = std::move(queue.front());
