@@ -148,6 +148,7 @@ struct BenchRates {
   double ckflow = NAN;
   double raw = NAN;
   double ratio = NAN;
+  double stall = NAN;  // --async: the stall as a fraction of a synchronous Write
 };
 
 BenchRates ParseBenchOutput(const std::string& output) {
@@ -159,6 +160,7 @@ BenchRates ParseBenchOutput(const std::string& output) {
     if (std::sscanf(line.c_str(), "ckflow %lf GB/s", &v) == 1) r.ckflow = v;
     if (std::sscanf(line.c_str(), "raw %lf GB/s", &v) == 1) r.raw = v;
     if (std::sscanf(line.c_str(), "ckflow/raw = %lfx", &v) == 1) r.ratio = v;
+    if (std::sscanf(line.c_str(), "stall / synchronous Write = %lf", &v) == 1) r.stall = v;
   }
   return r;
 }
@@ -179,12 +181,20 @@ TEST_P(CliBenchTest, PrintsRatesAndRatioAndCleansUp) {
   EXPECT_GT(r.ckflow, 0) << output;
   EXPECT_GT(r.raw, 0) << output;
   EXPECT_GT(r.ratio, 0) << output;
+  // Only async saves are compared with a synchronous one.
+  const bool async = GetParam().find("--async") != std::string::npos;
+  EXPECT_EQ(std::isnan(r.stall), !async) << output;
+  if (async) {
+    EXPECT_GT(r.stall, 0) << output;
+    EXPECT_NE(output.find("Write async, until it returns"), std::string::npos) << output;
+  }
   EXPECT_EQ(testing::ListDir(dir), std::vector<std::string>{}) << "left behind in " << dir;
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, CliBenchTest,
                          ::testing::Values("restore", "save", "save --durable",
-                                           "restore --threads 1"),
+                                           "restore --threads 1", "save --async",
+                                           "save --durable --async"),
                          [](const ::testing::TestParamInfo<std::string>& p) {
                            std::string name;
                            for (char ch : p.param) name += std::isalnum(ch) ? ch : '_';
@@ -218,6 +228,7 @@ const BadBenchArgs kBadBenchArgs[] = {
     {"restore --size 4MiB --repeat 0", "--repeat"},
     {"save --size 4MiB --dir /no/such/dir", "--dir /no/such/dir"},
     {"restore --size 4MiB --count x", "--count"},  // CLI11's own message
+    {"restore --size 4MiB --async", "--async"},    // async applies to saves only
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, CliBenchBadArgsTest, ::testing::ValuesIn(kBadBenchArgs));
