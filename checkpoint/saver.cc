@@ -1,7 +1,6 @@
 // Saver: the cached save and restore ops of one checkpoint root.
 
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <unordered_set>
