@@ -223,8 +223,9 @@ void CheckpointPosition::Restore(const std::shared_ptr<Trackable>& object) {
       obj->set_update_uid(c.uid);
     }
 
-    for (const auto& child : node.children()) {
-      std::shared_ptr<Trackable> local = obj->LookupChild(child.local_name());
+    for (int k = 0; k < node.children_size(); ++k) {
+      const auto& child = node.children(k);
+      std::shared_ptr<Trackable> local = obj->LookupChild(child.local_name(), k);
       if (local == nullptr) {
         if (NodeHasValues(c.proto.nodes(child.node_id()))) {
           obj->AddDeferredRestore(child.local_name(), std::make_shared<CheckpointPosition>(

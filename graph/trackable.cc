@@ -8,8 +8,9 @@ namespace {
 // Newest restore first, as TensorFlow pops deferred positions.
 void RunNewestFirst(std::vector<std::shared_ptr<DeferredRestore>> restores,
                     const std::shared_ptr<Trackable>& object) {
-  std::stable_sort(restores.begin(), restores.end(),
-                   [](const auto& a, const auto& b) { return a->restore_uid() > b->restore_uid(); });
+  std::stable_sort(restores.begin(), restores.end(), [](const auto& a, const auto& b) {
+    return a->restore_uid() > b->restore_uid();
+  });
   for (const auto& r : restores) r->Restore(object);
 }
 
@@ -41,8 +42,11 @@ std::vector<std::pair<std::string, std::shared_ptr<Trackable>>> Trackable::Child
   return out;
 }
 
-std::shared_ptr<Trackable> Trackable::LookupChild(std::string_view name) const {
-  auto it = child_index_.find(std::string(name));
+std::shared_ptr<Trackable> Trackable::LookupChild(std::string_view name, size_t position) const {
+  if (position < children_.size() && children_[position].name == name) {
+    return children_[position].get();
+  }
+  auto it = child_index_.find(name);
   return it == child_index_.end() ? nullptr : children_[it->second].get();
 }
 

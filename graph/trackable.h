@@ -30,6 +30,7 @@
 #define CKFLOW_GRAPH_TRACKABLE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -99,8 +100,13 @@ class Trackable : public std::enable_shared_from_this<Trackable> {
   // Subclasses may override to reorder the tracked children, not to add any.
   virtual std::vector<std::pair<std::string, std::shared_ptr<Trackable>>> Children() const;
   // The child tracked under `name`, or null. Constant time: restores look up
-  // every checkpointed edge.
-  std::shared_ptr<Trackable> LookupChild(std::string_view name) const;
+  // every checkpointed edge. `position` is where the child is expected in
+  // tracking order (a checkpoint numbers edges in that order); when the name
+  // is there, the lookup reads the children in sequence instead of hashing,
+  // which matters once they no longer fit in cache.
+  std::shared_ptr<Trackable> LookupChild(std::string_view name,
+                                         size_t position = kNoPosition) const;
+  static constexpr size_t kNoPosition = static_cast<size_t>(-1);
 
   // Values this object owns directly. Variables return VARIABLE_VALUE.
   virtual std::vector<SaveableAttribute> Attributes() const { return {}; }
@@ -126,7 +132,13 @@ class Trackable : public std::enable_shared_from_this<Trackable> {
   void TrackImpl(std::string name, const std::shared_ptr<Trackable>& child, bool owned);
 
   std::vector<TrackedChild> children_;
-  std::unordered_map<std::string, size_t> child_index_;  // name -> position in children_
+  // Looks names up as string_views without building a string.
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, size_t, NameHash, std::equal_to<>>
+      child_index_;  // name -> position in children_
   std::map<std::string, std::vector<std::shared_ptr<DeferredRestore>>, std::less<>> deferred_;
   int64_t update_uid_ = -1;
 };
@@ -143,8 +155,7 @@ class SlotOwner : public Trackable {
                                              std::string_view slot_name) const = 0;
 
   // Restores the slot now if it exists, else when it is created.
-  void CreateOrRestoreSlot(const std::shared_ptr<Trackable>& variable,
-                           const std::string& slot_name,
+  void CreateOrRestoreSlot(const std::shared_ptr<Trackable>& variable, const std::string& slot_name,
                            std::shared_ptr<DeferredRestore> restore);
 
  protected:

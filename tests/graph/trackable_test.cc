@@ -41,6 +41,27 @@ TEST(Trackable, ChildrenKeepFirstRegistrationOrderAndReplaceInPlace) {
   EXPECT_EQ(root->LookupChild("missing"), nullptr);
 }
 
+// A restore passes each checkpointed edge's position as a hint; the name
+// decides, whatever the hint says.
+TEST(Trackable, LookupChildByPositionFallsBackToTheName) {
+  auto root = std::make_shared<Obj>();
+  auto a = root->Track("a", std::make_shared<Obj>());
+  auto b = root->Track("b", std::make_shared<Obj>());
+  EXPECT_EQ(root->LookupChild("b", 1), b);  // where it is
+  EXPECT_EQ(root->LookupChild("b", 0), b);  // "a" is there
+  EXPECT_EQ(root->LookupChild("a", 7), a);  // past the end
+  EXPECT_EQ(root->LookupChild("c", 1), nullptr);
+  auto b2 = root->Track("b", std::make_shared<Obj>());  // replaced in place
+  EXPECT_EQ(root->LookupChild("b", 1), b2);
+  {
+    auto gone = std::make_shared<Obj>();
+    root->TrackReference("weak", gone);
+    EXPECT_EQ(root->LookupChild("weak", 2), gone);
+  }
+  EXPECT_EQ(root->LookupChild("weak", 2), nullptr);  // expired reference
+  EXPECT_EQ(root->LookupChild("weak"), nullptr);
+}
+
 TEST(Trackable, DeferredRestoresRunOnTrackNewestFirstAndOnce) {
   auto root = std::make_shared<Obj>();
   std::vector<int64_t> log;
