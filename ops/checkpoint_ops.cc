@@ -269,11 +269,19 @@ Status RestoreSmall(const BundleReader& reader, const std::vector<RestoreTarget>
 // VarHandleOps would) and reused by later runs: a restore op carries no
 // handle inputs, so a fresh session restoring thousands of variables runs a
 // few ops, not a handle op per variable.
+//
+// The lists are the node's own attributes, not copies: the graph outlives
+// the session that holds this kernel, and a restore of many variables would
+// otherwise copy every key and name once more when its plan is built.
 class RestoreVariablesTargets {
  public:
-  RestoreVariablesTargets(std::vector<std::string> names, std::vector<DataType> dtypes,
-                          std::vector<PartialShape> shapes)
-      : names_(std::move(names)), dtypes_(std::move(dtypes)), shapes_(std::move(shapes)) {}
+  RestoreVariablesTargets(const std::vector<std::string>& keys,
+                          const std::vector<std::string>& names,
+                          const std::vector<DataType>& dtypes,
+                          const std::vector<PartialShape>& shapes)
+      : keys_(keys), names_(names), dtypes_(dtypes), shapes_(shapes) {}
+
+  const std::vector<std::string>& keys() const { return keys_; }
 
   StatusOr<std::vector<std::shared_ptr<internal::VariableResource>>> Get(ResourceMgr& resources) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -288,30 +296,33 @@ class RestoreVariablesTargets {
   }
 
  private:
-  const std::vector<std::string> names_;
-  const std::vector<DataType> dtypes_;
-  const std::vector<PartialShape> shapes_;
+  const std::vector<std::string>& keys_;
+  const std::vector<std::string>& names_;
+  const std::vector<DataType>& dtypes_;
+  const std::vector<PartialShape>& shapes_;
   std::mutex mu_;
   const ResourceMgr* resources_ = nullptr;                              // guarded by mu_
   std::vector<std::shared_ptr<internal::VariableResource>> variables_;  // guarded by mu_
 };
 
 StatusOr<Kernel> RestoreVariablesKernel(const Node& node) {
-  CKFLOW_ASSIGN_OR_RETURN(std::vector<std::string> keys,
-                          node.attrs().Get<std::vector<std::string>>("keys"));
-  CKFLOW_ASSIGN_OR_RETURN(std::vector<std::string> names,
-                          node.attrs().Get<std::vector<std::string>>("shared_names"));
-  CKFLOW_ASSIGN_OR_RETURN(std::vector<DataType> dtypes,
-                          node.attrs().Get<std::vector<DataType>>("dtypes"));
-  CKFLOW_ASSIGN_OR_RETURN(std::vector<PartialShape> shapes,
-                          node.attrs().Get<std::vector<PartialShape>>("shapes"));
-  auto targets = std::make_shared<RestoreVariablesTargets>(std::move(names), std::move(dtypes),
-                                                           std::move(shapes));
-  return Kernel([keys = std::move(keys), targets](KernelContext& ctx) -> Status {
+  // RestoreVariablesShape checked the four lists when the node was added.
+  const AttrMap& attrs = node.attrs();
+  const auto* key_list = attrs.GetIf<std::vector<std::string>>("keys");
+  const auto* name_list = attrs.GetIf<std::vector<std::string>>("shared_names");
+  const auto* dtype_list = attrs.GetIf<std::vector<DataType>>("dtypes");
+  const auto* shape_list = attrs.GetIf<std::vector<PartialShape>>("shapes");
+  if (!key_list || !name_list || !dtype_list || !shape_list) {
+    return InvalidArgumentError("needs list attributes keys, shared_names, dtypes and shapes");
+  }
+  auto targets =
+      std::make_shared<RestoreVariablesTargets>(*key_list, *name_list, *dtype_list, *shape_list);
+  return Kernel([targets](KernelContext& ctx) -> Status {
     CKFLOW_ASSIGN_OR_RETURN(std::string prefix, ScalarString(ctx.input(0), "prefix"));
     CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<const BundleReader> reader, ReaderFor(ctx, prefix));
     CKFLOW_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<internal::VariableResource>> variables,
                             targets->Get(ctx.resources()));
+    const std::vector<std::string>& keys = targets->keys();
     std::vector<RestoreTarget> small;
     small.reserve(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) {
