@@ -133,7 +133,12 @@ Status FillWith(Tensor& out, const Tensor& value) {
 // "[4,-1]": a requested shape as given.
 std::string DimsString(const std::vector<int64_t>& dims) {
   std::string out = "[";
-  for (size_t i = 0; i < dims.size(); ++i) out += (i ? "," : "") + std::to_string(dims[i]);
+  // Appended piece by piece: `"," + std::to_string(...)` trips g++ 12's
+  // false -Wrestrict in optimized builds.
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(dims[i]);
+  }
   return out + "]";
 }
 
