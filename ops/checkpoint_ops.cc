@@ -189,26 +189,38 @@ StatusOr<Kernel> MergeKernel(const Node& node) {
 
 // ------------------------------------------------------------ RestoreVariables
 
+// A RestoreVariables node's four lists, one entry per variable, read in
+// place (no copy) and checked to agree in length.
+struct RestoreVariablesLists {
+  const std::vector<std::string>* keys;
+  const std::vector<std::string>* names;
+  const std::vector<DataType>* dtypes;
+  const std::vector<PartialShape>* shapes;
+};
+
+StatusOr<RestoreVariablesLists> ListsOf(const AttrMap& attrs) {
+  RestoreVariablesLists l{attrs.GetIf<std::vector<std::string>>("keys"),
+                          attrs.GetIf<std::vector<std::string>>("shared_names"),
+                          attrs.GetIf<std::vector<DataType>>("dtypes"),
+                          attrs.GetIf<std::vector<PartialShape>>("shapes")};
+  if (!l.keys || !l.names || !l.dtypes || !l.shapes) {
+    return InvalidArgumentError(
+        "needs list attributes keys, shared_names (strings), dtypes and shapes");
+  }
+  if (l.names->size() != l.keys->size() || l.dtypes->size() != l.keys->size() ||
+      l.shapes->size() != l.keys->size()) {
+    return InvalidArgumentError(l.keys->size(), " keys for ", l.names->size(), " variables, ",
+                                l.dtypes->size(), " dtypes and ", l.shapes->size(), " shapes");
+  }
+  return l;
+}
+
 Status RestoreVariablesShape(InferenceContext& c) {
   if (c.input_types.size() != 1) {
     return InvalidArgumentError("takes only the prefix, got ", c.input_types.size(), " inputs");
   }
   CKFLOW_RETURN_IF_ERROR(CheckStringInput(c, 0, "prefix", 0));
-  // Checked in place: the lists hold an entry per variable restored.
-  const auto* keys = c.attrs->GetIf<std::vector<std::string>>("keys");
-  const auto* names = c.attrs->GetIf<std::vector<std::string>>("shared_names");
-  const auto* dtypes = c.attrs->GetIf<std::vector<DataType>>("dtypes");
-  const auto* shapes = c.attrs->GetIf<std::vector<PartialShape>>("shapes");
-  if (!keys || !names || !dtypes || !shapes) {
-    return InvalidArgumentError(
-        "needs list attributes keys, shared_names (strings), dtypes and shapes");
-  }
-  if (names->size() != keys->size() || dtypes->size() != keys->size() ||
-      shapes->size() != keys->size()) {
-    return InvalidArgumentError(keys->size(), " keys for ", names->size(), " variables, ",
-                                dtypes->size(), " dtypes and ", shapes->size(), " shapes");
-  }
-  return OkStatus();
+  return ListsOf(*c.attrs).status();
 }
 
 // Entries up to this size are read in batches (one read for many
@@ -306,17 +318,9 @@ class RestoreVariablesTargets {
 };
 
 StatusOr<Kernel> RestoreVariablesKernel(const Node& node) {
-  // RestoreVariablesShape checked the four lists when the node was added.
-  const AttrMap& attrs = node.attrs();
-  const auto* key_list = attrs.GetIf<std::vector<std::string>>("keys");
-  const auto* name_list = attrs.GetIf<std::vector<std::string>>("shared_names");
-  const auto* dtype_list = attrs.GetIf<std::vector<DataType>>("dtypes");
-  const auto* shape_list = attrs.GetIf<std::vector<PartialShape>>("shapes");
-  if (!key_list || !name_list || !dtype_list || !shape_list) {
-    return InvalidArgumentError("needs list attributes keys, shared_names, dtypes and shapes");
-  }
-  auto targets =
-      std::make_shared<RestoreVariablesTargets>(*key_list, *name_list, *dtype_list, *shape_list);
+  CKFLOW_ASSIGN_OR_RETURN(RestoreVariablesLists lists, ListsOf(node.attrs()));
+  auto targets = std::make_shared<RestoreVariablesTargets>(*lists.keys, *lists.names, *lists.dtypes,
+                                                           *lists.shapes);
   return Kernel([targets](KernelContext& ctx) -> Status {
     CKFLOW_ASSIGN_OR_RETURN(std::string prefix, ScalarString(ctx.input(0), "prefix"));
     CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<const BundleReader> reader, ReaderFor(ctx, prefix));

@@ -246,5 +246,19 @@ TEST_F(RestorePathsTest, RestoreOpsRefuseHandlesThatAreNotVarHandleOps) {
       << scope.status();
 }
 
+// The key, name, dtype and shape lists must agree entry for entry: the op
+// is refused when it is added, before any kernel reads the lists.
+TEST_F(RestorePathsTest, RestoreOpsRefuseListsOfDifferentLengths) {
+  Scope scope = Scope::NewRootScope();
+  ops::VariableDeclarations one{{"v"}, {DT_FLOAT}, {PartialShape({2})}};
+  Output op = ops::RestoreVariables(scope.WithOpName("restore"), ops::Const(scope, prefix_),
+                                    {"k0", "k1"}, one);
+  EXPECT_FALSE(op.valid());
+  EXPECT_EQ(scope.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(scope.status().message().find("restore"), std::string::npos) << scope.status();
+  EXPECT_NE(scope.status().message().find("2 keys for 1 variables"), std::string::npos)
+      << scope.status();
+}
+
 }  // namespace
 }  // namespace ckflow
