@@ -76,12 +76,10 @@ RestoreCoordinator::RestoreCoordinator(std::string path, std::unique_ptr<google:
       save_path(std::move(path)),
       arena(std::move(a)),
       proto(*p),
-      node_names(ProtoNodeNames(proto)),
       saver(std::move(s)),
       object_by_proto_id(proto.nodes_size()),
       bound(proto.nodes_size(), false),
       matched(proto.nodes_size(), false) {
-  proto_id_by_object.reserve(proto.nodes_size());
   for (int id = 0; id < proto.nodes_size(); ++id) {
     for (const auto& slot : proto.nodes(id).slot_variables()) {
       slot_restorations[slot.original_variable_node_id()].push_back(
@@ -96,7 +94,7 @@ RestoreCoordinator::~RestoreCoordinator() {
   for (int id = 0; id < proto.nodes_size(); ++id) {
     if (proto.nodes(id).attributes_size() > 0 && !matched[id]) {
       lines.push_back(
-          "Value in checkpoint could not be found in the restored object: " + node_names[id] +
+          "Value in checkpoint could not be found in the restored object: " + NodeName(id) +
           " (key '" + proto.nodes(id).attributes(0).checkpoint_key() + "')");
     }
   }
@@ -105,7 +103,7 @@ RestoreCoordinator::~RestoreCoordinator() {
       lines.push_back(
           "An attribute in the restored object could not be found in the checkpoint. "
           "Object: " +
-          node_names[id] + ", attribute: " + name);
+          NodeName(id) + ", attribute: " + name);
     }
   }
   if (lines.empty()) return;
@@ -125,21 +123,31 @@ bool RestoreCoordinator::Bind(int proto_id, const std::shared_ptr<Trackable>& ob
   if (current == nullptr) {
     bound[proto_id] = true;
     object_by_proto_id[proto_id] = object;
-    proto_id_by_object[object.get()] = proto_id;
     return true;
   }
   if (current != object) {
     Log(LogSeverity::kWarning, "Inconsistent references when restoring '" + save_path +
-                                   "': checkpoint node " + node_names[proto_id] +
+                                   "': checkpoint node " + NodeName(proto_id) +
                                    " is already bound to another object; the other reference "
                                    "is not restored from it.");
   }
   return false;
 }
 
-bool RestoreCoordinator::IsBoundAnywhere(const Trackable* object) const {
-  auto it = proto_id_by_object.find(object);
-  return it != proto_id_by_object.end() && object_by_proto_id[it->second].lock().get() == object;
+const std::string& RestoreCoordinator::NodeName(int proto_id) const {
+  std::call_once(node_names_once_, [&] { node_names_ = ProtoNodeNames(proto); });
+  return node_names_[proto_id];
+}
+
+std::unordered_set<const Trackable*> RestoreCoordinator::BoundObjects() const {
+  std::unordered_set<const Trackable*> objects;
+  for (size_t id = 0; id < bound.size(); ++id) {
+    if (!bound[id]) continue;
+    if (std::shared_ptr<Trackable> object = object_by_proto_id[id].lock()) {
+      objects.insert(object.get());
+    }
+  }
+  return objects;
 }
 
 void RestoreCoordinator::AddRestoreOps(std::vector<std::pair<int, RestoreItem>> items) {
@@ -164,7 +172,7 @@ void RestoreCoordinator::AddRestoreOps(std::vector<std::pair<int, RestoreItem>> 
       ok_items.push_back(std::move(item));
       continue;
     }
-    const std::string where = "restoring " + node_names[id] + " from '" + save_path + "'";
+    const std::string where = "restoring " + NodeName(id) + " from '" + save_path + "'";
     const BundleEntry* entry = entries[i];
     if (entry == nullptr) {
       problems.push_back(NotFoundError(where, ": the checkpoint's object graph names key '",
@@ -316,7 +324,7 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
       if (!c.bound[id]) continue;
       auto obj = c.object_by_proto_id[id].lock();
       if (obj && obj->update_uid() < c.uid) {
-        stale.push_back(c.node_names[id] +
+        stale.push_back(c.NodeName(id) +
                         " was matched but not assigned a value from the checkpoint");
       }
     }
@@ -324,9 +332,10 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
       return FailedPreconditionError("checkpoint '", c.save_path, "':", JoinLines(stale));
     }
     ObjectGraph current = CurrentObjects(root_);
+    const std::unordered_set<const Trackable*> bound_objects = c.BoundObjects();
     std::vector<std::string> unmatched;
     for (const ObjectGraphNode& node : current.nodes) {
-      if (node.attributes.empty() || c.IsBoundAnywhere(node.object.get())) continue;
+      if (node.attributes.empty() || bound_objects.count(node.object.get())) continue;
       std::string line = ObjectDescription(node);
       for (const std::string& key : node.keys) line += ", would be key '" + key + "'";
       unmatched.push_back(line);
@@ -350,8 +359,7 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
       const auto& node = c.proto.nodes(id);
       if (node.attributes_size() == 0) continue;
       if (c.bound[id] && !c.object_by_proto_id[id].expired()) continue;
-      unresolved.push_back(c.node_names[id] + " (key '" + node.attributes(0).checkpoint_key() +
-                           "')");
+      unresolved.push_back(c.NodeName(id) + " (key '" + node.attributes(0).checkpoint_key() + "')");
     }
     if (!unresolved.empty()) {
       return FailedPreconditionError(
@@ -364,8 +372,8 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
     std::vector<std::string> slots;
     for (const auto& [var_id, restorations] : c.slot_restorations) {
       for (const SlotRestoration& s : restorations) {
-        slots.push_back("slot '" + s.slot_name + "' of " + c.node_names[var_id] + " (optimizer " +
-                        c.node_names[s.optimizer_id] + ")");
+        slots.push_back("slot '" + s.slot_name + "' of " + c.NodeName(var_id) + " (optimizer " +
+                        c.NodeName(s.optimizer_id) + ")");
       }
     }
     if (!slots.empty()) {
@@ -377,7 +385,7 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
     std::vector<std::string> unused;
     for (const auto& [id, names] : c.unused_attributes) {
       for (const std::string& name : names) {
-        unused.push_back(c.node_names[id] + " has no attribute '" + name + "'");
+        unused.push_back(c.NodeName(id) + " has no attribute '" + name + "'");
       }
     }
     if (!unused.empty()) {
@@ -432,8 +440,11 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
     std::vector<Output> initializers;
     ParallelInvoke([&] { restored = RunRestoreOps(session); },
                    [&] {
+                     // Matching stamps every object it binds with this
+                     // restore's uid (or a newer restore did), so the uid
+                     // alone says "bound here or restored since".
                      initializers = Initializers(root_, [&](const Trackable& object) {
-                       return c.IsBoundAnywhere(&object) || object.update_uid() >= c.uid;
+                       return object.update_uid() >= c.uid;
                      });
                    });
     CKFLOW_RETURN_IF_ERROR(restored);
