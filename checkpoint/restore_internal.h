@@ -157,8 +157,8 @@ class RestoreCoordinator : public std::enable_shared_from_this<RestoreCoordinato
 
   // A node's path for messages, "(root).model.dense". The paths are built
   // on the first message: a restore that goes well prints none, and
-  // building one string per node was a tenth of Restore's time before
-  // matching at 200,000 variables.
+  // building one string per node was a fifth of reading the object graph
+  // at 200,000 variables (15.6 of ~77 ms).
   const std::string& NodeName(int proto_id) const;
 
   // Checks `items` against the checkpoint, builds their restore ops and
