@@ -12,6 +12,7 @@
 #include "checkpoint/restore_internal.h"
 #include "runtime/logging.h"
 #include "runtime/parallel.h"
+#include "runtime/resource.h"
 
 namespace ckflow::internal {
 namespace {
@@ -189,6 +190,7 @@ void RestoreCoordinator::AddRestoreOps(std::vector<std::pair<int, RestoreItem>> 
     }
   }
   if (ok_items.empty()) return;
+  restored_values += static_cast<int64_t>(ok_items.size());
   StatusOr<std::vector<Output>> ops = saver->RestoreOps(std::move(ok_items));
   if (!ops.ok()) {
     problems.push_back(ops.status());
@@ -426,6 +428,12 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
   Status RunRestoreOps(Session& session) override {
     RestoreCoordinator& c = *coord_;
     CKFLOW_RETURN_IF_ERROR(Problems());
+    // Fewer resources than values to restore: a fresh session, whose
+    // variables the restore ops create. Making room for them first spares
+    // the table its rehashes as it grows (see ResourceMgr::Reserve).
+    ResourceMgr& resources = session.resources();
+    const auto values = static_cast<size_t>(c.restored_values);
+    if (resources.size() < values) resources.Reserve(values);
     return RunTargets(session, {Feed(c.saver->restore_prefix(), Tensor::Scalar(c.save_path))},
                       c.restore_ops);
   }

@@ -140,6 +140,7 @@ class RestoreCoordinator : public std::enable_shared_from_this<RestoreCoordinato
   std::vector<bool> matched;  // by proto id: ever bound to an object
   std::map<int, std::vector<std::string>> unused_attributes;
   std::vector<Output> restore_ops;
+  int64_t restored_values = 0;  // the values restore_ops restore
   std::map<int, std::vector<SlotRestoration>> slot_restorations;
   std::map<int, std::vector<DeferredSlotRestoration>> deferred_slot_restorations;
   // Values that cannot be restored (missing key, dtype or shape mismatch):

@@ -51,6 +51,27 @@ class ResourceMgr {
     return found;
   }
 
+  // Room for `count` more resources than exist now. Creating thousands at
+  // once (a restore into a fresh session) would otherwise rehash the table
+  // each time it doubles, and a rehash visits every resource (cold, under
+  // the lock): a restore of 200,000 variables spent 50-60 of ~500 ms there.
+  void Reserve(size_t count) {
+    std::lock_guard<std::mutex> lock(mu_);
+    resources_.reserve(resources_.size() + count);
+  }
+
+  size_t size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return resources_.size();
+  }
+
+  // How many resources the table holds before it next grows.
+  size_t capacity() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<size_t>(static_cast<float>(resources_.bucket_count()) *
+                               resources_.max_load_factor());
+  }
+
   // NotFound if absent.
   template <typename T>
   StatusOr<std::shared_ptr<T>> Lookup(const std::string& name) const {

@@ -17,6 +17,7 @@
 #include "ops/array_ops.h"
 #include "ops/checkpoint_ops.h"
 #include "ops/variable_ops.h"
+#include "runtime/resource.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
 #include "tests/test_util.h"
 
@@ -200,11 +201,22 @@ TEST_F(RestorePathsTest, ManySmallVariablesRestoreExactlyThroughBatches) {
   Program writer(many, /*zeros=*/false);
   const std::string prefix = writer.checkpoint->Write(dir_ + "/many", *writer.session).value();
   Program p(many, /*zeros=*/true);
-  LoadStatus status = p.checkpoint->Restore(prefix).value();
-  CKFLOW_ASSERT_OK(status.InitializeOrRestore(*p.session));
-  for (size_t i = 0; i < many.size(); ++i) {
-    ASSERT_TRUE(SameTensor(ValueOf(*p.session, *p.vars[i]), many[i].value)) << many[i].name;
+  // Into the program's initialized variables, then into a new session,
+  // where the restore ops create every variable.
+  std::unique_ptr<Session> fresh = Session::Create(p.scope.graph()).value();
+  for (Session* session : {p.session.get(), fresh.get()}) {
+    LoadStatus status = p.checkpoint->Restore(prefix).value();
+    CKFLOW_ASSERT_OK(status.InitializeOrRestore(*session));
+    for (size_t i = 0; i < many.size(); ++i) {
+      ASSERT_TRUE(SameTensor(ValueOf(*session, *p.vars[i]), many[i].value)) << many[i].name;
+    }
   }
+  // The new session made room for them before they were created: its
+  // table did not grow (and rehash) on the way.
+  ResourceMgr reserved;
+  reserved.Reserve(many.size());
+  EXPECT_GE(fresh->resources().size(), many.size());
+  EXPECT_EQ(fresh->resources().capacity(), reserved.capacity());
 }
 
 // Restore ops name their variables instead of taking handle inputs: a

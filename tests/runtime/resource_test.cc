@@ -46,5 +46,23 @@ TEST(ResourceMgrTest, LookupOrCreateAllRefusesAResourceOfAnotherType) {
   EXPECT_NE(all.status().message().find("'x'"), std::string::npos) << all.status();
 }
 
+TEST(ResourceMgrTest, ReserveMakesRoomForThatManyMoreWithoutGrowingAgain) {
+  ResourceMgr resources;
+  auto make = [](size_t i) { return std::make_shared<Counter>(static_cast<int>(i)); };
+  std::vector<std::string> first = {"a", "b", "c"};
+  ASSERT_TRUE(resources.LookupOrCreateAll<Counter>(first, make).ok());
+  resources.Reserve(5000);
+  const size_t reserved = resources.capacity();
+  EXPECT_GE(reserved, 5003u);
+  EXPECT_EQ(resources.size(), 3u);
+  EXPECT_EQ(resources.Lookup<Counter>("b").value()->value, 1);  // kept through the rehash
+
+  std::vector<std::string> names;
+  for (int i = 0; i < 5000; ++i) names.push_back("v" + std::to_string(i));
+  ASSERT_TRUE(resources.LookupOrCreateAll<Counter>(names, make).ok());
+  EXPECT_EQ(resources.size(), 5003u);
+  EXPECT_EQ(resources.capacity(), reserved);  // created without growing the table
+}
+
 }  // namespace
 }  // namespace ckflow
