@@ -70,10 +70,10 @@ StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items) 
     size_t begin, end;
     std::string signature;
     Output op;  // cached, or built below
+    bool cached = false;
     StatusOr<ops::VariableDeclarations> variables = ops::VariableDeclarations{};
   };
   std::vector<Group> groups;
-  std::vector<size_t> to_build;
   for (size_t begin = 0, end = 0; begin < items.size(); begin = end) {
     int64_t bytes = 0;
     while (end < items.size() && end - begin < kMaxValuesPerRestoreOp &&
@@ -81,25 +81,32 @@ StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items) 
       bytes += ApproxBytes(items[end].attribute);
       ++end;
     }
-    Group& g = groups.emplace_back(Group{begin, end, Signature(items, begin, end)});
-    if (auto cached = restore_ops_.find(g.signature); cached != restore_ops_.end()) {
-      g.op = cached->second;
-    } else {
-      to_build.push_back(groups.size() - 1);
-    }
+    groups.push_back(Group{begin, end});
   }
-  // Reading each variable's declaration off its handle node is most of the
-  // cost of a new op (the nodes are cold in cache), and only reads the
-  // graph: done for all groups in parallel, then the ops are added in order.
-  ParallelFor(static_cast<int64_t>(to_build.size()), 100000, [&](int64_t first, int64_t last) {
+  // Each group's signature and, for a new op, its variables' declarations
+  // read off their handle nodes: both touch every handle node, cold in
+  // cache, and only read the graph and the cache of ops (nothing is added
+  // to either until below). So they run for all groups in parallel, one
+  // group's nodes read twice while they are still in cache.
+  ParallelFor(static_cast<int64_t>(groups.size()), 100000, [&](int64_t first, int64_t last) {
     for (int64_t b = first; b < last; ++b) {
-      Group& g = groups[to_build[b]];
+      Group& g = groups[b];
+      g.signature = Signature(items, g.begin, g.end);
+      if (auto it = restore_ops_.find(g.signature); it != restore_ops_.end()) {
+        g.op = it->second;
+        g.cached = true;
+        continue;
+      }
       std::vector<Output> handles;
       handles.reserve(g.end - g.begin);
       for (size_t i = g.begin; i < g.end; ++i) handles.push_back(items[i].attribute.handle);
       g.variables = ops::DeclarationsOf(handles);
     }
   });
+  std::vector<size_t> to_build;
+  for (size_t b = 0; b < groups.size(); ++b) {
+    if (!groups[b].cached) to_build.push_back(b);
+  }
   const Output prefix = restore_prefix();
   std::vector<Output> result;
   for (size_t b : to_build) {

@@ -204,12 +204,16 @@ TEST_F(RestorePathsTest, ManySmallVariablesRestoreExactlyThroughBatches) {
   // Into the program's initialized variables, then into a new session,
   // where the restore ops create every variable.
   std::unique_ptr<Session> fresh = Session::Create(p.scope.graph()).value();
+  int nodes = -1;
   for (Session* session : {p.session.get(), fresh.get()}) {
     LoadStatus status = p.checkpoint->Restore(prefix).value();
     CKFLOW_ASSERT_OK(status.InitializeOrRestore(*session));
     for (size_t i = 0; i < many.size(); ++i) {
       ASSERT_TRUE(SameTensor(ValueOf(*session, *p.vars[i]), many[i].value)) << many[i].name;
     }
+    // The second restore finds every one of its restore ops built.
+    if (nodes >= 0) EXPECT_EQ(p.scope.graph().num_nodes(), nodes);
+    nodes = p.scope.graph().num_nodes();
   }
   // The new session made room for them before they were created: its
   // table did not grow (and rehash) on the way.
