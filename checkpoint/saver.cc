@@ -70,7 +70,6 @@ StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items) 
     size_t begin, end;
     std::string signature;
     Output op;  // cached, or built below
-    bool cached = false;
     StatusOr<ops::VariableDeclarations> variables = ops::VariableDeclarations{};
   };
   std::vector<Group> groups;
@@ -94,7 +93,6 @@ StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items) 
       g.signature = Signature(items, g.begin, g.end);
       if (auto it = restore_ops_.find(g.signature); it != restore_ops_.end()) {
         g.op = it->second;
-        g.cached = true;
         continue;
       }
       std::vector<Output> handles;
@@ -103,14 +101,9 @@ StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items) 
       g.variables = ops::DeclarationsOf(handles);
     }
   });
-  std::vector<size_t> to_build;
-  for (size_t b = 0; b < groups.size(); ++b) {
-    if (!groups[b].cached) to_build.push_back(b);
-  }
   const Output prefix = restore_prefix();
-  std::vector<Output> result;
-  for (size_t b : to_build) {
-    Group& g = groups[b];
+  for (Group& g : groups) {
+    if (g.op.valid()) continue;  // cached
     if (!g.variables.ok()) return g.variables.status().WithContext("building restore ops");
     std::vector<std::string> keys;
     keys.reserve(g.end - g.begin);
@@ -120,6 +113,8 @@ StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items) 
     if (!g.op.valid()) return scope_.status().WithContext("building restore ops");
     restore_ops_.emplace(std::move(g.signature), g.op);
   }
+  std::vector<Output> result;
+  result.reserve(groups.size());
   for (const Group& g : groups) result.push_back(g.op);
   return result;
 }
