@@ -64,5 +64,47 @@ TEST(ResourceMgrTest, ReserveMakesRoomForThatManyMoreWithoutGrowingAgain) {
   EXPECT_EQ(resources.capacity(), reserved);  // created without growing the table
 }
 
+TEST(ResourceMgrTest, ManyResourcesStayFindableAsTheTableGrows) {
+  ResourceMgr resources;
+  constexpr int kCount = 20000;  // many doublings, long probe runs
+  for (int i = 0; i < kCount; ++i) {
+    // Names that share long prefixes and differ only at the end, as
+    // variables' shared names do.
+    const std::string name = "model/layer/" + std::to_string(i);
+    ASSERT_TRUE(
+        resources.LookupOrCreate<Counter>(name, [i] { return std::make_shared<Counter>(i); }).ok());
+  }
+  EXPECT_EQ(resources.size(), static_cast<size_t>(kCount));
+  EXPECT_GE(resources.capacity(), static_cast<size_t>(kCount));
+  for (int i = 0; i < kCount; ++i) {
+    StatusOr<std::shared_ptr<Counter>> found =
+        resources.Lookup<Counter>("model/layer/" + std::to_string(i));
+    ASSERT_TRUE(found.ok()) << found.status();
+    ASSERT_EQ((*found)->value, i);
+  }
+  StatusOr<std::shared_ptr<Counter>> absent = resources.Lookup<Counter>("model/layer/20000");
+  EXPECT_EQ(absent.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(absent.status().message().find("'model/layer/20000'"), std::string::npos);
+  // Looking up an existing name creates nothing.
+  ASSERT_TRUE(
+      resources
+          .LookupOrCreate<Counter>("model/layer/7", [] { return std::make_shared<Counter>(-1); })
+          .ok());
+  EXPECT_EQ(resources.Lookup<Counter>("model/layer/7").value()->value, 7);
+  EXPECT_EQ(resources.size(), static_cast<size_t>(kCount));
+}
+
+TEST(ResourceMgrTest, AnEmptyTableFindsNothingAndListsInCreationOrder) {
+  ResourceMgr resources;
+  EXPECT_EQ(resources.Lookup<Counter>("").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(resources.ListNames().empty());
+  for (const char* name : {"zeta", "alpha", "", "mid"}) {
+    ASSERT_TRUE(
+        resources.LookupOrCreate<Counter>(name, [] { return std::make_shared<Counter>(0); }).ok());
+  }
+  EXPECT_EQ(resources.ListNames(), (std::vector<std::string>{"zeta", "alpha", "", "mid"}));
+  EXPECT_TRUE(resources.Lookup<Counter>("").ok());  // the empty name is a name like any other
+}
+
 }  // namespace
 }  // namespace ckflow
