@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,18 +43,19 @@ void OnThreads(int threads, size_t n, const F& work) {
   for (auto& t : others) t.join();
 }
 
-// Reads each piece of `path` into buffers[i] (already touched, as a
-// variable's buffer is) and CRC32Cs it. Returns seconds, or -1 on an I/O
-// error. The checksum sum goes to *sink so the work cannot be elided.
-inline double RawReadCrc(const std::string& path, const std::vector<Piece>& pieces,
-                         std::vector<std::vector<char>>& buffers, int threads, uint32_t* sink) {
+// Reads each piece of `path` into dest(i) and CRC32Cs it. Returns seconds,
+// or -1 on an I/O error. The checksum sum goes to *sink so the work cannot
+// be elided.
+template <typename Dest>
+double ReadCrcInto(const std::string& path, const std::vector<Piece>& pieces, int threads,
+                   uint32_t* sink, const Dest& dest) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
   std::atomic<bool> failed{false};
   std::atomic<uint32_t> sum{0};
   auto start = std::chrono::steady_clock::now();
   OnThreads(threads, pieces.size(), [&](size_t i) {
-    char* dst = buffers[i].data();
+    char* dst = dest(i);
     int64_t done = 0;
     while (done < pieces[i].size) {
       ssize_t n = ::pread(fd, dst + done, pieces[i].size - done, pieces[i].offset + done);
@@ -69,6 +71,25 @@ inline double RawReadCrc(const std::string& path, const std::vector<Piece>& piec
   ::close(fd);
   *sink += sum.load();
   return failed ? -1 : seconds;
+}
+
+// Into buffers[i], already touched as a variable's buffer is.
+inline double RawReadCrc(const std::string& path, const std::vector<Piece>& pieces,
+                         std::vector<std::vector<char>>& buffers, int threads, uint32_t* sink) {
+  return ReadCrcInto(path, pieces, threads, sink, [&](size_t i) { return buffers[i].data(); });
+}
+
+// Into a buffer allocated for each piece as it is read, as a fresh
+// session's variables are; they are left in *fresh for the caller to free
+// outside the timing.
+inline double RawReadCrcFresh(const std::string& path, const std::vector<Piece>& pieces,
+                              int threads, uint32_t* sink,
+                              std::vector<std::unique_ptr<char[]>>* fresh) {
+  fresh->resize(pieces.size());
+  return ReadCrcInto(path, pieces, threads, sink, [&](size_t i) {
+    (*fresh)[i] = std::make_unique_for_overwrite<char[]>(static_cast<size_t>(pieces[i].size));
+    return (*fresh)[i].get();
+  });
 }
 
 // Writes buffers back to back into a new file at `path` on `threads`
