@@ -57,7 +57,10 @@ class ResourceMgr {
   // Room for `count` more resources than exist now. Creating thousands at
   // once (a restore into a fresh session) would otherwise grow the table
   // each time it doubles, re-placing every resource under the lock.
+  // It is a hint: beyond 2^20 more (32 MiB of slots), the table grows as
+  // resources arrive.
   void Reserve(size_t count) {
+    count = std::min<size_t>(count, size_t{1} << 20);
     std::lock_guard<std::mutex> lock(mu_);
     if (entries_.size() + count > CapacityLocked()) Rehash(entries_.size() + count);
   }

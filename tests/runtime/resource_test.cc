@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,6 +63,11 @@ TEST(ResourceMgrTest, ReserveMakesRoomForThatManyMoreWithoutGrowingAgain) {
   ASSERT_TRUE(resources.LookupOrCreateAll<Counter>(names, make).ok());
   EXPECT_EQ(resources.size(), 5003u);
   EXPECT_EQ(resources.capacity(), reserved);  // created without growing the table
+
+  // An absurd count is a hint the table does not follow into exhaustion.
+  resources.Reserve(std::numeric_limits<size_t>::max());
+  EXPECT_GE(resources.capacity(), size_t{1} << 20);
+  EXPECT_EQ(resources.Lookup<Counter>("v4999").value()->value, 4999);
 }
 
 TEST(ResourceMgrTest, ManyResourcesStayFindableAsTheTableGrows) {
