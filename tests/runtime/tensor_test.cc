@@ -4,7 +4,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <string>
+#include <vector>
 
 namespace ckflow {
 namespace {
@@ -32,6 +35,28 @@ TEST(Tensor, BufferIsAlignedAndSharedByCopies) {
   EXPECT_FALSE(c.SharesBufferWith(a));
   c.flat<float>()[7] = 1.0f;
   EXPECT_EQ(a.flat<float>()[7], 2.5f);
+}
+
+// Buffers come from malloc rounded up by hand, so every size (empty, odd,
+// just past a malloc size class, large enough to be mmapped) must still
+// start on the boundary and hold every byte it claims.
+TEST(Tensor, EveryBufferSizeIsAlignedAndWritableToItsEnd) {
+  std::vector<Tensor> live;  // held, so malloc cannot hand back one block
+  for (int64_t n : {0, 1, 3, 15, 16, 17, 255, 256, 257, 1000, 4097, 300000}) {
+    for (DataType dtype : {DT_UINT8, DT_FLOAT, DT_DOUBLE, DT_STRING}) {
+      Tensor t(dtype, TensorShape({n}));
+      ASSERT_EQ(reinterpret_cast<uintptr_t>(t.raw_data()) % Tensor::kAlignment, 0u)
+          << DataTypeName(dtype) << "[" << n << "]";
+      if (dtype == DT_STRING) {
+        for (int64_t i = 0; i < n; ++i) t.flat<std::string>()[i] = "value " + std::to_string(i);
+        if (n > 0) EXPECT_EQ(t.flat<std::string>()[n - 1], "value " + std::to_string(n - 1));
+      } else {
+        // Under ASan a write past the block fails here.
+        std::memset(t.raw_data(), 0xab, t.TotalBytes());
+      }
+      live.push_back(std::move(t));
+    }
+  }
 }
 
 TEST(Tensor, RefCountTellsWhenWritingInPlaceIsSafe) {
@@ -63,8 +88,7 @@ TEST(Tensor, ReshapeKeepsBufferAndChecksCount) {
 TEST(Tensor, HugeAllocationIsAnErrorNotACrash) {
   StatusOr<TensorShape> shape = TensorShape::Make(std::vector<int64_t>{int64_t{1} << 50});
   ASSERT_TRUE(shape.ok());
-  EXPECT_EQ(Tensor::Allocate(DT_FLOAT, *shape).status().code(),
-            StatusCode::kResourceExhausted);
+  EXPECT_EQ(Tensor::Allocate(DT_FLOAT, *shape).status().code(), StatusCode::kResourceExhausted);
 }
 
 TEST(Tensor, CopyFromChecksDtypeAndCount) {
