@@ -88,7 +88,8 @@ TEST(Tensor, ReshapeKeepsBufferAndChecksCount) {
 TEST(Tensor, HugeAllocationIsAnErrorNotACrash) {
   StatusOr<TensorShape> shape = TensorShape::Make(std::vector<int64_t>{int64_t{1} << 50});
   ASSERT_TRUE(shape.ok());
-  EXPECT_EQ(Tensor::Allocate(DT_FLOAT, *shape).status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(Tensor::Allocate(DT_FLOAT, *shape).status().code(),
+            StatusCode::kResourceExhausted);
 }
 
 TEST(Tensor, CopyFromChecksDtypeAndCount) {
