@@ -124,7 +124,12 @@ void BM_Restore(benchmark::State& state) {
   double ckflow_s = 0, raw_s = 0;
   uint32_t sink = 0;
   for (auto _ : state) {
-    raw_s += bench::RawReadCrc(data, pieces, buffers, threads, &sink);
+    const double raw = bench::RawReadCrc(data, pieces, buffers, threads, &sink);
+    if (raw < 0) {
+      state.SkipWithError(("raw baseline: cannot read " + data).c_str());
+      break;
+    }
+    raw_s += raw;
     auto start = Clock::now();
     LoadStatus status = p->checkpoint->Restore(path).value();
     Status s = status.InitializeOrRestore(*p->session);
@@ -161,7 +166,12 @@ void BM_RestoreSmall(benchmark::State& state) {
       // The machine's own cost per variable at this count: each value read
       // on its own into a new buffer and checksummed, nothing else.
       std::vector<std::unique_ptr<char[]>> fresh;
-      raw_s += bench::RawReadCrcFresh(data, pieces, threads, &sink, &fresh);
+      const double raw = bench::RawReadCrcFresh(data, pieces, threads, &sink, &fresh);
+      if (raw < 0) {
+        state.SkipWithError(("raw baseline: cannot read " + data).c_str());
+        break;
+      }
+      raw_s += raw;
     }
     {
       // For scale: parsing the index alone (Restore does this once).
