@@ -166,12 +166,18 @@ Output Variable::IsInitialized(const Scope& scope) const {
 }
 
 std::vector<SaveableAttribute> Variable::Attributes() const {
-  return {SaveableAttribute{.name = "VARIABLE_VALUE",
-                            .full_name = name_,
-                            .handle = handle_,
-                            .dtype = dtype_,
-                            .shape = shape_,
-                            .device = options_.device}};
+  // Not `return {SaveableAttribute{...}}`: an initializer list can only be
+  // copied from, so each string and the shape would be copied twice, and a
+  // restore asks every variable once.
+  std::vector<SaveableAttribute> attributes(1);
+  SaveableAttribute& a = attributes[0];
+  a.name = "VARIABLE_VALUE";
+  a.full_name = name_;
+  a.handle = handle_;
+  a.dtype = dtype_;
+  a.shape = shape_;
+  a.device = options_.device;
+  return attributes;
 }
 
 std::string Variable::TypeName() const {
