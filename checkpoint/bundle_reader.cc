@@ -181,6 +181,14 @@ const BundleEntry* BundleReader::FindEntry(std::string_view key) const {
   return it != entries_.end() && it->key == key ? &*it : nullptr;
 }
 
+const BundleEntry* BundleReader::FindEntry(std::string_view key, int64_t position) const {
+  if (position >= 0 && static_cast<size_t>(position) < entries_.size() &&
+      entries_[position].key == key) {
+    return &entries_[position];
+  }
+  return FindEntry(key);
+}
+
 StatusOr<const RandomAccessFile*> BundleReader::DataFile(int shard) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::unique_ptr<RandomAccessFile>& file = data_files_[shard];

@@ -159,8 +159,9 @@ void RestoreCoordinator::AddRestoreOps(std::vector<std::pair<int, RestoreItem>> 
   std::vector<char> fits(items.size());
   ParallelFor(static_cast<int64_t>(items.size()), 2000, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      const RestoreItem& item = items[i].second;
+      RestoreItem& item = items[i].second;
       entries[i] = reader->FindEntry(item.key);
+      if (entries[i] != nullptr) item.position = entries[i] - reader->entries().data();
       fits[i] = entries[i] != nullptr && entries[i]->dtype == item.attribute.dtype &&
                 item.attribute.shape.IsCompatibleWith(entries[i]->shape);
     }
@@ -574,7 +575,7 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl {
                                       entry->shape.ToString(), " but the variable is ",
                                       DataTypeName(attr.dtype), attr.shape.ToString());
         }
-        items.push_back({attr.full_name, attr});
+        items.push_back({attr.full_name, attr, entry - reader_->entries().data()});
       }
     }
     if (!items.empty()) {

@@ -42,6 +42,7 @@ int64_t NewRestoreUid();
 struct RestoreItem {
   std::string key;
   SaveableAttribute attribute;
+  int64_t position = -1;  // of key among the checkpoint's entries, once found
 };
 
 // Cached save and restore ops of one Checkpoint (or SaveWeights root), shared

@@ -106,10 +106,15 @@ StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items) 
     if (g.op.valid()) continue;  // cached
     if (!g.variables.ok()) return g.variables.status().WithContext("building restore ops");
     std::vector<std::string> keys;
+    std::vector<int64_t> positions;
     keys.reserve(g.end - g.begin);
-    for (size_t i = g.begin; i < g.end; ++i) keys.push_back(std::move(items[i].key));
+    positions.reserve(g.end - g.begin);
+    for (size_t i = g.begin; i < g.end; ++i) {
+      keys.push_back(std::move(items[i].key));
+      positions.push_back(items[i].position);
+    }
     g.op = ops::RestoreVariables(scope_.WithDevice(""), prefix, std::move(keys),
-                                 *std::move(g.variables));
+                                 *std::move(g.variables), std::move(positions));
     if (!g.op.valid()) return scope_.status().WithContext("building restore ops");
     restore_ops_.emplace(std::move(g.signature), g.op);
   }

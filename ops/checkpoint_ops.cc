@@ -196,13 +196,15 @@ struct RestoreVariablesLists {
   const std::vector<std::string>* names;
   const std::vector<DataType>* dtypes;
   const std::vector<PartialShape>* shapes;
+  const std::vector<int64_t>* positions;  // optional: null if absent
 };
 
 StatusOr<RestoreVariablesLists> ListsOf(const AttrMap& attrs) {
   RestoreVariablesLists l{attrs.GetIf<std::vector<std::string>>("keys"),
                           attrs.GetIf<std::vector<std::string>>("shared_names"),
                           attrs.GetIf<std::vector<DataType>>("dtypes"),
-                          attrs.GetIf<std::vector<PartialShape>>("shapes")};
+                          attrs.GetIf<std::vector<PartialShape>>("shapes"),
+                          attrs.GetIf<std::vector<int64_t>>("positions")};
   if (!l.keys || !l.names || !l.dtypes || !l.shapes) {
     return InvalidArgumentError(
         "needs list attributes keys, shared_names (strings), dtypes and shapes");
@@ -211,6 +213,9 @@ StatusOr<RestoreVariablesLists> ListsOf(const AttrMap& attrs) {
       l.shapes->size() != l.keys->size()) {
     return InvalidArgumentError(l.keys->size(), " keys for ", l.names->size(), " variables, ",
                                 l.dtypes->size(), " dtypes and ", l.shapes->size(), " shapes");
+  }
+  if (l.positions != nullptr && l.positions->size() != l.keys->size()) {
+    return InvalidArgumentError(l.keys->size(), " keys for ", l.positions->size(), " positions");
   }
   return l;
 }
@@ -233,10 +238,11 @@ struct RestoreTarget {
   std::shared_ptr<internal::VariableResource> variable;
 };
 
-// Finds `key` and checks it fits `var`.
+// Finds `key` (first at `position`, if known) and checks it fits `var`.
 StatusOr<RestoreTarget> LookupTarget(const BundleReader& reader, const std::string& key,
+                                     int64_t position,
                                      std::shared_ptr<internal::VariableResource> var) {
-  const BundleEntry* entry = reader.FindEntry(key);
+  const BundleEntry* entry = reader.FindEntry(key, position);
   if (entry == nullptr) {
     return NotFoundError("key '", key, "' not found in checkpoint '", reader.prefix(),
                          "' (restoring variable '", var->name(), "')");
@@ -290,10 +296,13 @@ class RestoreVariablesTargets {
   RestoreVariablesTargets(const std::vector<std::string>& keys,
                           const std::vector<std::string>& names,
                           const std::vector<DataType>& dtypes,
-                          const std::vector<PartialShape>& shapes)
-      : keys_(keys), names_(names), dtypes_(dtypes), shapes_(shapes) {}
+                          const std::vector<PartialShape>& shapes,
+                          const std::vector<int64_t>* positions)
+      : keys_(keys), names_(names), dtypes_(dtypes), shapes_(shapes), positions_(positions) {}
 
   const std::vector<std::string>& keys() const { return keys_; }
+  // Where keys[i] was in the checkpoint the op was built for; -1 if unknown.
+  int64_t position(size_t i) const { return positions_ ? (*positions_)[i] : -1; }
 
   StatusOr<std::vector<std::shared_ptr<internal::VariableResource>>> Get(ResourceMgr& resources) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -312,6 +321,7 @@ class RestoreVariablesTargets {
   const std::vector<std::string>& names_;
   const std::vector<DataType>& dtypes_;
   const std::vector<PartialShape>& shapes_;
+  const std::vector<int64_t>* positions_;
   std::mutex mu_;
   const ResourceMgr* resources_ = nullptr;                              // guarded by mu_
   std::vector<std::shared_ptr<internal::VariableResource>> variables_;  // guarded by mu_
@@ -320,7 +330,7 @@ class RestoreVariablesTargets {
 StatusOr<Kernel> RestoreVariablesKernel(const Node& node) {
   CKFLOW_ASSIGN_OR_RETURN(RestoreVariablesLists lists, ListsOf(node.attrs()));
   auto targets = std::make_shared<RestoreVariablesTargets>(*lists.keys, *lists.names, *lists.dtypes,
-                                                           *lists.shapes);
+                                                           *lists.shapes, lists.positions);
   return Kernel([targets](KernelContext& ctx) -> Status {
     CKFLOW_ASSIGN_OR_RETURN(std::string prefix, ScalarString(ctx.input(0), "prefix"));
     CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<const BundleReader> reader, ReaderFor(ctx, prefix));
@@ -330,8 +340,9 @@ StatusOr<Kernel> RestoreVariablesKernel(const Node& node) {
     std::vector<RestoreTarget> small;
     small.reserve(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) {
-      CKFLOW_ASSIGN_OR_RETURN(RestoreTarget target,
-                              LookupTarget(*reader, keys[i], std::move(variables[i])));
+      CKFLOW_ASSIGN_OR_RETURN(
+          RestoreTarget target,
+          LookupTarget(*reader, keys[i], targets->position(i), std::move(variables[i])));
       if (target.entry->dtype != DT_STRING && target.entry->size <= kBatchEntryBytes) {
         small.push_back(std::move(target));
       } else {
@@ -420,8 +431,9 @@ StatusOr<VariableDeclarations> DeclarationsOf(const std::vector<Output>& handles
 }
 
 Output RestoreVariables(const Scope& scope, Output prefix, std::vector<std::string> keys,
-                        VariableDeclarations variables) {
+                        VariableDeclarations variables, std::vector<int64_t> positions) {
   AttrMap attrs;
+  if (!positions.empty()) attrs.Set("positions", std::move(positions));
   attrs.Set("keys", std::move(keys));
   attrs.Set("shared_names", std::move(variables.shared_names));
   attrs.Set("dtypes", std::move(variables.dtypes));

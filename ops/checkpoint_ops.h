@@ -62,8 +62,12 @@ struct VariableDeclarations {
   std::vector<PartialShape> shapes;
 };
 StatusOr<VariableDeclarations> DeclarationsOf(const std::vector<Output>& handles);
+// `positions`, if given, holds where each key was among the entries of the
+// checkpoint the op is built for (BundleReader::entries()); the op looks
+// there first. Only a hint: a checkpoint with other entries still restores
+// correctly, through a search.
 Output RestoreVariables(const Scope& scope, Output prefix, std::vector<std::string> keys,
-                        VariableDeclarations variables);
+                        VariableDeclarations variables, std::vector<int64_t> positions = {});
 
 }  // namespace ops
 }  // namespace ckflow
