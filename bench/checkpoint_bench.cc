@@ -7,8 +7,8 @@
 //   RestoreSmall  many 1 KiB variables, including object matching and
 //                 restore-op creation in a fresh graph: us per variable, vs
 //                 pread + CRC32C of each value into a new buffer; warm, and
-//                 cold (CPU caches evicted before each, as in the first
-//                 restore of a process).
+//                 cold (CPU caches evicted before each, so no count restores
+//                 out of what its previous iteration left cached).
 //   Save          Checkpoint::Write vs pwrite of the same bytes; durable:
 //                 both fsync.
 //   SaveAsync     the stall of Write({.async = true}) vs a synchronous
@@ -135,8 +135,8 @@ void BM_Restore(benchmark::State& state) {
   // The first pass of a process into its buffers is reported apart, not
   // averaged into the timed iterations: on the Firecracker VM of
   // bench/README.md the kernel's first copy into pages the process has
-  // already written runs at 0.7 GB/s, raw pread and ckflow alike, and 10+
-  // GB/s from the second on, so a mean over a few iterations would measure
+  // already written runs at 0.7 GB/s, raw pread and ckflow alike, and
+  // 9-18 GB/s from the second on, so a mean over a few iterations would measure
   // how many there were.
   const double raw_first = bench::RawReadCrc(data, pieces, buffers, threads, &sink);
   if (raw_first < 0) {
