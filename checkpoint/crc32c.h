@@ -43,6 +43,16 @@ constexpr uint32_t Unmask(uint32_t masked) {
   return (rot >> 17) | (rot << 15);
 }
 
+// Whether a stored checksum has to match what was read. Only a fuzzing build
+// (CKFLOW_FUZZ, which sets OSS-Fuzz's FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION)
+// accepts any: a mutated file would otherwise stop at the first checksum and
+// never reach the parsing behind it (tests/fuzz).
+#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+inline constexpr bool kVerifyStored = false;
+#else
+inline constexpr bool kVerifyStored = true;
+#endif
+
 }  // namespace ckflow::crc32c
 
 #endif  // CKFLOW_CHECKPOINT_CRC32C_H_

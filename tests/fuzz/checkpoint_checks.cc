@@ -1,0 +1,335 @@
+#include "tests/fuzz/checkpoint_checks.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "checkpoint/bundle_reader.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_state.h"
+#include "checkpoint/object_tree.h"
+#include "ops/array_ops.h"
+#include "ops/layers.h"
+#include "ops/losses.h"
+#include "ops/optimizers.h"
+#include "ops/variables.h"
+#include "runtime/session.h"
+
+namespace ckflow::fuzz {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kPrefixName[] = "ckpt";
+
+// The codes a reader of foreign files may answer with. Internal or Unknown
+// would mean a bug on our side, OK after bad input a check that is missing.
+bool IsInputError(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kDataLoss:
+    case StatusCode::kNotFound:
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kOutOfRange:
+    case StatusCode::kUnimplemented:
+    case StatusCode::kResourceExhausted:
+      return !status.message().empty();
+    default:
+      return false;
+  }
+}
+
+std::string Describe(std::string_view what, const Status& status) {
+  std::ostringstream out;
+  out << what << " returned " << status;
+  return out.str();
+}
+
+// Records the first problem found; later checks still run only if none.
+class Findings {
+ public:
+  bool ok() const { return first_.empty(); }
+  void Add(std::string problem) {
+    if (first_.empty()) first_ = std::move(problem);
+  }
+  // An error that is not one a reader of bad input may return.
+  void ExpectInputError(std::string_view what, const Status& status) {
+    if (!status.ok() && !IsInputError(status)) Add(Describe(what, status));
+  }
+  std::string Take() { return std::move(first_); }
+
+ private:
+  std::string first_;
+};
+
+Status WriteFile(const std::string& path, std::span<const uint8_t> bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) return InternalError("fuzz: cannot write " + path);
+  return OkStatus();
+}
+
+// Splits the input into its records (see the header).
+std::vector<std::span<const uint8_t>> Records(std::span<const uint8_t> input) {
+  std::vector<std::span<const uint8_t>> records;
+  while (input.size() >= 4) {
+    uint32_t n = 0;
+    for (int i = 3; i >= 0; --i) n = (n << 8) | input[i];
+    input = input.subspan(4);
+    const size_t take = std::min<size_t>(n, input.size());
+    records.push_back(input.first(take));
+    input = input.subspan(take);
+  }
+  return records;
+}
+
+void AppendRecord(std::string_view bytes, std::vector<uint8_t>* out) {
+  const auto n = static_cast<uint32_t>(bytes.size());
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<uint8_t>(n >> (8 * i)));
+  out->insert(out->end(), bytes.begin(), bytes.end());
+}
+
+std::string DataName(const std::string& prefix, int shard, int num_shards) {
+  char suffix[32];
+  std::snprintf(suffix, sizeof(suffix), ".data-%05d-of-%05d", shard, num_shards);
+  return prefix + suffix;
+}
+
+// Empties `dir`, so no file of an earlier input changes what this one does.
+Status ResetDir(const std::string& dir) {
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  fs::create_directories(dir, ec);
+  if (ec) return InternalError("fuzz: cannot make " + dir + ": " + ec.message());
+  return OkStatus();
+}
+
+// The bundle, entry by entry and in one batch.
+void CheckBundle(const std::string& prefix, Findings& findings) {
+  StatusOr<std::unique_ptr<BundleReader>> opened = BundleReader::Open(prefix);
+  if (!opened.ok()) return findings.ExpectInputError("BundleReader::Open", opened.status());
+  const BundleReader& reader = **opened;
+
+  std::vector<const BundleEntry*> batch;
+  std::vector<Tensor> looked_up;
+  for (const BundleEntry& entry : reader.entries()) {
+    if (reader.FindEntry(entry.key) != &entry) {
+      findings.Add("FindEntry(\"" + entry.key + "\") does not find its own entry");
+    }
+    StatusOr<Tensor> value = reader.Lookup(entry.key);
+    const Status verified = reader.Verify(entry);
+    if (!value.ok()) {
+      findings.ExpectInputError("Lookup(\"" + entry.key + "\")", value.status());
+      findings.ExpectInputError("Verify(\"" + entry.key + "\")", verified);
+      continue;
+    }
+    if (static_cast<int>(value->dtype()) != entry.dtype || !(value->shape() == entry.shape)) {
+      findings.Add("Lookup(\"" + entry.key + "\") returned a tensor unlike its entry");
+    }
+    if (!verified.ok())
+      findings.Add(Describe("Verify after a good Lookup of " + entry.key, verified));
+    if (value->dtype() != DT_STRING) {
+      batch.push_back(&entry);
+      looked_up.push_back(*std::move(value));
+    }
+  }
+  if (batch.empty() || !findings.ok()) return;
+
+  // Every entry in the batch read alone, so the batch must read too, and
+  // hand over the same bytes.
+  const Status batched = reader.ReadBatch(batch, [&](size_t i, std::string_view bytes) {
+    const Tensor& expected = looked_up[i];
+    if (bytes.size() != expected.TotalBytes() ||
+        std::memcmp(bytes.data(), expected.raw_data(), bytes.size()) != 0) {
+      findings.Add("ReadBatch and Lookup disagree on \"" + batch[i]->key + "\"");
+    }
+    return OkStatus();
+  });
+  if (!batched.ok()) findings.Add(Describe("ReadBatch over entries that each read", batched));
+}
+
+void CheckObjectGraph(const std::string& prefix, Findings& findings) {
+  StatusOr<std::unique_ptr<BundleReader>> opened = BundleReader::Open(prefix);
+  if (!opened.ok()) return;
+  for (ObjectGraphFormat format :
+       {ObjectGraphFormat::kTree, ObjectGraphFormat::kJson, ObjectGraphFormat::kDot}) {
+    StatusOr<std::string> rendered = RenderObjectGraph(**opened, format);
+    if (!rendered.ok()) findings.ExpectInputError("RenderObjectGraph", rendered.status());
+  }
+}
+
+// The program restores go into: a two-layer model trained by Adam, with a
+// step counter, as in examples/regress.cc. Restore comes first, so matches
+// are deferred to the layers' and slots' creation.
+struct Program {
+  Scope scope = Scope::NewRootScope();
+  std::shared_ptr<Sequential> model = Sequential::Make({Dense::Make(3), Dense::Make(1)});
+  std::shared_ptr<Adam> optimizer = Adam::Make();
+  std::shared_ptr<Variable> step =
+      Variable::Create(scope, "step", ops::Const<int64_t>(scope, 0), {.trainable = false});
+  Checkpoint checkpoint{scope, {{"model", model}, {"optimizer", optimizer}, {"step", step}}};
+  Output x, y;
+
+  // Builds the layers, the training op and the slots (restores fire here).
+  Output Build() {
+    x = ops::Placeholder(scope.WithOpName("x"), DT_FLOAT, {.shape = {-1, 2}});
+    y = ops::Placeholder(scope.WithOpName("y"), DT_FLOAT, {.shape = {-1, 1}});
+    Output loss = losses::MeanSquaredError(scope, y, (*model)(scope, x));
+    return optimizer->Minimize(scope, loss, {}, step);
+  }
+};
+
+// True if everything restored and every assertion passed.
+bool CheckRestore(const std::string& prefix, Findings& findings) {
+  Program program;
+  StatusOr<LoadStatus> status = program.checkpoint.Restore(prefix);
+  if (!status.ok()) {
+    findings.ExpectInputError("Checkpoint::Restore", status.status());
+    return false;
+  }
+  program.Build();
+  StatusOr<std::unique_ptr<Session>> session = Session::Create(program.scope.graph());
+  if (!session.ok()) {
+    findings.Add(Describe("Session::Create", session.status()));
+    return false;
+  }
+  bool restored = true;
+  for (auto [what, result] : {
+           std::pair{"AssertConsumed", status->AssertConsumed()},
+           std::pair{"AssertExistingObjectsMatched", status->AssertExistingObjectsMatched()},
+           std::pair{"AssertNontrivialMatch", status->AssertNontrivialMatch()},
+           std::pair{"InitializeOrRestore", status->InitializeOrRestore(**session)},
+       }) {
+    findings.ExpectInputError(what, result);
+    restored = restored && result.ok();
+  }
+  status->ExpectPartial();  // the asserts above said what did not match
+  return restored;
+}
+
+// Packs the checkpoint at `prefix` (its index and data files) as an input.
+StatusOr<std::vector<uint8_t>> PackCheckpoint(const std::string& prefix) {
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
+  FileSystem* files = FileSystem::Default();
+  std::vector<uint8_t> packed;
+  CKFLOW_ASSIGN_OR_RETURN(std::string index, files->ReadFileToString(prefix + ".index"));
+  AppendRecord(index, &packed);
+  for (int shard = 0; shard < reader->num_shards(); ++shard) {
+    CKFLOW_ASSIGN_OR_RETURN(std::string data, files->ReadFileToString(reader->DataPath(shard)));
+    AppendRecord(data, &packed);
+  }
+  return packed;
+}
+
+// A checkpoint of the program CheckCheckpointInput restores into, so a seed
+// reaches past matching into the restore ops.
+StatusOr<std::string> SaveProgramCheckpoint(const std::string& dir) {
+  Program program;
+  Output train = program.Build();
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(program.scope.graph()));
+  CKFLOW_RETURN_IF_ERROR(
+      session->Run({}, {}, {GlobalVariablesInitializer(program.scope)}).status());
+  Tensor x(DT_FLOAT, TensorShape({1, 2}));
+  Tensor y(DT_FLOAT, TensorShape({1, 1}));
+  x.flat<float>()[0] = 1;
+  x.flat<float>()[1] = -1;
+  y.flat<float>()[0] = 0.5f;
+  // One step, so the slots hold something other than their initial zeros.
+  CKFLOW_RETURN_IF_ERROR(
+      session->Run({{program.x, std::move(x)}, {program.y, std::move(y)}}, {}, {train}).status());
+  return program.checkpoint.Save(dir + "/" + kPrefixName, *session);
+}
+
+}  // namespace
+
+StatusOr<std::vector<Seed>> CheckpointSeeds(const std::string& fixtures_dir,
+                                            const std::string& scratch_dir) {
+  std::vector<Seed> seeds;
+  std::error_code ec;
+  std::vector<fs::path> indexes;
+  for (const auto& entry : fs::recursive_directory_iterator(fixtures_dir, ec)) {
+    if (entry.path().extension() == ".index") indexes.push_back(entry.path());
+  }
+  if (ec) return NotFoundError("cannot list " + fixtures_dir + ": " + ec.message());
+  std::sort(indexes.begin(), indexes.end());
+  for (const fs::path& index : indexes) {
+    const std::string prefix = (index.parent_path() / index.stem()).string();
+    CKFLOW_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, PackCheckpoint(prefix));
+    seeds.push_back({index.parent_path().filename().string(), std::move(bytes)});
+  }
+  CKFLOW_ASSIGN_OR_RETURN(std::string ours, SaveProgramCheckpoint(scratch_dir));
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, PackCheckpoint(ours));
+  seeds.push_back({"ckflow_adam_program", std::move(bytes)});
+  return seeds;
+}
+
+StatusOr<std::vector<Seed>> StateSeeds(const std::string& fixtures_dir,
+                                       const std::string& scratch_dir) {
+  std::vector<Seed> seeds;
+  std::error_code ec;
+  std::vector<fs::path> states;
+  for (const auto& entry : fs::recursive_directory_iterator(fixtures_dir, ec)) {
+    if (entry.path().filename() == kCheckpointStateFilename) states.push_back(entry.path());
+  }
+  if (ec) return NotFoundError("cannot list " + fixtures_dir + ": " + ec.message());
+  std::sort(states.begin(), states.end());
+  CKFLOW_RETURN_IF_ERROR(
+      WriteCheckpointState(scratch_dir, {.model_checkpoint_path = "ckpt-3",
+                                         .all_model_checkpoint_paths = {"ckpt-2", "ckpt-3"},
+                                         .all_model_checkpoint_timestamps = {1.5e9, 1.6e9},
+                                         .last_preserved_timestamp = 1.4e9}));
+  states.push_back(fs::path(scratch_dir) / kCheckpointStateFilename);
+  for (const fs::path& path : states) {
+    CKFLOW_ASSIGN_OR_RETURN(std::string text, FileSystem::Default()->ReadFileToString(path));
+    const bool ours = path.parent_path() == fs::path(scratch_dir);
+    seeds.push_back({ours ? "ckflow_written" : path.parent_path().filename().string(),
+                     {text.begin(), text.end()}});
+  }
+  return seeds;
+}
+
+CheckResult CheckCheckpointInput(std::span<const uint8_t> input, const std::string& dir) {
+  if (Status reset = ResetDir(dir); !reset.ok()) return {reset.ToString()};
+  const std::vector<std::span<const uint8_t>> records = Records(input);
+  if (records.empty()) return {};
+  const std::string prefix = dir + "/" + kPrefixName;
+  const int num_shards = std::max<int>(1, static_cast<int>(records.size()) - 1);
+  if (Status s = WriteFile(prefix + ".index", records[0]); !s.ok()) return {s.ToString()};
+  for (size_t i = 1; i < records.size(); ++i) {
+    const std::string path = DataName(prefix, static_cast<int>(i) - 1, num_shards);
+    if (Status s = WriteFile(path, records[i]); !s.ok()) return {s.ToString()};
+  }
+
+  Findings findings;
+  CheckBundle(prefix, findings);
+  CheckObjectGraph(prefix, findings);
+  const bool restored = findings.ok() && CheckRestore(prefix, findings);
+  return {findings.Take(), restored};
+}
+
+std::string CheckStateInput(std::span<const uint8_t> input, const std::string& dir) {
+  if (Status reset = ResetDir(dir); !reset.ok()) return reset.ToString();
+  if (Status s = WriteFile(dir + "/" + kCheckpointStateFilename, input); !s.ok()) {
+    return s.ToString();
+  }
+  Findings findings;
+  StatusOr<std::optional<CheckpointStateData>> state = ReadCheckpointState(dir);
+  if (!state.ok()) findings.ExpectInputError("ReadCheckpointState", state.status());
+  StatusOr<std::string> resolved = ResolveCheckpointPath(dir);
+  if (!resolved.ok()) findings.ExpectInputError("ResolveCheckpointPath", resolved.status());
+  // No checkpoint files exist, so whatever the state file names is absent.
+  if (std::optional<std::string> latest = LatestCheckpoint(dir)) {
+    findings.Add("LatestCheckpoint found " + *latest + " in a directory with no checkpoint");
+  }
+  return findings.Take();
+}
+
+}  // namespace ckflow::fuzz

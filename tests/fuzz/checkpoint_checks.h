@@ -1,0 +1,58 @@
+// What the fuzz targets check, shared by the libFuzzer binaries (built with
+// clang, `./run.sh fuzz`) and the GoogleTest that replays seeds, deterministic
+// mutations of them and saved crash inputs in every ctest run.
+//
+// A fuzz input packs the files of one checkpoint:
+//   [u32 n][n bytes: P.index] ([u32 n][n bytes: P.data-0000i-of-0000N])...
+// little-endian lengths; N is the number of data records, a length past the
+// end takes what is left. The checks write those files, then drive every
+// reader a user reaches with a checkpoint from elsewhere: the bundle (open,
+// look up, batch-read, verify), the object graph as `ckflow tree` renders it,
+// and an object-based restore into a small Keras-style program with Adam
+// slots. Bad input must come back as a Status with a code a reader of
+// foreign files can get (DataLoss, NotFound, InvalidArgument, ...), never as
+// a crash, an Internal error or an unbounded allocation, and the fast batch
+// path must return the bytes the one-tensor path does.
+
+#ifndef CKFLOW_TESTS_FUZZ_CHECKPOINT_CHECKS_H_
+#define CKFLOW_TESTS_FUZZ_CHECKPOINT_CHECKS_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/status.h"
+
+namespace ckflow::fuzz {
+
+// A named fuzz input.
+struct Seed {
+  std::string name;
+  std::vector<uint8_t> bytes;
+};
+
+// Seeds for CheckCheckpointInput: every checkpoint under `fixtures_dir`
+// (TensorFlow's), and one SaveProgramCheckpoint writes under `scratch_dir`.
+StatusOr<std::vector<Seed>> CheckpointSeeds(const std::string& fixtures_dir,
+                                            const std::string& scratch_dir);
+// Seeds for CheckStateInput: the fixtures' state files and one ckflow writes.
+StatusOr<std::vector<Seed>> StateSeeds(const std::string& fixtures_dir,
+                                       const std::string& scratch_dir);
+
+struct CheckResult {
+  std::string finding;    // "" or a description of what broke
+  bool restored = false;  // the program restored everything, asserts passed
+};
+
+// Writes the input's files under `dir` (replacing what the last call wrote)
+// and runs the checks.
+CheckResult CheckCheckpointInput(std::span<const uint8_t> input, const std::string& dir);
+
+// The input as the `checkpoint` state file of `dir`: read it, resolve the
+// directory and ask for its latest checkpoint.
+std::string CheckStateInput(std::span<const uint8_t> input, const std::string& dir);
+
+}  // namespace ckflow::fuzz
+
+#endif  // CKFLOW_TESTS_FUZZ_CHECKPOINT_CHECKS_H_

@@ -1,0 +1,169 @@
+// Runs the fuzz targets' checks (checkpoint_checks.h) in every ctest run,
+// without libFuzzer: on the seeds, on deterministic mutations of them
+// (truncations, bit flips, all-ones words where lengths and sizes live).
+// What libFuzzer finds becomes a unit test beside the code it broke (as
+// CheckpointTest.ARestoreWaitingOnAVariableDoesNotKeepTheGraphAlive did):
+// its inputs skip checksums, so they do not reproduce here as they are.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/logging.h"
+#include "tests/fuzz/checkpoint_checks.h"
+#include "tests/test_util.h"
+
+namespace ckflow::fuzz {
+namespace {
+
+// [offset, size) of each record of a packed checkpoint (see the header).
+struct Record {
+  size_t offset;
+  size_t size;
+};
+
+std::vector<Record> RecordsOf(const std::vector<uint8_t>& input) {
+  std::vector<Record> records;
+  size_t at = 0;
+  while (input.size() - at >= 4) {
+    const uint32_t n = input[at] | input[at + 1] << 8 | input[at + 2] << 16 |
+                       static_cast<uint32_t>(input[at + 3]) << 24;
+    at += 4;
+    const size_t take = std::min<size_t>(n, input.size() - at);
+    records.push_back({at, take});
+    at += take;
+  }
+  return records;
+}
+
+std::vector<uint8_t> TruncateRecord(const std::vector<uint8_t>& input, const Record& record,
+                                    size_t size) {
+  std::vector<uint8_t> out(input.begin(), input.begin() + static_cast<ptrdiff_t>(record.offset));
+  for (int i = 0; i < 4; ++i) out[record.offset - 4 + i] = static_cast<uint8_t>(size >> (8 * i));
+  out.insert(out.end(), input.begin() + static_cast<ptrdiff_t>(record.offset),
+             input.begin() + static_cast<ptrdiff_t>(record.offset + size));
+  out.insert(out.end(), input.begin() + static_cast<ptrdiff_t>(record.offset + record.size),
+             input.end());
+  return out;
+}
+
+// `count` positions spread evenly over [begin, end).
+std::vector<size_t> Spread(size_t begin, size_t end, size_t count) {
+  std::vector<size_t> positions;
+  if (end <= begin) return positions;
+  count = std::min(count, end - begin);
+  for (size_t i = 0; i < count; ++i) positions.push_back(begin + (end - begin) * i / count);
+  return positions;
+}
+
+class FuzzReplayTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    SetLogSink([](LogSeverity, std::string_view) {});  // bad input warns by design
+    scratch_ = new std::string(testing::NewTempDir("fuzz-seeds"));
+    auto checkpoints = CheckpointSeeds(testing::FixturesDir(), *scratch_);
+    auto states = StateSeeds(testing::FixturesDir(), *scratch_);
+    ASSERT_TRUE(checkpoints.ok()) << checkpoints.status();
+    ASSERT_TRUE(states.ok()) << states.status();
+    checkpoint_seeds_ = new std::vector<Seed>(*std::move(checkpoints));
+    state_seeds_ = new std::vector<Seed>(*std::move(states));
+  }
+  static void TearDownTestSuite() {
+    SetLogSink(nullptr);
+    delete scratch_;
+    delete checkpoint_seeds_;
+    delete state_seeds_;
+  }
+
+  void ExpectNoFinding(const std::vector<uint8_t>& input, const std::string& what) {
+    EXPECT_EQ(CheckCheckpointInput(input, dir_).finding, "") << what;
+  }
+
+  static std::string* scratch_;
+  static std::vector<Seed>* checkpoint_seeds_;
+  static std::vector<Seed>* state_seeds_;
+  const std::string dir_ = testing::NewTempDir("fuzz");
+};
+
+std::string* FuzzReplayTest::scratch_ = nullptr;
+std::vector<Seed>* FuzzReplayTest::checkpoint_seeds_ = nullptr;
+std::vector<Seed>* FuzzReplayTest::state_seeds_ = nullptr;
+
+TEST_F(FuzzReplayTest, SeedsCoverEveryFixtureAndOurOwnCheckpoint) {
+  // Eight fixtures, one with two checkpoints' worth of shards, and ours.
+  EXPECT_GE(checkpoint_seeds_->size(), 9u);
+  EXPECT_EQ(checkpoint_seeds_->back().name, "ckflow_adam_program");
+  for (const Seed& seed : *checkpoint_seeds_) ExpectNoFinding(seed.bytes, seed.name);
+  // Ours restores in full, so mutations of it reach the restore ops.
+  EXPECT_TRUE(CheckCheckpointInput(checkpoint_seeds_->back().bytes, dir_).restored);
+}
+
+TEST_F(FuzzReplayTest, TruncatedFiles) {
+  for (const Seed& seed : *checkpoint_seeds_) {
+    for (const Record& record : RecordsOf(seed.bytes)) {
+      std::vector<size_t> sizes = Spread(0, record.size, 16);
+      if (record.size > 0) sizes.push_back(record.size - 1);
+      for (size_t size : sizes) {
+        ExpectNoFinding(TruncateRecord(seed.bytes, record, size),
+                        seed.name + " with a record at offset " + std::to_string(record.offset) +
+                            " cut to " + std::to_string(size) + " bytes");
+      }
+    }
+  }
+}
+
+TEST_F(FuzzReplayTest, FlippedBits) {
+  for (const Seed& seed : *checkpoint_seeds_) {
+    const std::vector<Record> records = RecordsOf(seed.bytes);
+    ASSERT_FALSE(records.empty()) << seed.name;
+    // Most flips go to the index, where the structure is; the rest to data.
+    std::vector<size_t> positions =
+        Spread(records[0].offset, records[0].offset + records[0].size, 96);
+    for (size_t r = 1; r < records.size(); ++r) {
+      for (size_t p : Spread(records[r].offset, records[r].offset + records[r].size, 16)) {
+        positions.push_back(p);
+      }
+    }
+    for (size_t i = 0; i < positions.size(); ++i) {
+      std::vector<uint8_t> flipped = seed.bytes;
+      flipped[positions[i]] ^= static_cast<uint8_t>(i % 2 == 0 ? 0xff : 1u << (i / 2 % 8));
+      ExpectNoFinding(flipped,
+                      seed.name + " with byte " + std::to_string(positions[i]) + " flipped");
+    }
+  }
+}
+
+// All-ones words turn varints, block handles, sizes and shapes into their
+// largest values: the inputs that tempt a reader into a huge allocation.
+TEST_F(FuzzReplayTest, HugeLengthsAndSizes) {
+  for (const Seed& seed : *checkpoint_seeds_) {
+    const Record index = RecordsOf(seed.bytes).at(0);
+    for (size_t p :
+         Spread(index.offset, index.offset + index.size - std::min<size_t>(index.size, 4), 48)) {
+      std::vector<uint8_t> stamped = seed.bytes;
+      std::fill_n(stamped.begin() + static_cast<ptrdiff_t>(p), 4, uint8_t{0xff});
+      ExpectNoFinding(stamped, seed.name + " with 0xffffffff at byte " + std::to_string(p));
+    }
+  }
+}
+
+TEST_F(FuzzReplayTest, StateFiles) {
+  ASSERT_GE(state_seeds_->size(), 2u);
+  for (const Seed& seed : *state_seeds_) {
+    EXPECT_EQ(CheckStateInput(seed.bytes, dir_), "") << seed.name;
+    for (size_t size = 0; size < seed.bytes.size(); ++size) {
+      std::vector<uint8_t> cut(seed.bytes.begin(),
+                               seed.bytes.begin() + static_cast<ptrdiff_t>(size));
+      EXPECT_EQ(CheckStateInput(cut, dir_), "") << seed.name << " cut to " << size;
+      std::vector<uint8_t> flipped = seed.bytes;
+      flipped[size] ^= 0x20;
+      EXPECT_EQ(CheckStateInput(flipped, dir_), "") << seed.name << " flipped at " << size;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ckflow::fuzz
