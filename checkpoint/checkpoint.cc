@@ -217,8 +217,7 @@ StatusOr<std::shared_ptr<internal::Saver>> SaverForRoot(const std::shared_ptr<Tr
   std::shared_ptr<internal::Saver>& saver = g.Attachment<WeightSavers>().by_root[root.get()];
   if (saver == nullptr) {
     CKFLOW_ASSIGN_OR_RETURN(Scope scope, Scope::ForGraph(g));
-    // The graph owns this saver, so its scope must not own the graph.
-    saver = std::make_shared<internal::Saver>(scope.NewSubScope("weights").Unowned());
+    saver = std::make_shared<internal::Saver>(scope.NewSubScope("weights"));
   }
   return saver;
 }

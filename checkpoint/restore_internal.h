@@ -49,7 +49,11 @@ struct RestoreItem {
 // by every status restored through it.
 class Saver {
  public:
-  explicit Saver(Scope scope) : scope_(std::move(scope)) {}
+  // Builds in `scope`'s graph without keeping it alive: restore
+  // coordinators hold their saver, and objects the graph owns (its
+  // variables) can hold a coordinator while they wait for a deferred
+  // restore, so owning the graph here would be a reference cycle.
+  explicit Saver(const Scope& scope) : graph_(scope.shared_graph()), scope_(scope.Unowned()) {}
 
   // The string placeholder restore ops read the checkpoint prefix from.
   Output restore_prefix();
@@ -95,7 +99,12 @@ class Saver {
   StatusOr<SaveGraph*> SaveGraphFor(const ObjectGraph& graph,
                                     const std::vector<std::vector<int>>& groups, bool durable);
 
-  Scope scope_;
+  // Fails once the graph is gone, instead of building in freed memory (a
+  // deferred restore firing for an object moved to a new graph).
+  Status CheckGraphAlive() const;
+
+  const std::weak_ptr<Graph> graph_;
+  const Scope scope_;  // Unowned: see the constructor
   Output restore_prefix_;
   std::unordered_map<std::string, Output> restore_ops_;  // by item signature
   std::unordered_map<std::string, std::unique_ptr<SaveGraph>> save_graphs_;

@@ -57,8 +57,14 @@ std::string ShardPrefix(const std::string& prefix, int shard, int num_shards) {
 
 }  // namespace
 
+Status Saver::CheckGraphAlive() const {
+  if (!graph_.expired()) return OkStatus();
+  return FailedPreconditionError(
+      "checkpoint: the graph this checkpoint's objects were restored into has been destroyed");
+}
+
 Output Saver::restore_prefix() {
-  if (!restore_prefix_.valid()) {
+  if (!restore_prefix_.valid() && CheckGraphAlive().ok()) {
     restore_prefix_ = ops::Placeholder(scope_.WithOpName("restore_prefix"), DT_STRING,
                                        {.shape = PartialShape::Scalar()});
   }
@@ -66,6 +72,7 @@ Output Saver::restore_prefix() {
 }
 
 StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items) {
+  CKFLOW_RETURN_IF_ERROR(CheckGraphAlive());
   struct Group {
     size_t begin, end;
     std::string signature;

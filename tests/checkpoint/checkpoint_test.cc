@@ -370,6 +370,29 @@ TEST_F(CheckpointTest, StatusKeepsWorkingAfterItsCheckpointIsDropped) {
   status.ExpectPartial();
 }
 
+// A restore waiting on an object the graph owns (here a variable that the
+// checkpoint says has children) holds the restore, which builds its ops in
+// that graph: a strong reference back would keep the graph alive forever.
+// Found by tests/fuzz.
+TEST_F(CheckpointTest, ARestoreWaitingOnAVariableDoesNotKeepTheGraphAlive) {
+  std::string path = TrainAndSave();
+  std::weak_ptr<Graph> graph;
+  std::weak_ptr<Variable> variable;
+  {
+    Scope scope = Scope::NewRootScope();
+    graph = scope.shared_graph();
+    auto model = std::make_shared<Module>();
+    // "dense" was a module with a kernel and a bias; here it is a variable.
+    variable = model->Track("dense", CountingVariable(scope, "dense", {2}, 0));
+    Checkpoint checkpoint(scope, {{"model", model}});
+    CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, checkpoint.Restore(path));
+    EXPECT_TRUE(variable.lock()->HasDeferredRestores());
+    status.ExpectPartial();
+  }
+  EXPECT_TRUE(graph.expired());
+  EXPECT_TRUE(variable.expired());
+}
+
 TEST_F(CheckpointTest, AnObjectReachableByTwoPathsIsOneObject) {
   std::string path;
   std::shared_ptr<Variable> shared;
