@@ -82,13 +82,16 @@ case "$cmd" in
     CC=clang CXX=clang++ configure build/fuzz -DCMAKE_BUILD_TYPE=Debug \
       -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DCKFLOW_SANITIZE="address;undefined" -DCKFLOW_FUZZ=ON \
       -DCKFLOW_BUILD_BENCH=OFF -DCKFLOW_BUILD_EXAMPLES=OFF
-    cmake --build build/fuzz -j "$JOBS" --target checkpoint_fuzzer state_fuzzer write_seeds
+    cmake --build build/fuzz -j "$JOBS" --target checkpoint_fuzzer state_fuzzer roundtrip_fuzzer \
+      write_seeds
     seconds=${1:-300}
     work=build/fuzz/run
     build/fuzz/tests/fuzz/write_seeds "$ROOT/../shared/fixtures" "$work/seeds"
-    for target in checkpoint state; do
+    for target in checkpoint state roundtrip; do
       mkdir -p "$work/corpus/$target" "$work/findings"
-      cp -n "$work/seeds/$target"/* "$work/corpus/$target"/
+      if [ -d "$work/seeds/$target" ]; then
+        cp -n "$work/seeds/$target"/* "$work/corpus/$target"/
+      fi
       # Inputs past 32 KiB only slow the mutations down: the structure is in
       # the index, and the data's checks are the same at any length.
       build/fuzz/tests/fuzz/${target}_fuzzer "$work/corpus/$target" -max_len=32768 \

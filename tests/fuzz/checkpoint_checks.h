@@ -53,6 +53,13 @@ CheckResult CheckCheckpointInput(std::span<const uint8_t> input, const std::stri
 // directory and ask for its latest checkpoint.
 std::string CheckStateInput(std::span<const uint8_t> input, const std::string& dir);
 
+// The input as a recipe for a checkpoint: tensors of every dtype ckflow
+// holds (empty ones, odd string lengths, arbitrary key bytes) written into
+// two shards by BundleWriter and merged by MergeBundles. Reading it back must
+// give every tensor bit for bit, through Lookup and ReadBatch alike; writing
+// or merging may fail only where it must (an empty or repeated key).
+std::string CheckRoundTripInput(std::span<const uint8_t> input, const std::string& dir);
+
 }  // namespace ckflow::fuzz
 
 #endif  // CKFLOW_TESTS_FUZZ_CHECKPOINT_CHECKS_H_

@@ -1,4 +1,4 @@
-// libFuzzer target: a checkpoint's files (see checkpoint_checks.h). Built by
+// libFuzzer target for one of the checks in checkpoint_checks.h. Built by
 // `./run.sh fuzz` with clang; a finding aborts so libFuzzer saves the input.
 
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include "tests/fuzz/checkpoint_checks.h"
 
 #ifndef CKFLOW_FUZZ_CHECK
-#error "define CKFLOW_FUZZ_CHECK as CheckCheckpointInput or CheckStateInput"
+#error "define CKFLOW_FUZZ_CHECK as one of the checks in checkpoint_checks.h"
 #endif
 
 namespace {
