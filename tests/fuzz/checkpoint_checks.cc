@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -248,18 +249,27 @@ StatusOr<std::string> SaveProgramCheckpoint(const std::string& dir) {
   return program.checkpoint.Save(dir + "/" + kPrefixName, *session);
 }
 
+// The files under `dir` that `want` picks, sorted (seeds in a stable order).
+StatusOr<std::vector<fs::path>> FilesUnder(const std::string& dir,
+                                           const std::function<bool(const fs::path&)>& want) {
+  std::error_code ec;
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) {
+    if (want(entry.path())) files.push_back(entry.path());
+  }
+  if (ec) return NotFoundError("cannot list " + dir + ": " + ec.message());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
 }  // namespace
 
 StatusOr<std::vector<Seed>> CheckpointSeeds(const std::string& fixtures_dir,
                                             const std::string& scratch_dir) {
   std::vector<Seed> seeds;
-  std::error_code ec;
-  std::vector<fs::path> indexes;
-  for (const auto& entry : fs::recursive_directory_iterator(fixtures_dir, ec)) {
-    if (entry.path().extension() == ".index") indexes.push_back(entry.path());
-  }
-  if (ec) return NotFoundError("cannot list " + fixtures_dir + ": " + ec.message());
-  std::sort(indexes.begin(), indexes.end());
+  CKFLOW_ASSIGN_OR_RETURN(
+      std::vector<fs::path> indexes,
+      FilesUnder(fixtures_dir, [](const fs::path& path) { return path.extension() == ".index"; }));
   for (const fs::path& index : indexes) {
     const std::string prefix = (index.parent_path() / index.stem()).string();
     CKFLOW_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, PackCheckpoint(prefix));
@@ -274,13 +284,10 @@ StatusOr<std::vector<Seed>> CheckpointSeeds(const std::string& fixtures_dir,
 StatusOr<std::vector<Seed>> StateSeeds(const std::string& fixtures_dir,
                                        const std::string& scratch_dir) {
   std::vector<Seed> seeds;
-  std::error_code ec;
-  std::vector<fs::path> states;
-  for (const auto& entry : fs::recursive_directory_iterator(fixtures_dir, ec)) {
-    if (entry.path().filename() == kCheckpointStateFilename) states.push_back(entry.path());
-  }
-  if (ec) return NotFoundError("cannot list " + fixtures_dir + ": " + ec.message());
-  std::sort(states.begin(), states.end());
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<fs::path> states,
+                          FilesUnder(fixtures_dir, [](const fs::path& path) {
+                            return path.filename() == kCheckpointStateFilename;
+                          }));
   CKFLOW_RETURN_IF_ERROR(
       WriteCheckpointState(scratch_dir, {.model_checkpoint_path = "ckpt-3",
                                          .all_model_checkpoint_paths = {"ckpt-2", "ckpt-3"},
