@@ -52,7 +52,7 @@ std::string Describe(std::string_view what, const Status& status) {
   return out.str();
 }
 
-// Records the first problem found; later checks still run only if none.
+// Keeps the first problem found: later ones are often its consequences.
 class Findings {
  public:
   bool ok() const { return first_.empty(); }
@@ -135,8 +135,9 @@ void CheckBundle(const std::string& prefix, Findings& findings) {
     if (static_cast<int>(value->dtype()) != entry.dtype || !(value->shape() == entry.shape)) {
       findings.Add("Lookup(\"" + entry.key + "\") returned a tensor unlike its entry");
     }
-    if (!verified.ok())
+    if (!verified.ok()) {
       findings.Add(Describe("Verify after a good Lookup of " + entry.key, verified));
+    }
     if (value->dtype() != DT_STRING) {
       batch.push_back(&entry);
       looked_up.push_back(*std::move(value));
@@ -330,9 +331,13 @@ std::string CheckStateInput(std::span<const uint8_t> input, const std::string& d
   Findings findings;
   StatusOr<std::optional<CheckpointStateData>> state = ReadCheckpointState(dir);
   if (!state.ok()) findings.ExpectInputError("ReadCheckpointState", state.status());
-  StatusOr<std::string> resolved = ResolveCheckpointPath(dir);
-  if (!resolved.ok()) findings.ExpectInputError("ResolveCheckpointPath", resolved.status());
   // No checkpoint files exist, so whatever the state file names is absent.
+  StatusOr<std::string> resolved = ResolveCheckpointPath(dir);
+  if (resolved.ok()) {
+    findings.Add("ResolveCheckpointPath found " + *resolved + " in a directory with no checkpoint");
+  } else {
+    findings.ExpectInputError("ResolveCheckpointPath", resolved.status());
+  }
   if (std::optional<std::string> latest = LatestCheckpoint(dir)) {
     findings.Add("LatestCheckpoint found " + *latest + " in a directory with no checkpoint");
   }
