@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "runtime/logging.h"
@@ -36,6 +37,14 @@ const std::string& WorkDir() {
 
 extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
   ckflow::SetLogSink([](ckflow::LogSeverity, std::string_view) {});  // bad input warns by design
+  // libFuzzer ends with exit() when it is done; a finding's abort() leaves
+  // the directory with the files that broke, for a look. The name is made
+  // first, so that it is destroyed after the handler runs.
+  WorkDir();
+  std::atexit([] {
+    std::error_code ignored;
+    std::filesystem::remove_all(WorkDir(), ignored);
+  });
   return 0;
 }
 
