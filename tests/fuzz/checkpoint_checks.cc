@@ -1,5 +1,7 @@
 #include "tests/fuzz/checkpoint_checks.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -7,14 +9,17 @@
 #include <fstream>
 #include <functional>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
 
+#include "checkpoint/bundle_format.h"
 #include "checkpoint/bundle_reader.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_state.h"
 #include "checkpoint/object_tree.h"
+#include "checkpoint/protos/trackable_object_graph.pb.h"
 #include "ops/array_ops.h"
 #include "ops/layers.h"
 #include "ops/losses.h"
@@ -168,6 +173,8 @@ void CheckObjectGraph(const std::string& prefix, Findings& findings) {
   }
 }
 
+StatusOr<std::string> SaveProgramCheckpoint(const std::string& dir);
+
 // The program restores go into: a two-layer model trained by Adam, with a
 // step counter, as in examples/regress.cc. Restore comes first, so matches
 // are deferred to the layers' and slots' creation.
@@ -188,6 +195,54 @@ struct Program {
     return optimizer->Minimize(scope, loss, {}, step);
   }
 };
+
+// When the input's object graph is the one SaveProgramCheckpoint writes
+// (only the index or the data were mutated), which key each variable must
+// restore from is known: the attribute with the variable's name. A restore
+// that reports success must then have put exactly those bytes there.
+void CheckRestoredValues(const std::string& prefix, Program& program, Session& session,
+                         Findings& findings) {
+  static const std::string* const reference = [] {
+    auto* graph = new std::string;
+    const std::string dir =
+        fs::temp_directory_path() / ("ckflow-fuzz-ref-" + std::to_string(getpid()));
+    if (StatusOr<std::string> saved = SaveProgramCheckpoint(dir); saved.ok()) {
+      if (auto reader = BundleReader::Open(*saved); reader.ok()) {
+        if (auto value = (*reader)->Lookup(kObjectGraphKey); value.ok()) {
+          *graph = value->flat<std::string>()[0];
+        }
+      }
+    }
+    std::error_code ignored;
+    fs::remove_all(dir, ignored);
+    return graph;
+  }();
+  if (reference->empty()) return findings.Add("cannot write the reference checkpoint");
+
+  StatusOr<std::unique_ptr<BundleReader>> reader = BundleReader::Open(prefix);
+  if (!reader.ok()) return;
+  StatusOr<Tensor> graph = (*reader)->Lookup(kObjectGraphKey);
+  if (!graph.ok() || graph->flat<std::string>()[0] != *reference) return;
+  tensorflow::TrackableObjectGraph proto;
+  if (!proto.ParseFromString(*reference)) return findings.Add("reference graph does not parse");
+  std::map<std::string, std::string> key_of;  // variable name -> checkpoint key
+  for (const auto& node : proto.nodes()) {
+    for (const auto& attribute : node.attributes()) {
+      key_of[attribute.full_name()] = attribute.checkpoint_key();
+    }
+  }
+  for (const std::shared_ptr<Variable>& variable : GlobalVariables(program.scope.graph())) {
+    auto key = key_of.find(variable->name());
+    if (key == key_of.end()) continue;
+    StatusOr<Tensor> stored = (*reader)->Lookup(key->second);
+    StatusOr<std::vector<Tensor>> restored = session.Run({}, {variable->value()});
+    if (!stored.ok() || !restored.ok() || stored->TotalBytes() != (*restored)[0].TotalBytes() ||
+        std::memcmp(stored->raw_data(), (*restored)[0].raw_data(), stored->TotalBytes()) != 0) {
+      return findings.Add("variable '" + variable->name() + "' does not hold what '" + key->second +
+                          "' stores after a successful restore");
+    }
+  }
+}
 
 // True if everything restored and every assertion passed.
 bool CheckRestore(const std::string& prefix, Findings& findings) {
@@ -214,6 +269,7 @@ bool CheckRestore(const std::string& prefix, Findings& findings) {
     restored = restored && result.ok();
   }
   status->ExpectPartial();  // the asserts above said what did not match
+  if (restored) CheckRestoredValues(prefix, program, **session, findings);
   return restored;
 }
 
