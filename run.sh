@@ -7,8 +7,8 @@
 #   ./run.sh test    build with ASan+UBSan and run the whole suite through ctest
 #   ./run.sh bench   build (Release) and run the benchmarks, PyTorch side by side
 #   ./run.sh tsan    build with ThreadSanitizer and run the concurrency tests
-#   ./run.sh fuzz [SECONDS]  build the libFuzzer targets (clang) and run each
-#                    for SECONDS (default 300) on the fixtures and ckflow's own checkpoint
+#   ./run.sh fuzz [SECONDS]  build the libFuzzer targets (clang) and run each for
+#                    SECONDS (default 300): checkpoint readers, state file, round trip
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
