@@ -428,6 +428,7 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
 
   Status RunRestoreOps(Session& session) override {
     RestoreCoordinator& c = *coord_;
+    CKFLOW_RETURN_IF_ERROR(c.saver->CheckGraphAlive());
     CKFLOW_RETURN_IF_ERROR(Problems());
     // Fewer resources than values to restore: a fresh session, whose
     // variables the restore ops create. Making room for them first spares
@@ -554,6 +555,7 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl {
   void ExpectPartial() override {}
 
   Status RunRestoreOps(Session& session) override {
+    CKFLOW_RETURN_IF_ERROR(saver_->CheckGraphAlive());
     ObjectGraph current = CurrentObjects(root_);
     std::vector<RestoreItem> items;
     for (const ObjectGraphNode& node : current.nodes) {

@@ -55,6 +55,11 @@ class Saver {
   // restore, so owning the graph here would be a reference cycle.
   explicit Saver(const Scope& scope) : graph_(scope.shared_graph()), scope_(scope.Unowned()) {}
 
+  // FailedPrecondition once the graph is gone: a status kept past its graph
+  // must not run the ops it built there, nor a deferred restore (an object
+  // moved to a new graph) build more.
+  Status CheckGraphAlive() const;
+
   // The string placeholder restore ops read the checkpoint prefix from.
   Output restore_prefix();
   // Restore ops for `items` (split into groups the session runs in
@@ -98,10 +103,6 @@ class Saver {
   // sync its files (starting writeback while writing).
   StatusOr<SaveGraph*> SaveGraphFor(const ObjectGraph& graph,
                                     const std::vector<std::vector<int>>& groups, bool durable);
-
-  // Fails once the graph is gone, instead of building in freed memory (a
-  // deferred restore firing for an object moved to a new graph).
-  Status CheckGraphAlive() const;
 
   const std::weak_ptr<Graph> graph_;
   const Scope scope_;  // Unowned: see the constructor

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "checkpoint/bundle_reader.h"
 #include "ops/array_ops.h"
@@ -391,6 +392,47 @@ TEST_F(CheckpointTest, ARestoreWaitingOnAVariableDoesNotKeepTheGraphAlive) {
   }
   EXPECT_TRUE(graph.expired());
   EXPECT_TRUE(variable.expired());
+}
+
+// Nothing a restore leaves behind touches its graph once the graph is gone:
+// a status kept past it (LoadWeights' does not hold the graph) fails, and a
+// deferred restore that fires for an object moved to a new graph builds
+// nothing (under ASan, either would otherwise read freed memory).
+TEST_F(CheckpointTest, RestoresOutlivingTheirGraphTouchNothing) {
+  std::string path = TrainAndSave();
+  auto model = std::make_shared<Module>();
+  auto dense = model->Track("dense", std::make_shared<Module>());
+  std::weak_ptr<Graph> old_graph;
+  std::optional<LoadStatus> weights_status;
+  {
+    Scope old_scope = Scope::NewRootScope();
+    old_graph = old_scope.shared_graph();
+    // The restore waits for "kernel"; its status and checkpoint are dropped.
+    StatusOr<LoadStatus> restored = Checkpoint(old_scope, {{"model", model}}).Restore(path);
+    ASSERT_TRUE(restored.ok()) << restored.status();
+    restored->ExpectPartial();
+    // LoadWeights restores straight away, into a model of its own.
+    auto other = std::make_shared<Module>();
+    other->Track("step", Variable::Create(old_scope, "step", ops::Const(old_scope, int64_t{3}),
+                                          {.trainable = false}));
+    auto session = NewSession(old_scope);
+    RunOrFail(*session, {GlobalVariablesInitializer(old_scope)});
+    CKFLOW_ASSERT_OK(SaveWeights(other, dir_ + "/weights", *session));
+    CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus loaded, LoadWeights(other, dir_ + "/weights", *session));
+    weights_status = loaded;
+  }
+  ASSERT_TRUE(old_graph.expired());
+
+  Scope scope = Scope::NewRootScope();
+  auto kernel = dense->Track("kernel", CountingVariable(scope, "dense/kernel", {3, 4}, 5));
+  auto session = NewSession(scope);
+  Status run = weights_status->RunRestoreOps(*session);
+  EXPECT_EQ(run.code(), StatusCode::kFailedPrecondition) << run;
+  EXPECT_NE(run.message().find("destroyed"), std::string::npos) << run;
+  // The kernel was not restored: it starts from its own initial values.
+  RunOrFail(*session, {GlobalVariablesInitializer(scope)});
+  Tensor value = ValueOf(*session, *kernel);
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(value.flat<float>()[i], 5.0f + i);
 }
 
 TEST_F(CheckpointTest, AnObjectReachableByTwoPathsIsOneObject) {
