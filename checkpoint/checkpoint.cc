@@ -191,7 +191,9 @@ std::optional<std::string> LatestCheckpoint(const std::string& dir) {
   if (latest.empty()) return std::nullopt;
   std::string path = fs::path(latest).is_absolute() ? latest : (fs::path(dir) / latest).string();
   std::error_code ec;
-  if (fs::exists(IndexFilename(path), ec) || fs::exists(path, ec)) return path;
+  // TensorFlow globs for either; a directory matches its glob too, but is
+  // never a checkpoint.
+  if (fs::exists(IndexFilename(path), ec) || fs::is_regular_file(path, ec)) return path;
   return std::nullopt;
 }
 

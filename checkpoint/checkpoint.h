@@ -162,8 +162,9 @@ class Checkpoint {
 };
 
 // The newest checkpoint named by `<dir>/checkpoint`, if that state file
-// exists, parses, and the checkpoint's index file exists; else nullopt (as
-// TensorFlow's tf.train.latest_checkpoint returns None).
+// exists, parses, and the checkpoint's index file exists (or, as TensorFlow
+// also accepts for a legacy V1 checkpoint, the path itself is a file); else
+// nullopt (as TensorFlow's tf.train.latest_checkpoint returns None).
 std::optional<std::string> LatestCheckpoint(const std::string& dir);
 
 // Keeps the last `max_to_keep` checkpoints of a Checkpoint in a directory,

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "checkpoint/bundle_reader.h"
+#include "checkpoint/checkpoint_state.h"
 #include "ops/array_ops.h"
 #include "ops/optimizers.h"
 #include "ops/variables.h"
@@ -304,6 +305,15 @@ TEST_F(CheckpointTest, StateFileAndLatestCheckpointFollowSaves) {
   // A state file naming a checkpoint whose index is gone: no checkpoint.
   fs::remove(dir_ + "/ckpt-3.index");
   EXPECT_EQ(LatestCheckpoint(dir_), std::nullopt);
+  // A legacy V1 checkpoint is a single file, which TensorFlow accepts too; a
+  // directory is never one (found by tests/fuzz: model_checkpoint_path "/").
+  std::ofstream(dir_ + "/v1_model") << "V1 data";
+  CKFLOW_ASSERT_OK(WriteCheckpointState(dir_, {.model_checkpoint_path = "v1_model"}));
+  EXPECT_EQ(LatestCheckpoint(dir_), dir_ + "/v1_model");
+  for (const std::string& directory : {std::string("/"), dir_, std::string(".")}) {
+    CKFLOW_ASSERT_OK(WriteCheckpointState(dir_, {.model_checkpoint_path = directory}));
+    EXPECT_EQ(LatestCheckpoint(dir_), std::nullopt) << directory;
+  }
 }
 
 TEST_F(CheckpointTest, RestoringAMissingCheckpointIsNotFound) {

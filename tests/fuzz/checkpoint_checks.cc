@@ -394,7 +394,10 @@ std::string CheckStateInput(std::span<const uint8_t> input, const std::string& d
   } else {
     findings.ExpectInputError("ResolveCheckpointPath", resolved.status());
   }
-  if (std::optional<std::string> latest = LatestCheckpoint(dir)) {
+  // LatestCheckpoint accepts, as TensorFlow does, any file the state file
+  // names as a legacy V1 checkpoint, but never a directory.
+  if (std::optional<std::string> latest = LatestCheckpoint(dir);
+      latest.has_value() && !fs::is_regular_file(*latest)) {
     findings.Add("LatestCheckpoint found " + *latest + " in a directory with no checkpoint");
   }
   return findings.Take();
