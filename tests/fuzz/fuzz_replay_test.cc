@@ -94,7 +94,7 @@ std::vector<Seed>* FuzzReplayTest::checkpoint_seeds_ = nullptr;
 std::vector<Seed>* FuzzReplayTest::state_seeds_ = nullptr;
 
 TEST_F(FuzzReplayTest, SeedsCoverEveryFixtureAndOurOwnCheckpoint) {
-  // Eight fixtures, one with two checkpoints' worth of shards, and ours.
+  // One per fixture (eight, two of them in two shards), and ours.
   EXPECT_GE(checkpoint_seeds_->size(), 9u);
   EXPECT_EQ(checkpoint_seeds_->back().name, "ckflow_adam_program");
   for (const Seed& seed : *checkpoint_seeds_) ExpectNoFinding(seed.bytes, seed.name);
