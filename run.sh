@@ -78,7 +78,8 @@ case "$cmd" in
     cd build/tsan && ctest --output-on-failure -j "$JOBS" -R 'Concurren|Parallel|Thread|Session' "$@"
     ;;
   fuzz)
-    install_packages "${PACKAGES[@]}" clang
+    # libclang-rt-dev holds libFuzzer; clang only recommends it.
+    install_packages "${PACKAGES[@]}" clang libclang-rt-dev
     CC=clang CXX=clang++ configure build/fuzz -DCMAKE_BUILD_TYPE=Debug \
       -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DCKFLOW_SANITIZE="address;undefined" -DCKFLOW_FUZZ=ON \
       -DCKFLOW_BUILD_BENCH=OFF -DCKFLOW_BUILD_EXAMPLES=OFF
