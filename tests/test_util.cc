@@ -1,7 +1,9 @@
 #include "tests/test_util.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -74,6 +76,16 @@ std::string ReadFileOrDie(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+bool SameTensor(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || !(a.shape() == b.shape())) return false;
+  if (a.dtype() == DT_STRING) {
+    auto x = a.flat<std::string>();
+    auto y = b.flat<std::string>();
+    return std::equal(x.begin(), x.end(), y.begin());
+  }
+  return std::memcmp(a.raw_data(), b.raw_data(), a.TotalBytes()) == 0;
 }
 
 }  // namespace ckflow::testing

@@ -1,5 +1,5 @@
-// Helpers shared by the tests: where ../shared lives, fresh temp dirs, and
-// gtest matchers for Status.
+// Helpers shared by the tests: where ../shared lives, fresh temp dirs, gtest
+// matchers for Status, and bitwise tensor equality.
 
 #ifndef CKFLOW_TESTS_TEST_UTIL_H_
 #define CKFLOW_TESTS_TEST_UTIL_H_
@@ -9,6 +9,7 @@
 #include <string>
 
 #include "runtime/status.h"
+#include "runtime/tensor.h"
 
 namespace ckflow::testing {
 
@@ -22,6 +23,8 @@ std::string NewTempDir(const std::string& tag = "t");
 // Runs a shell command; returns its exit code and fills *output with stdout.
 int RunCommand(const std::string& command, std::string* output);
 std::string ReadFileOrDie(const std::string& path);
+// Bitwise equality of two tensors (dtype, shape and bytes or strings).
+bool SameTensor(const Tensor& a, const Tensor& b);
 
 }  // namespace ckflow::testing
 

@@ -57,16 +57,6 @@ void RunOrFail(Session& session, const std::vector<Output>& targets) {
   EXPECT_TRUE(out.ok()) << out.status();
 }
 
-bool SameTensor(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || !(a.shape() == b.shape())) return false;
-  if (a.dtype() == DT_STRING) {
-    auto x = a.flat<std::string>();
-    auto y = b.flat<std::string>();
-    return std::equal(x.begin(), x.end(), y.begin());
-  }
-  return std::memcmp(a.raw_data(), b.raw_data(), a.TotalBytes()) == 0;
-}
-
 std::vector<std::string> MirrorOptimizer::SlotNames() const {
   std::set<std::string> names;
   for (const PendingSlot& p : pending) names.insert(p.slot_name);

@@ -14,6 +14,7 @@
 #include "graph/trackable.h"
 #include "ops/variables.h"
 #include "runtime/session.h"
+#include "tests/test_util.h"  // SameTensor
 
 namespace ckflow::testing {
 
@@ -51,9 +52,6 @@ Tensor ValueOf(Session& session, const Variable& variable);
 void SetValue(Session& session, const Variable& variable, const Tensor& value);
 // Runs `targets`, failing the test on error.
 void RunOrFail(Session& session, const std::vector<Output>& targets);
-
-// Bitwise equality of two tensors (dtype, shape and bytes or strings).
-bool SameTensor(const Tensor& a, const Tensor& b);
 
 // An optimizer-like object built from a checkpoint: it makes the slot
 // variables the checkpoint lists for it when asked.
