@@ -12,7 +12,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <sstream>
 
 #include "checkpoint/bundle_format.h"
 #include "checkpoint/bundle_reader.h"
@@ -52,9 +51,7 @@ bool IsInputError(const Status& status) {
 }
 
 std::string Describe(std::string_view what, const Status& status) {
-  std::ostringstream out;
-  out << what << " returned " << status;
-  return out.str();
+  return std::string(what) + " returned " + status.ToString();
 }
 
 // Keeps the first problem found: later ones are often its consequences.
@@ -119,11 +116,7 @@ Status ResetDir(const std::string& dir) {
 }
 
 // The bundle, entry by entry and in one batch.
-void CheckBundle(const std::string& prefix, Findings& findings) {
-  StatusOr<std::unique_ptr<BundleReader>> opened = BundleReader::Open(prefix);
-  if (!opened.ok()) return findings.ExpectInputError("BundleReader::Open", opened.status());
-  const BundleReader& reader = **opened;
-
+void CheckBundle(const BundleReader& reader, Findings& findings) {
   std::vector<const BundleEntry*> batch;
   std::vector<Tensor> looked_up;
   for (const BundleEntry& entry : reader.entries()) {
@@ -163,12 +156,10 @@ void CheckBundle(const std::string& prefix, Findings& findings) {
   if (!batched.ok()) findings.Add(Describe("ReadBatch over entries that each read", batched));
 }
 
-void CheckObjectGraph(const std::string& prefix, Findings& findings) {
-  StatusOr<std::unique_ptr<BundleReader>> opened = BundleReader::Open(prefix);
-  if (!opened.ok()) return;
+void CheckObjectGraph(const BundleReader& reader, Findings& findings) {
   for (ObjectGraphFormat format :
        {ObjectGraphFormat::kTree, ObjectGraphFormat::kJson, ObjectGraphFormat::kDot}) {
-    StatusOr<std::string> rendered = RenderObjectGraph(**opened, format);
+    StatusOr<std::string> rendered = RenderObjectGraph(reader, format);
     if (!rendered.ok()) findings.ExpectInputError("RenderObjectGraph", rendered.status());
   }
 }
@@ -200,15 +191,15 @@ struct Program {
 // (only the index or the data were mutated), which key each variable must
 // restore from is known: the attribute with the variable's name. A restore
 // that reports success must then have put exactly those bytes there.
-void CheckRestoredValues(const std::string& prefix, Program& program, Session& session,
+void CheckRestoredValues(const BundleReader& reader, Program& program, Session& session,
                          Findings& findings) {
   static const std::string* const reference = [] {
     auto* graph = new std::string;
     const std::string dir =
         fs::temp_directory_path() / ("ckflow-fuzz-ref-" + std::to_string(getpid()));
     if (StatusOr<std::string> saved = SaveProgramCheckpoint(dir); saved.ok()) {
-      if (auto reader = BundleReader::Open(*saved); reader.ok()) {
-        if (auto value = (*reader)->Lookup(kObjectGraphKey); value.ok()) {
+      if (auto written = BundleReader::Open(*saved); written.ok()) {
+        if (auto value = (*written)->Lookup(kObjectGraphKey); value.ok()) {
           *graph = value->flat<std::string>()[0];
         }
       }
@@ -219,9 +210,7 @@ void CheckRestoredValues(const std::string& prefix, Program& program, Session& s
   }();
   if (reference->empty()) return findings.Add("cannot write the reference checkpoint");
 
-  StatusOr<std::unique_ptr<BundleReader>> reader = BundleReader::Open(prefix);
-  if (!reader.ok()) return;
-  StatusOr<Tensor> graph = (*reader)->Lookup(kObjectGraphKey);
+  StatusOr<Tensor> graph = reader.Lookup(kObjectGraphKey);
   if (!graph.ok() || graph->flat<std::string>()[0] != *reference) return;
   tensorflow::TrackableObjectGraph proto;
   if (!proto.ParseFromString(*reference)) return findings.Add("reference graph does not parse");
@@ -234,7 +223,7 @@ void CheckRestoredValues(const std::string& prefix, Program& program, Session& s
   for (const std::shared_ptr<Variable>& variable : GlobalVariables(program.scope.graph())) {
     auto key = key_of.find(variable->name());
     if (key == key_of.end()) continue;
-    StatusOr<Tensor> stored = (*reader)->Lookup(key->second);
+    StatusOr<Tensor> stored = reader.Lookup(key->second);
     StatusOr<std::vector<Tensor>> restored = session.Run({}, {variable->value()});
     if (!stored.ok() || !restored.ok() || stored->TotalBytes() != (*restored)[0].TotalBytes() ||
         std::memcmp(stored->raw_data(), (*restored)[0].raw_data(), stored->TotalBytes()) != 0) {
@@ -244,8 +233,9 @@ void CheckRestoredValues(const std::string& prefix, Program& program, Session& s
   }
 }
 
-// True if everything restored and every assertion passed.
-bool CheckRestore(const std::string& prefix, Findings& findings) {
+// True if everything restored and every assertion passed. `reader` is the
+// checkpoint's, if it opens.
+bool CheckRestore(const std::string& prefix, const BundleReader* reader, Findings& findings) {
   Program program;
   StatusOr<LoadStatus> status = program.checkpoint.Restore(prefix);
   if (!status.ok()) {
@@ -269,7 +259,7 @@ bool CheckRestore(const std::string& prefix, Findings& findings) {
     restored = restored && result.ok();
   }
   status->ExpectPartial();  // the asserts above said what did not match
-  if (restored) CheckRestoredValues(prefix, program, **session, findings);
+  if (restored && reader != nullptr) CheckRestoredValues(*reader, program, **session, findings);
   return restored;
 }
 
@@ -373,9 +363,15 @@ CheckResult CheckCheckpointInput(std::span<const uint8_t> input, const std::stri
   }
 
   Findings findings;
-  CheckBundle(prefix, findings);
-  CheckObjectGraph(prefix, findings);
-  const bool restored = findings.ok() && CheckRestore(prefix, findings);
+  StatusOr<std::unique_ptr<BundleReader>> reader = BundleReader::Open(prefix);
+  if (reader.ok()) {
+    CheckBundle(**reader, findings);
+    CheckObjectGraph(**reader, findings);
+  } else {
+    findings.ExpectInputError("BundleReader::Open", reader.status());
+  }
+  const bool restored =
+      findings.ok() && CheckRestore(prefix, reader.ok() ? reader->get() : nullptr, findings);
   return {findings.Take(), restored};
 }
 
