@@ -212,7 +212,9 @@ TEST_F(RestorePathsTest, ManySmallVariablesRestoreExactlyThroughBatches) {
       ASSERT_TRUE(SameTensor(ValueOf(*session, *p.vars[i]), many[i].value)) << many[i].name;
     }
     // The second restore finds every one of its restore ops built.
-    if (nodes >= 0) EXPECT_EQ(p.scope.graph().num_nodes(), nodes);
+    if (nodes >= 0) {
+      EXPECT_EQ(p.scope.graph().num_nodes(), nodes);
+    }
     nodes = p.scope.graph().num_nodes();
   }
   // The new session made room for them before they were created: its
