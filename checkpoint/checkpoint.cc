@@ -169,6 +169,7 @@ StatusOr<std::string> Checkpoint::WriteThen(const std::string& prefix, Session& 
 
 StatusOr<std::string> Checkpoint::Save(const std::string& prefix, Session& session,
                                        const SaveOptions& options) {
+  CKFLOW_RETURN_IF_ERROR(internal::Saver::CheckOptions(options, "saving under '" + prefix + "'"));
   // A failed background save is reported before the counter moves on.
   CKFLOW_RETURN_IF_ERROR(Sync());
   CKFLOW_ASSIGN_OR_RETURN(int64_t n, root_->IncrementSaveCounter(session));
@@ -273,6 +274,8 @@ StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(Checkpoin
   if (options.checkpoint_name.empty()) {
     return InvalidArgumentError("CheckpointManager: checkpoint_name must not be empty");
   }
+  CKFLOW_RETURN_IF_ERROR(
+      internal::Saver::CheckOptions(options.save_options, "CheckpointManager: save_options"));
   if (!options.clock) options.clock = WallClock;
   if (directory.empty()) directory = ".";
   std::unique_ptr<CheckpointManager> manager(

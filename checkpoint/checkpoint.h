@@ -112,6 +112,16 @@ struct SaveOptions {
   // error, if it failed, without saving; Checkpoint::Sync waits explicitly.
   // The session must outlive the write: call Sync before destroying it.
   bool async = false;
+  // How many data files each device's values are spread over. Linux lets
+  // one writer at a time copy into a file (buffered writes take the file's
+  // inode lock), so a save written on two threads into one file goes little
+  // faster than on one; into two files it goes nearly twice as fast. The
+  // values are dealt by size so the files come out about equal; a value is
+  // never split, and no file is left empty. 0 (the default): one file per
+  // thread of the session's pool, for saves of at least 32 MiB per file.
+  // 1: one file per device, as TensorFlow writes. Readers of the format
+  // (TensorFlow's among them) read any number of data files.
+  int files_per_device = 0;
 };
 
 class Checkpoint {

@@ -68,8 +68,9 @@ class Saver {
 
   ~Saver();
 
-  // Writes a checkpoint of `graph` at exactly `prefix`: one SaveV2 per device
-  // into "<prefix>_temp/part-…", then MergeV2Checkpoints; then runs
+  // Writes a checkpoint of `graph` at exactly `prefix`: one SaveV2 per data
+  // file (SaveOptions::files_per_device for each device) into
+  // "<prefix>_temp/part-…", then MergeV2Checkpoints; then runs
   // `on_written` (state-file updates), if set. First waits for a pending
   // asynchronous write and returns its error, if it failed.
   //
@@ -80,6 +81,9 @@ class Saver {
   // that thread.
   Status Write(const ObjectGraph& graph, const std::string& prefix, Session& session,
                const SaveOptions& options, std::function<Status()> on_written = {});
+  // InvalidArgument, naming `what`, for options no save can follow. Save
+  // checks before its counter moves, Write again for every other caller.
+  static Status CheckOptions(const SaveOptions& options, const std::string& what);
   // Waits for the background write, if any, and returns its status (once).
   Status WaitForPendingWrite();
 

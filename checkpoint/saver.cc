@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <unordered_set>
 
@@ -47,6 +48,59 @@ std::string Signature(const std::vector<RestoreItem>& items, size_t begin, size_
 
 Tensor StringVector(const std::vector<std::string>& values) {
   return Tensor::FromVector<std::string>(values);
+}
+
+// A save of at least this much per file is spread over the pool's threads,
+// one data file each (SaveOptions::files_per_device). Below it the extra
+// files cost more than the parallel write gains.
+constexpr int64_t kMinBytesPerAutoFile = int64_t{32} << 20;
+
+// The value's size as declared, saturating; 0 when its shape is unknown.
+int64_t DeclaredBytes(const SaveableAttribute& a) {
+  if (!a.shape.IsFullyDefined()) return 0;
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max() / 4;
+  int64_t n = static_cast<int64_t>(DataTypeSize(a.dtype));
+  for (int64_t d : a.shape.dims()) n = (d != 0 && n > kMax / d) ? kMax : n * d;
+  return n;
+}
+
+// Deals one device's values over `files` groups, largest first, each to the
+// group with the fewest bytes so far (within 4/3 of the best split). Each
+// group keeps the values' original order; empty groups are dropped.
+std::vector<std::vector<int>> SplitBySize(const ObjectGraph& graph, std::vector<int> values,
+                                          int files) {
+  files = std::min<int>(files, static_cast<int>(values.size()));
+  if (files <= 1) return {std::move(values)};
+  std::vector<int64_t> bytes(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    bytes[i] = DeclaredBytes(graph.values[values[i]].attribute);
+  }
+  std::vector<size_t> order(values.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return bytes[a] > bytes[b]; });
+  std::vector<int64_t> load(files, 0);
+  std::vector<int> file_of(values.size());
+  for (size_t i : order) {
+    const int f = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    file_of[i] = f;
+    load[f] = std::min(load[f] + bytes[i], std::numeric_limits<int64_t>::max() / 2);
+  }
+  std::vector<std::vector<int>> groups(files);
+  for (size_t i = 0; i < values.size(); ++i) groups[file_of[i]].push_back(values[i]);
+  return groups;
+}
+
+// How many files a device's values go into under `options`.
+int FilesFor(const ObjectGraph& graph, const std::vector<int>& values, const SaveOptions& options) {
+  if (options.files_per_device > 0) return options.files_per_device;
+  int64_t total = 0;
+  for (int v : values) {
+    total = std::min(total + DeclaredBytes(graph.values[v].attribute),
+                     std::numeric_limits<int64_t>::max() / 2);
+  }
+  return static_cast<int>(
+      std::clamp<int64_t>(total / kMinBytesPerAutoFile, 1, std::max(1, MaxParallelism())));
 }
 
 std::string ShardPrefix(const std::string& prefix, int shard, int num_shards) {
@@ -261,8 +315,15 @@ Status RunSave(Session& session, const std::vector<Feed>& feeds, const Output& m
 
 }  // namespace
 
+Status Saver::CheckOptions(const SaveOptions& options, const std::string& what) {
+  if (options.files_per_device >= 0) return OkStatus();
+  return InvalidArgumentError(what, ": SaveOptions::files_per_device is ", options.files_per_device,
+                              "; it must be 0 (automatic) or more");
+}
+
 Status Saver::Write(const ObjectGraph& graph, const std::string& prefix, Session& session,
                     const SaveOptions& options, std::function<Status()> on_written) {
+  CKFLOW_RETURN_IF_ERROR(CheckOptions(options, "saving checkpoint '" + prefix + "'"));
   CKFLOW_RETURN_IF_ERROR(WaitForPendingWrite());
   // One SaveV2 per device, in order of first appearance. Values without a
   // device (save_counter, say) and the object graph go with the first.
@@ -285,6 +346,15 @@ Status Saver::Write(const ObjectGraph& graph, const std::string& prefix, Session
   }
   if (groups.empty()) groups.emplace_back();
   groups[0].insert(groups[0].begin(), default_group.begin(), default_group.end());
+  // Then each device's values over as many files as write in parallel.
+  std::vector<std::vector<int>> files;
+  for (std::vector<int>& group : groups) {
+    const int count = FilesFor(graph, group, options);
+    for (std::vector<int>& file : SplitBySize(graph, std::move(group), count)) {
+      files.push_back(std::move(file));
+    }
+  }
+  groups = std::move(files);
   CKFLOW_ASSIGN_OR_RETURN(SaveGraph * save, SaveGraphFor(graph, groups, options.durable));
 
   std::string serialized;

@@ -64,6 +64,7 @@ struct BenchOptions {
   int repeat = 3;
   bool durable = false;
   bool async = false;
+  int files = 0;  // SaveOptions::files_per_device
 };
 
 // "1GiB", "256MiB", "64KiB", "1GB", "1000" -> bytes. Units are exact
@@ -322,14 +323,13 @@ Status RunRestore(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
   std::vector<std::vector<char>> buffers;
   for (const BundleEntry& e : reader->entries()) {
     if (e.key.find("VARIABLE_VALUE") == std::string::npos) continue;
-    if (e.shard_id != 0 || reader->num_shards() != 1) {
-      return InternalError(prefix, ": expected one data shard, ", e.key, " is in shard ",
-                           e.shard_id, " of ", reader->num_shards());
-    }
-    pieces.push_back({e.offset, e.size});
+    pieces.push_back({e.offset, e.size, e.shard_id});
     buffers.emplace_back(e.size, 1);  // touched, as the variables' buffers are
   }
-  const std::string data_file = DataFilename(prefix, 0, 1);
+  std::vector<std::string> data_files;
+  for (int i = 0; i < reader->num_shards(); ++i) {
+    data_files.push_back(DataFilename(prefix, i, reader->num_shards()));
+  }
   reader.reset();
 
   CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<SyntheticModel> p, NewModel(plan, -1.0f));
@@ -338,8 +338,8 @@ Status RunRestore(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
   uint32_t sink = 0;
   for (int run = 0; run < options.repeat; ++run) {
     auto raw_run = [&]() -> Status {
-      const double s = bench::RawReadCrc(data_file, pieces, buffers, options.raw_threads, &sink);
-      if (s < 0) return InternalError(data_file, ": raw pread failed");
+      const double s = bench::RawReadCrc(data_files, pieces, buffers, options.raw_threads, &sink);
+      if (s < 0) return InternalError(prefix, ": raw pread of its data files failed");
       raw_s.push_back(s);
       return OkStatus();
     };
@@ -366,8 +366,9 @@ Status RunSave(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
   std::vector<std::vector<char>> buffers(plan.count, std::vector<char>(plan.bytes / plan.count, 1));
   const std::string raw_path = dir.NewPath("raw");
   const std::string prefix = dir.NewPath("ckpt");
-  const SaveOptions sync_options{.durable = options.durable};
-  const SaveOptions async_options{.durable = options.durable, .async = true};
+  const SaveOptions sync_options{.durable = options.durable, .files_per_device = options.files};
+  const SaveOptions async_options{
+      .durable = options.durable, .async = true, .files_per_device = options.files};
   if (options.async) {
     // The first async save allocates the snapshot buffers; the runs measure
     // the steady state of a training loop, which reuses them.
@@ -377,7 +378,12 @@ Status RunSave(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
     WorkDir::RemoveFiles(prefix);
   }
   progress.Draw(1);
-  std::vector<double> ckflow_s, raw_s, sync_s;
+  // The raw baseline writes each thread's share into its own file, as
+  // ckflow's shards are (Linux takes one writer per file at a time), and,
+  // for reference, everything into one file.
+  const int raw_files = options.raw_threads;
+  std::vector<double> ckflow_s, raw_s, raw_one_file_s, sync_s;
+  int data_files = 0;
   // Writes `prefix` and returns the seconds until Write returned; an async
   // save is then waited for, untimed, before its files are removed.
   auto write = [&](const SaveOptions& save_options) -> StatusOr<double> {
@@ -387,19 +393,27 @@ Status RunSave(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
     const double seconds = bench::SecondsSince(start);
     if (!written.ok()) return written.status();
     CKFLOW_RETURN_IF_ERROR(p->checkpoint->Sync());
+    if (data_files == 0) {
+      CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
+      data_files = reader->num_shards();
+    }
     WorkDir::RemoveFiles(prefix);
     return seconds;
   };
   for (int run = 0; run < options.repeat; ++run) {
     // Both write new files and remove them untimed, so neither side's
     // writeback of dirty pages lands in the other's timing.
-    auto raw_run = [&]() -> Status {
+    auto raw_write = [&](int files, std::vector<double>* seconds) -> Status {
+      const double s =
+          bench::RawWrite(raw_path, buffers, options.raw_threads, options.durable, files);
       WorkDir::RemoveFiles(raw_path);
-      const double s = bench::RawWrite(raw_path, buffers, options.raw_threads, options.durable);
       if (s < 0) return InternalError(raw_path, ": raw pwrite failed");
-      raw_s.push_back(s);
-      WorkDir::RemoveFiles(raw_path);
+      seconds->push_back(s);
       return OkStatus();
+    };
+    auto raw_run = [&]() -> Status {
+      CKFLOW_RETURN_IF_ERROR(raw_write(raw_files, &raw_s));
+      return raw_files > 1 ? raw_write(1, &raw_one_file_s) : OkStatus();
     };
     auto ckflow_run = [&]() -> Status {
       if (options.async) {
@@ -415,11 +429,19 @@ Status RunSave(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
   }
   std::cout << "ckflow bench save: " << Describe(plan, options, dir.path())
             << (options.durable ? ", durable" : "") << (options.async ? ", async" : "") << "\n";
-  const std::string threads = std::to_string(options.raw_threads) + " threads";
+  auto files = [](int n) { return std::to_string(n) + (n == 1 ? " file" : " files"); };
+  const std::string raw_what = std::string(options.durable ? "pwrite + fsync, " : "pwrite, ") +
+                               std::to_string(options.raw_threads) + " threads, ";
   const std::string what = std::string(options.async ? "Write async, until it returns" : "Write") +
-                           (options.durable ? ", durable" : "");
-  PrintResult(plan, Median(ckflow_s), what, Median(raw_s),
-              options.durable ? "pwrite + fsync, " + threads : "pwrite, " + threads);
+                           (options.durable ? ", durable" : "") + ", " + files(data_files);
+  PrintResult(plan, Median(ckflow_s), what, Median(raw_s), raw_what + files(raw_files));
+  if (!raw_one_file_s.empty()) {
+    char line[200];
+    std::snprintf(line, sizeof(line), "raw into one file: %.3f GB/s  %.4f s  %s\n",
+                  static_cast<double>(plan.bytes) / Median(raw_one_file_s) / 1e9,
+                  Median(raw_one_file_s), (raw_what + files(1)).c_str());
+    std::cout << line;
+  }
   if (options.async) {
     char line[160];
     std::snprintf(line, sizeof(line),
@@ -461,6 +483,10 @@ void AddBenchOptions(CLI::App* sub, BenchOptions& options, bool save) {
       ->capture_default_str();
   if (save) {
     sub->add_flag("--durable", options.durable, "fsync what is written (ckflow and raw)");
+    sub->add_option("--files", options.files,
+                    "data files per device (SaveOptions::files_per_device; 0: one per thread "
+                    "for saves of 32 MiB a file or more)")
+        ->capture_default_str();
     sub->add_flag("--async", options.async,
                   "time an async Write until it returns (the loop's stall), beside a synchronous "
                   "one");

@@ -253,5 +253,25 @@ TEST_F(DescribeTest, AsyncShardedSaveDecodes) {
   EXPECT_EQ(path, dir_ + "/async/ckpt-1");
 }
 
+TEST_F(DescribeTest, SaveOverSeveralDataFilesDecodes) {
+  Scope scope = Scope::NewRootScope();
+  Build(scope);
+  Checkpoint checkpoint(scope, {{"model", model_}, {"optimizer", optimizer_}});
+  auto session = NewSession(scope);
+  RunOrFail(*session, {GlobalVariablesInitializer(scope)});
+  RunOrFail(*session, {train_});
+  for (bool async : {false, true}) {
+    const std::string dir = dir_ + (async ? "/async" : "/sync");
+    checkpoint.Save(dir + "/ckpt", *session, {.async = async, .files_per_device = 3}).value();
+    CKFLOW_ASSERT_OK(checkpoint.Sync());
+    std::string out = Describe(dir);
+    for (const char* expected :
+         {"num_shards=3", "'optimizer' -> node", "missing from bundle: []",
+          "checkpoint_key='model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE'"}) {
+      EXPECT_NE(out.find(expected), std::string::npos) << expected << "\n" << out;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ckflow

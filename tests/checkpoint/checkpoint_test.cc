@@ -3,10 +3,12 @@
 #include "checkpoint/checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <tbb/global_control.h>
 
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 
 #include "checkpoint/bundle_reader.h"
 #include "checkpoint/checkpoint_state.h"
@@ -529,6 +531,131 @@ TEST_F(CheckpointTest, ShardedSaveWritesOneShardPerDeviceAndRestores) {
   auto session = NewSession(scope);
   CKFLOW_ASSERT_OK(status.InitializeOrRestore(*session));
   for (int d = 0; d < 3; ++d) EXPECT_TRUE(SameTensor(ValueOf(*session, *vars[d]), saved[d]));
+}
+
+// A module of float32 vectors of the given lengths, each on `device`,
+// initialized in its own session.
+struct VectorsModel {
+  Scope scope = Scope::NewRootScope();
+  std::shared_ptr<Module> model = std::make_shared<Module>();
+  std::vector<std::shared_ptr<Variable>> vars;
+  std::unique_ptr<Checkpoint> checkpoint;
+  std::unique_ptr<Session> session;
+
+  VectorsModel(const std::vector<int64_t>& lengths, float start,
+               const std::vector<std::string>& devices = {}) {
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      const std::string name = "v" + std::to_string(i);
+      VariableOptions options;
+      if (!devices.empty()) options.device = devices[i % devices.size()];
+      vars.push_back(model->Track(
+          name, CountingVariable(scope, name, {lengths[i]}, start + 1000.0f * i, options)));
+    }
+    checkpoint = std::make_unique<Checkpoint>(scope, Checkpoint::Dependencies{{"model", model}});
+    session = NewSession(scope);
+    RunOrFail(*session, {GlobalVariablesInitializer(scope)});
+  }
+};
+
+// Bytes of variable values in each data file of the checkpoint at `path`.
+std::vector<int64_t> BytesPerDataFile(const std::string& path) {
+  auto reader = BundleReader::Open(path).value();
+  std::vector<int64_t> bytes(reader->num_shards(), 0);
+  for (const BundleEntry& e : reader->entries()) {
+    if (e.key.find("VARIABLE_VALUE") != std::string::npos) bytes.at(e.shard_id) += e.size;
+  }
+  return bytes;
+}
+
+TEST_F(CheckpointTest, SaveSpreadsValuesOverDataFilesBySizeAndRestoresThem) {
+  const std::vector<int64_t> lengths = {1000, 600, 500, 300, 100, 40};
+  VectorsModel saved(lengths, 1);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(
+      std::string path,
+      saved.checkpoint->Save(dir_ + "/ckpt", *saved.session, {.files_per_device = 2}));
+  EXPECT_TRUE(fs::exists(path + ".data-00000-of-00002"));
+  EXPECT_TRUE(fs::exists(path + ".data-00001-of-00002"));
+  EXPECT_FALSE(fs::exists(path + "_temp"));
+  // Dealt largest first, each to the lighter file: 1000 and 300 floats in
+  // one, 600, 500, 100, 40 and save_counter's 8 bytes in the other.
+  std::vector<int64_t> bytes = BytesPerDataFile(path);
+  ASSERT_EQ(bytes.size(), 2u);
+  EXPECT_EQ(bytes[0], (1000 + 300) * 4);
+  EXPECT_EQ(bytes[1], (600 + 500 + 100 + 40) * 4 + 8);
+
+  VectorsModel restored(lengths, -5);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, restored.checkpoint->Restore(path));
+  CKFLOW_EXPECT_OK(status.AssertConsumed());
+  CKFLOW_ASSERT_OK(status.InitializeOrRestore(*restored.session));
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    EXPECT_TRUE(SameTensor(ValueOf(*restored.session, *restored.vars[i]),
+                           ValueOf(*saved.session, *saved.vars[i])))
+        << saved.vars[i]->name();
+  }
+
+  // More files than values: one value each, no empty file.
+  path = saved.checkpoint->Write(dir_ + "/many", *saved.session, {.files_per_device = 64}).value();
+  bytes = BytesPerDataFile(path);
+  EXPECT_EQ(bytes.size(), lengths.size() + 1);  // and save_counter
+  for (int64_t b : bytes) EXPECT_GT(b, 0);
+  // One file, as TensorFlow writes.
+  path = saved.checkpoint->Write(dir_ + "/one", *saved.session, {.files_per_device = 1}).value();
+  EXPECT_TRUE(fs::exists(path + ".data-00000-of-00001"));
+  EXPECT_EQ(BundleReader::Open(path).value()->num_shards(), 1);
+}
+
+TEST_F(CheckpointTest, EachDeviceGetsItsOwnDataFiles) {
+  VectorsModel saved({64, 32, 16, 8}, 0, {"/cpu:0", "/cpu:1"});
+  const std::string path =
+      saved.checkpoint->Write(dir_ + "/ckpt", *saved.session, {.files_per_device = 2}).value();
+  auto reader = BundleReader::Open(path).value();
+  ASSERT_EQ(reader->num_shards(), 4);
+  // Values of one device never share a file with the other's.
+  std::map<int, std::set<std::string>> devices_of_file;
+  for (const BundleEntry& e : reader->entries()) {
+    for (size_t i = 0; i < saved.vars.size(); ++i) {
+      if (e.key.rfind("model/v" + std::to_string(i) + "/", 0) == 0) {
+        devices_of_file[e.shard_id].insert(i % 2 == 0 ? "/cpu:0" : "/cpu:1");
+      }
+    }
+  }
+  EXPECT_EQ(devices_of_file.size(), 4u);
+  for (const auto& [file, devices] : devices_of_file) EXPECT_EQ(devices.size(), 1u) << file;
+}
+
+TEST_F(CheckpointTest, LargeSavesGetADataFilePerThread) {
+  // 2 x 32 MiB: enough for two files of at least 32 MiB each.
+  VectorsModel large({int64_t{8} << 20, int64_t{8} << 20}, 0);
+  VectorsModel small({int64_t{4} << 20, int64_t{4} << 20}, 0);
+  {
+    tbb::global_control two(tbb::global_control::max_allowed_parallelism, 2);
+    const std::string path = large.checkpoint->Write(dir_ + "/large2", *large.session).value();
+    EXPECT_EQ(BytesPerDataFile(path), (std::vector<int64_t>{32 << 20, 32 << 20}));
+    const std::string small_path = small.checkpoint->Write(dir_ + "/small", *small.session).value();
+    EXPECT_EQ(BundleReader::Open(small_path).value()->num_shards(), 1);
+  }
+  tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
+  const std::string path = large.checkpoint->Write(dir_ + "/large1", *large.session).value();
+  EXPECT_EQ(BundleReader::Open(path).value()->num_shards(), 1);
+}
+
+TEST_F(CheckpointTest, ANegativeFileCountIsRejectedBeforeAnythingIsWritten) {
+  VectorsModel saved({4}, 0);
+  StatusOr<std::string> written =
+      saved.checkpoint->Save(dir_ + "/ckpt", *saved.session, {.files_per_device = -1});
+  ASSERT_FALSE(written.ok());
+  EXPECT_EQ(written.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(written.status().message().find("files_per_device"), std::string::npos)
+      << written.status();
+  EXPECT_NE(written.status().message().find(dir_ + "/ckpt"), std::string::npos) << written.status();
+  EXPECT_FALSE(saved.checkpoint->Write(dir_ + "/w", *saved.session, {.files_per_device = -3}).ok());
+  EXPECT_TRUE(fs::is_empty(dir_));
+  StatusOr<std::unique_ptr<CheckpointManager>> manager = CheckpointManager::Create(
+      *saved.checkpoint, dir_, {.save_options = {.files_per_device = -1}});
+  ASSERT_FALSE(manager.ok());
+  EXPECT_EQ(manager.status().code(), StatusCode::kInvalidArgument);
+  // The counter did not move for the save that never started.
+  EXPECT_EQ(saved.checkpoint->Save(dir_ + "/ckpt", *saved.session).value(), dir_ + "/ckpt-1");
 }
 
 TEST_F(CheckpointTest, RestoreReportsADtypeOrShapeMismatchByKey) {
