@@ -293,9 +293,8 @@ void BM_Save(benchmark::State& state) {
   for (auto _ : state) {
     // Each write starts with no dirty pages left by the one before, or
     // writeback throttling would charge one side for the other's bytes.
-    // The baseline gives each thread its own file, as ckflow does by
-    // default (Linux lets one writer at a time into a file); the one-file
-    // figure is for reference.
+    // The baseline writes a file per thread, as ckflow does by default
+    // (Linux lets one writer at a time into a file), and one file.
     const std::string raw = BenchDir() + "/raw";
     state.PauseTiming();
     ::sync();
@@ -320,7 +319,10 @@ void BM_Save(benchmark::State& state) {
     state.SetIterationTime(t);
   }
   const double total = static_cast<double>(bytes) * state.iterations();
-  ReportRatio(state, total, ckflow_s, raw_s, durable ? "raw_pwrite_fsync" : "raw_pwrite");
+  // Against the faster layout: one file can win when a disk is the limit.
+  ReportRatio(state, total, ckflow_s, std::min(raw_s, raw_one_file_s),
+              durable ? "raw_pwrite_fsync" : "raw_pwrite");
+  state.counters["raw_file_per_thread_GB/s"] = total / raw_s / 1e9;
   state.counters["raw_one_file_GB/s"] = total / raw_one_file_s / 1e9;
   state.SetBytesProcessed(static_cast<int64_t>(total));
 }

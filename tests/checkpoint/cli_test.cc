@@ -188,13 +188,17 @@ TEST_P(CliBenchTest, PrintsRatesAndRatioAndCleansUp) {
     EXPECT_GT(r.stall, 0) << output;
     EXPECT_NE(output.find("Write async, until it returns"), std::string::npos) << output;
   }
+  if (GetParam() == "save --files 3") {
+    EXPECT_NE(output.find("Write, 3 files"), std::string::npos) << output;
+  }
   EXPECT_EQ(testing::ListDir(dir), std::vector<std::string>{}) << "left behind in " << dir;
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, CliBenchTest,
                          ::testing::Values("restore", "save", "save --durable",
                                            "restore --threads 1", "save --async",
-                                           "save --durable --async"),
+                                           "save --durable --async", "save --files 3",
+                                           "restore --files 4"),
                          [](const ::testing::TestParamInfo<std::string>& p) {
                            std::string name;
                            for (char ch : p.param) name += std::isalnum(ch) ? ch : '_';
@@ -229,6 +233,7 @@ const BadBenchArgs kBadBenchArgs[] = {
     {"save --size 4MiB --dir /no/such/dir", "--dir /no/such/dir"},
     {"restore --size 4MiB --count x", "--count"},  // CLI11's own message
     {"restore --size 4MiB --async", "--async"},    // async applies to saves only
+    {"save --size 4MiB --files -1", "--files"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, CliBenchBadArgsTest, ::testing::ValuesIn(kBadBenchArgs));
