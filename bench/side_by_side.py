@@ -275,7 +275,7 @@ def plot(rows, png, libtorch):
              if libtorch else []),
         save: [
             ("ckflow Checkpoint::Write", "ckflow_save", "C0", "-"),
-            ("raw pwrite (2 threads, a file each)", "raw_write", "C7", "--"),
+            ("raw pwrite (2 threads; a file each or one file, the faster)", "raw_write", "C7", "--"),
             ("torch.save", "torch_save", "C3", "-"),
         ],
     }

@@ -723,6 +723,14 @@ TEST_F(CheckpointManagerTest, KeepsTheNewestAndDeletesOnlyWhatItManages) {
   EXPECT_EQ(again->latest_checkpoint(), dir_ + "/ckpt-4");
 }
 
+TEST_F(CheckpointManagerTest, DeletesEveryDataFileOfACheckpointItDrops) {
+  auto manager = NewManager({.max_to_keep = 1, .save_options = {.files_per_device = 3}});
+  for (int i = 1; i <= 2; ++i) ASSERT_TRUE(manager->Save(*session_).ok());
+  EXPECT_EQ(Files(), (std::vector<std::string>{"checkpoint", "ckpt-2.data-00000-of-00003",
+                                               "ckpt-2.data-00001-of-00003",
+                                               "ckpt-2.data-00002-of-00003", "ckpt-2.index"}));
+}
+
 TEST_F(CheckpointManagerTest, KeepsOneCheckpointEveryNHours) {
   auto manager = NewManager({.max_to_keep = 1, .keep_checkpoint_every_n_hours = 1.0});
   // Saves every 20 minutes for 2 hours: one kept per hour besides the newest.
