@@ -187,7 +187,19 @@ class DescribeTest : public ::testing::Test {
     train_ = optimizer_->ApplyGradients(
         scope, {{ops::Const(scope, g), vars_[0]}, {ops::Const(scope, g), vars_[1]}});
   }
+  // Build, then a checkpoint of the model and the optimizer, initialized and
+  // trained one step in session_.
+  void BuildAndTrain(const Scope& scope, const std::string& device_prefix = "") {
+    Build(scope, device_prefix);
+    checkpoint_ = std::make_unique<Checkpoint>(
+        scope, Checkpoint::Dependencies{{"model", model_}, {"optimizer", optimizer_}});
+    session_ = NewSession(scope);
+    RunOrFail(*session_, {GlobalVariablesInitializer(scope)});
+    RunOrFail(*session_, {train_});
+  }
   std::string dir_ = testing::NewTempDir("describe");
+  std::unique_ptr<Session> session_;        // outlives checkpoint_'s pending
+  std::unique_ptr<Checkpoint> checkpoint_;  // asynchronous save, if any
   std::shared_ptr<Module> model_;
   std::vector<std::shared_ptr<Variable>> vars_;
   std::shared_ptr<Adam> optimizer_;
@@ -196,12 +208,8 @@ class DescribeTest : public ::testing::Test {
 
 TEST_F(DescribeTest, CheckpointSaveDecodesToTheObjectTree) {
   Scope scope = Scope::NewRootScope();
-  Build(scope);
-  Checkpoint checkpoint(scope, {{"model", model_}, {"optimizer", optimizer_}});
-  auto session = NewSession(scope);
-  RunOrFail(*session, {GlobalVariablesInitializer(scope)});
-  RunOrFail(*session, {train_});
-  std::string path = checkpoint.Save(dir_ + "/ckpt", *session).value();
+  BuildAndTrain(scope);
+  std::string path = checkpoint_->Save(dir_ + "/ckpt", *session_).value();
   std::string out = Describe(path);
   for (const char* expected :
        {"'model' -> node 1", "'optimizer' -> node 2", "'save_counter' -> node 3", "'dense' -> node",
@@ -237,14 +245,10 @@ TEST_F(DescribeTest, ShardedSaveWeightsAndManagerCheckpointsDecode) {
 
 TEST_F(DescribeTest, AsyncShardedSaveDecodes) {
   Scope scope = Scope::NewRootScope();
-  Build(scope, "/cpu:");
-  Checkpoint checkpoint(scope, {{"model", model_}, {"optimizer", optimizer_}});
-  auto session = NewSession(scope);
-  RunOrFail(*session, {GlobalVariablesInitializer(scope)});
-  RunOrFail(*session, {train_});
+  BuildAndTrain(scope, "/cpu:");
   std::string path =
-      checkpoint.Save(dir_ + "/async/ckpt", *session, {.durable = true, .async = true}).value();
-  CKFLOW_ASSERT_OK(checkpoint.Sync());
+      checkpoint_->Save(dir_ + "/async/ckpt", *session_, {.durable = true, .async = true}).value();
+  CKFLOW_ASSERT_OK(checkpoint_->Sync());
   std::string out = Describe(dir_ + "/async");
   for (const char* expected : {"num_shards=2", "'save_counter' -> node", "missing from bundle: []",
                                "model_checkpoint_path: \"ckpt-1\""}) {
@@ -255,15 +259,11 @@ TEST_F(DescribeTest, AsyncShardedSaveDecodes) {
 
 TEST_F(DescribeTest, SaveOverSeveralDataFilesDecodes) {
   Scope scope = Scope::NewRootScope();
-  Build(scope);
-  Checkpoint checkpoint(scope, {{"model", model_}, {"optimizer", optimizer_}});
-  auto session = NewSession(scope);
-  RunOrFail(*session, {GlobalVariablesInitializer(scope)});
-  RunOrFail(*session, {train_});
+  BuildAndTrain(scope);
   for (bool async : {false, true}) {
     const std::string dir = dir_ + (async ? "/async" : "/sync");
-    checkpoint.Save(dir + "/ckpt", *session, {.async = async, .files_per_device = 3}).value();
-    CKFLOW_ASSERT_OK(checkpoint.Sync());
+    checkpoint_->Save(dir + "/ckpt", *session_, {.async = async, .files_per_device = 3}).value();
+    CKFLOW_ASSERT_OK(checkpoint_->Sync());
     std::string out = Describe(dir);
     for (const char* expected :
          {"num_shards=3", "'optimizer' -> node", "missing from bundle: []",

@@ -533,27 +533,18 @@ TEST_F(CheckpointTest, ShardedSaveWritesOneShardPerDeviceAndRestores) {
   for (int d = 0; d < 3; ++d) EXPECT_TRUE(SameTensor(ValueOf(*session, *vars[d]), saved[d]));
 }
 
-// A module of float32 vectors of the given lengths, each on `device`,
-// initialized in its own session.
-struct VectorsModel {
-  Scope scope = Scope::NewRootScope();
-  std::shared_ptr<Module> model = std::make_shared<Module>();
-  std::vector<std::shared_ptr<Variable>> vars;
-  std::unique_ptr<Checkpoint> checkpoint;
-  std::unique_ptr<Session> session;
-
+// A program of float32 vectors v0, v1, ... of the given lengths, dealt
+// round-robin over `devices` (if any), initialized in its session.
+struct VectorsModel : testing::ModelProgram {
   VectorsModel(const std::vector<int64_t>& lengths, float start,
                const std::vector<std::string>& devices = {}) {
     for (size_t i = 0; i < lengths.size(); ++i) {
       const std::string name = "v" + std::to_string(i);
       VariableOptions options;
       if (!devices.empty()) options.device = devices[i % devices.size()];
-      vars.push_back(model->Track(
-          name, CountingVariable(scope, name, {lengths[i]}, start + 1000.0f * i, options)));
+      Add(name, CountingVariable(scope, name, {lengths[i]}, start + 1000.0f * i, options));
     }
-    checkpoint = std::make_unique<Checkpoint>(scope, Checkpoint::Dependencies{{"model", model}});
-    session = NewSession(scope);
-    RunOrFail(*session, {GlobalVariablesInitializer(scope)});
+    Finish();
   }
 };
 
