@@ -65,8 +65,10 @@ int64_t DeclaredBytes(const SaveableAttribute& a) {
 }
 
 // Deals one device's values over `files` groups, largest first, each to the
-// group with the fewest bytes so far (within 4/3 of the best split). Each
-// group keeps the values' original order; empty groups are dropped.
+// group with the fewest bytes so far (within 4/3 of the best split), ties to
+// the group with fewest values, so that values of no size (empty or of
+// unknown shape) still fill every group. Each group keeps the values'
+// original order; none is left empty.
 std::vector<std::vector<int>> SplitBySize(const ObjectGraph& graph, std::vector<int> values,
                                           int files) {
   files = std::min<int>(files, static_cast<int>(values.size()));
@@ -79,12 +81,14 @@ std::vector<std::vector<int>> SplitBySize(const ObjectGraph& graph, std::vector<
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return bytes[a] > bytes[b]; });
-  std::vector<int64_t> load(files, 0);
+  // (bytes, values) of each group.
+  std::vector<std::pair<int64_t, size_t>> load(files, {0, 0});
   std::vector<int> file_of(values.size());
   for (size_t i : order) {
     const int f = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
     file_of[i] = f;
-    load[f] = std::min(load[f] + bytes[i], std::numeric_limits<int64_t>::max() / 2);
+    load[f].first = std::min(load[f].first + bytes[i], std::numeric_limits<int64_t>::max() / 2);
+    ++load[f].second;
   }
   std::vector<std::vector<int>> groups(files);
   for (size_t i = 0; i < values.size(); ++i) groups[file_of[i]].push_back(values[i]);

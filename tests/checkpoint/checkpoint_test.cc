@@ -589,6 +589,16 @@ TEST_F(CheckpointTest, SaveSpreadsValuesOverDataFilesBySizeAndRestoresThem) {
   bytes = BytesPerDataFile(path);
   EXPECT_EQ(bytes.size(), lengths.size() + 1);  // and save_counter
   for (int64_t b : bytes) EXPECT_GT(b, 0);
+  // Values of no size still fill every file.
+  VectorsModel empty({0, 0, 0, 0, 0}, 0);
+  path = empty.checkpoint->Write(dir_ + "/empty", *empty.session, {.files_per_device = 3}).value();
+  auto reader = BundleReader::Open(path).value();
+  ASSERT_EQ(reader->num_shards(), 3);
+  std::vector<int> values_per_file(3, 0);
+  for (const BundleEntry& e : reader->entries()) {
+    if (e.key.find("VARIABLE_VALUE") != std::string::npos) ++values_per_file.at(e.shard_id);
+  }
+  EXPECT_EQ(values_per_file, (std::vector<int>{2, 2, 1}));
   // One file, as TensorFlow writes.
   path = saved.checkpoint->Write(dir_ + "/one", *saved.session, {.files_per_device = 1}).value();
   EXPECT_TRUE(fs::exists(path + ".data-00000-of-00001"));
