@@ -278,6 +278,11 @@ void PrintResult(const Plan& plan, double ckflow_s, const std::string& ckflow_wh
   std::cout << line;
 }
 
+// "1 file", "2 files".
+std::string Count(int64_t n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 // "16 MiB" when exact in a binary unit (sizes are usually given so), else
 // "1.0 MB".
 std::string SizeText(int64_t bytes) {
@@ -360,7 +365,7 @@ Status RunRestore(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
   CKFLOW_RETURN_IF_ERROR(CheckRestored(*p, plan.count - 1, static_cast<float>(plan.count - 1)));
   std::cout << "ckflow bench restore: " << Describe(plan, options, dir.path()) << "\n";
   PrintResult(plan, Median(ckflow_s), "Restore + InitializeOrRestore", Median(raw_s),
-              "pread + CRC32C, " + std::to_string(options.raw_threads) + " threads");
+              "pread + CRC32C, " + Count(options.raw_threads, "thread"));
   return OkStatus();
 }
 
@@ -434,15 +439,14 @@ Status RunSave(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
   }
   std::cout << "ckflow bench save: " << Describe(plan, options, dir.path())
             << (options.durable ? ", durable" : "") << (options.async ? ", async" : "") << "\n";
-  auto files = [](int n) { return std::to_string(n) + (n == 1 ? " file" : " files"); };
   const std::string raw_what = std::string(options.durable ? "pwrite + fsync, " : "pwrite, ") +
-                               std::to_string(options.raw_threads) + " threads, ";
+                               Count(options.raw_threads, "thread") + ", ";
   const std::string what = std::string(options.async ? "Write async, until it returns" : "Write") +
-                           (options.durable ? ", durable" : "") + ", " + files(data_files);
+                           (options.durable ? ", durable" : "") + ", " + Count(data_files, "file");
   double raw = Median(raw_s);
-  std::string raw_layout = files(raw_files);
+  std::string raw_layout = Count(raw_files, "file");
   double other = raw_one_file_s.empty() ? 0 : Median(raw_one_file_s);
-  std::string other_layout = files(1);
+  std::string other_layout = Count(1, "file");
   if (other > 0 && other < raw) {
     std::swap(raw, other);
     std::swap(raw_layout, other_layout);
