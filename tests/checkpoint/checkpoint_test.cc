@@ -605,6 +605,31 @@ TEST_F(CheckpointTest, SaveSpreadsValuesOverDataFilesBySizeAndRestoresThem) {
   EXPECT_EQ(BundleReader::Open(path).value()->num_shards(), 1);
 }
 
+TEST_F(CheckpointTest, ASaveFailingInOneOfItsFilesLeavesNoneBehind) {
+  VectorsModel saved({64, 32, 16, 8}, 0);
+  const std::string first =
+      saved.checkpoint->Save(dir_ + "/ckpt", *saved.session, {.files_per_device = 2}).value();
+  const std::string index_before = testing::ReadFileOrDie(first + ".index");
+  // A variable never initialized, large enough to get a file of its own:
+  // that file's SaveV2 fails, the other's may be written by then.
+  saved.Add("late", CountingVariable(saved.scope, "late", {1000}, 0));
+  StatusOr<std::string> failed =
+      saved.checkpoint->Save(dir_ + "/ckpt", *saved.session, {.files_per_device = 2});
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("ckpt-2"), std::string::npos) << failed.status();
+  EXPECT_NE(failed.status().message().find("late"), std::string::npos) << failed.status();
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir_)) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"checkpoint", "ckpt-1.data-00000-of-00002",
+                                            "ckpt-1.data-00001-of-00002", "ckpt-1.index"}));
+  EXPECT_EQ(testing::ReadFileOrDie(first + ".index"), index_before);
+  EXPECT_EQ(LatestCheckpoint(dir_), first);
+  VectorsModel restored({64, 32, 16, 8}, -7);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, restored.checkpoint->Restore(first));
+  CKFLOW_EXPECT_OK(status.AssertConsumed());
+}
+
 TEST_F(CheckpointTest, EachDeviceGetsItsOwnDataFiles) {
   VectorsModel saved({64, 32, 16, 8}, 0, {"/cpu:0", "/cpu:1"});
   const std::string path =
