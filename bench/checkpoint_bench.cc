@@ -95,27 +95,6 @@ void ReportRatio(benchmark::State& state, double bytes, double ckflow_s, double 
   state.counters["ratio"] = raw_s / ckflow_s;
 }
 
-// Where the model's variable values lie in the checkpoint's data files: the
-// bytes a raw baseline reads.
-std::vector<Piece> ValuePieces(const std::string& path) {
-  auto reader = BundleReader::Open(path).value();
-  std::vector<Piece> pieces;
-  for (const BundleEntry& e : reader->entries()) {
-    if (e.key.find("VARIABLE_VALUE") == std::string::npos ||
-        e.key.find("save_counter") != std::string::npos)
-      continue;
-    pieces.push_back({e.offset, e.size, e.shard_id});
-  }
-  return pieces;
-}
-
-std::vector<std::string> DataFiles(const std::string& path) {
-  const int shards = BundleReader::Open(path).value()->num_shards();
-  std::vector<std::string> files;
-  for (int i = 0; i < shards; ++i) files.push_back(DataFilename(path, i, shards));
-  return files;
-}
-
 // args: MiB, variables, threads.
 void BM_Restore(benchmark::State& state) {
   const int64_t bytes = state.range(0) << 20;
@@ -128,12 +107,13 @@ void BM_Restore(benchmark::State& state) {
     auto writer = Model(count, elements, true);
     path = writer->checkpoint->Write(BenchDir() + "/restore", *writer->session).value();
   }
-  const std::vector<Piece> pieces = ValuePieces(path);
+  const bench::ValueLayout layout = bench::LayoutOf(path).value();
+  const std::vector<Piece>& pieces = layout.pieces;
+  const std::vector<std::string>& data = layout.data_files;
   std::vector<std::vector<char>> buffers;
   for (const Piece& piece : pieces) {
     buffers.emplace_back(piece.size, 1);  // touched, as the variables' buffers are
   }
-  const std::vector<std::string> data = DataFiles(path);
   auto p = Model(count, elements, true);
   uint32_t sink = 0;
   auto restore = [&]() -> double {
@@ -224,8 +204,9 @@ void BM_RestoreSmall(benchmark::State& state) {
     auto writer = Model(count, 256, true);
     path = writer->checkpoint->Write(BenchDir() + "/small", *writer->session).value();
   }
-  const std::vector<Piece> pieces = ValuePieces(path);
-  const std::vector<std::string> data = DataFiles(path);
+  const bench::ValueLayout layout = bench::LayoutOf(path).value();
+  const std::vector<Piece>& pieces = layout.pieces;
+  const std::vector<std::string>& data = layout.data_files;
   double total_s = 0, match_s = 0, index_s = 0, raw_s = 0;
   uint32_t sink = 0;
   int64_t faults = 0;

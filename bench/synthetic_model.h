@@ -14,6 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "bench/raw_io.h"
+#include "checkpoint/bundle_format.h"
+#include "checkpoint/bundle_reader.h"
 #include "checkpoint/checkpoint.h"
 #include "ops/array_ops.h"
 #include "ops/variables.h"
@@ -59,6 +62,29 @@ struct SyntheticModel {
     return m;
   }
 };
+
+// Where a checkpoint of the model holds its variables' values (save_counter
+// left out): the pieces and data files the raw read baseline reads.
+struct ValueLayout {
+  std::vector<Piece> pieces;
+  std::vector<std::string> data_files;  // by shard id
+};
+
+inline StatusOr<ValueLayout> LayoutOf(const std::string& prefix) {
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
+  ValueLayout layout;
+  for (const BundleEntry& e : reader->entries()) {
+    if (e.key.find("VARIABLE_VALUE") == std::string::npos ||
+        e.key.find("save_counter") != std::string::npos) {
+      continue;
+    }
+    layout.pieces.push_back({e.offset, e.size, e.shard_id});
+  }
+  for (int i = 0; i < reader->num_shards(); ++i) {
+    layout.data_files.push_back(DataFilename(prefix, i, reader->num_shards()));
+  }
+  return layout;
+}
 
 }  // namespace ckflow::bench
 

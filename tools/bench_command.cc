@@ -327,19 +327,13 @@ Status RunRestore(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
         writer->checkpoint->Write(prefix, *writer->session, {.files_per_device = options.files});
     if (!written.ok()) return written.status();
   }
-  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
-  std::vector<bench::Piece> pieces;
+  CKFLOW_ASSIGN_OR_RETURN(const bench::ValueLayout layout, bench::LayoutOf(prefix));
+  const std::vector<bench::Piece>& pieces = layout.pieces;
+  const std::vector<std::string>& data_files = layout.data_files;
   std::vector<std::vector<char>> buffers;
-  for (const BundleEntry& e : reader->entries()) {
-    if (e.key.find("VARIABLE_VALUE") == std::string::npos) continue;
-    pieces.push_back({e.offset, e.size, e.shard_id});
-    buffers.emplace_back(e.size, 1);  // touched, as the variables' buffers are
+  for (const bench::Piece& piece : pieces) {
+    buffers.emplace_back(piece.size, 1);  // touched, as the variables' buffers are
   }
-  std::vector<std::string> data_files;
-  for (int i = 0; i < reader->num_shards(); ++i) {
-    data_files.push_back(DataFilename(prefix, i, reader->num_shards()));
-  }
-  reader.reset();
 
   CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<SyntheticModel> p, NewModel(plan, -1.0f));
   progress.Draw(1);
@@ -364,8 +358,10 @@ Status RunRestore(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
   }
   CKFLOW_RETURN_IF_ERROR(CheckRestored(*p, plan.count - 1, static_cast<float>(plan.count - 1)));
   std::cout << "ckflow bench restore: " << Describe(plan, options, dir.path()) << "\n";
-  PrintResult(plan, Median(ckflow_s), "Restore + InitializeOrRestore", Median(raw_s),
-              "pread + CRC32C, " + Count(options.raw_threads, "thread"));
+  PrintResult(
+      plan, Median(ckflow_s),
+      "Restore + InitializeOrRestore, " + Count(static_cast<int64_t>(data_files.size()), "file"),
+      Median(raw_s), "pread + CRC32C, " + Count(options.raw_threads, "thread"));
   return OkStatus();
 }
 

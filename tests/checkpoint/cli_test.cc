@@ -191,6 +191,9 @@ TEST_P(CliBenchTest, PrintsRatesAndRatioAndCleansUp) {
   if (GetParam() == "save --files 3") {
     EXPECT_NE(output.find("Write, 3 files"), std::string::npos) << output;
   }
+  if (GetParam() == "restore --files 4") {
+    EXPECT_NE(output.find("Restore + InitializeOrRestore, 4 files"), std::string::npos) << output;
+  }
   EXPECT_EQ(testing::ListDir(dir), std::vector<std::string>{}) << "left behind in " << dir;
 }
 
