@@ -34,10 +34,10 @@
 #include <thread>
 #include <vector>
 
-#include "checkpoint/bundle_format.h"
-#include "checkpoint/bundle_reader.h"
-#include "checkpoint/bundle_writer.h"
-#include "checkpoint/crc32c.h"
+#include "bundle/bundle_format.h"
+#include "bundle/bundle_reader.h"
+#include "bundle/bundle_writer.h"
+#include "bundle/crc32c.h"
 
 namespace ckflow {
 namespace {

@@ -33,10 +33,10 @@
 #include <memory>
 #include <vector>
 
-#include "bench/raw_io.h"
-#include "bench/synthetic_model.h"
-#include "checkpoint/bundle_format.h"
-#include "checkpoint/bundle_reader.h"
+#include "workloads/raw_io.h"
+#include "workloads/model_program.h"
+#include "bundle/bundle_format.h"
+#include "bundle/bundle_reader.h"
 #include "checkpoint/checkpoint.h"
 
 namespace ckflow {
@@ -44,8 +44,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-using bench::Piece;
-using bench::SecondsSince;
+using workloads::Piece;
+using workloads::SecondsSince;
 
 int64_t EnvInt(const char* name, int64_t fallback) {
   const char* v = std::getenv(name);
@@ -53,9 +53,9 @@ int64_t EnvInt(const char* name, int64_t fallback) {
 }
 
 // A failure to build the synthetic model is a bug in the bench.
-std::unique_ptr<bench::SyntheticModel> Model(int64_t count, int64_t elements, bool initialize) {
-  StatusOr<std::unique_ptr<bench::SyntheticModel>> m =
-      bench::SyntheticModel::Create(count, elements, 0.0f, initialize);
+std::unique_ptr<workloads::ModelProgram> Model(int64_t count, int64_t elements, bool initialize) {
+  StatusOr<std::unique_ptr<workloads::ModelProgram>> m =
+      workloads::ModelProgram::Synthetic(count, elements, 0.0f, initialize);
   CKFLOW_CHECK(m.ok());
   return std::move(m).value();
 }
@@ -107,7 +107,7 @@ void BM_Restore(benchmark::State& state) {
     auto writer = Model(count, elements, true);
     path = writer->checkpoint->Write(BenchDir() + "/restore", *writer->session).value();
   }
-  const bench::ValueLayout layout = bench::LayoutOf(path).value();
+  const workloads::ValueLayout layout = workloads::LayoutOf(path).value();
   const std::vector<Piece>& pieces = layout.pieces;
   const std::vector<std::string>& data = layout.data_files;
   std::vector<std::vector<char>> buffers;
@@ -129,7 +129,7 @@ void BM_Restore(benchmark::State& state) {
   // already written runs at 0.7 GB/s, raw pread and ckflow alike, and
   // 9-18 GB/s from the second on, so a mean over a few iterations would measure
   // how many there were.
-  const double raw_first = bench::RawReadCrc(data, pieces, buffers, threads, &sink);
+  const double raw_first = workloads::RawReadCrc(data, pieces, buffers, threads, &sink);
   if (raw_first < 0) {
     state.SkipWithError(("raw baseline: cannot read the data files of " + path).c_str());
     return;
@@ -137,7 +137,7 @@ void BM_Restore(benchmark::State& state) {
   const double first = restore();
   double ckflow_s = 0, raw_s = 0;
   for (auto _ : state) {
-    const double raw = bench::RawReadCrc(data, pieces, buffers, threads, &sink);
+    const double raw = workloads::RawReadCrc(data, pieces, buffers, threads, &sink);
     if (raw < 0) {
       state.SkipWithError(("raw baseline: cannot read the data files of " + path).c_str());
       break;
@@ -204,7 +204,7 @@ void BM_RestoreSmall(benchmark::State& state) {
     auto writer = Model(count, 256, true);
     path = writer->checkpoint->Write(BenchDir() + "/small", *writer->session).value();
   }
-  const bench::ValueLayout layout = bench::LayoutOf(path).value();
+  const workloads::ValueLayout layout = workloads::LayoutOf(path).value();
   const std::vector<Piece>& pieces = layout.pieces;
   const std::vector<std::string>& data = layout.data_files;
   double total_s = 0, match_s = 0, index_s = 0, raw_s = 0;
@@ -216,7 +216,7 @@ void BM_RestoreSmall(benchmark::State& state) {
       // on its own into a new buffer and checksummed, nothing else.
       std::vector<std::unique_ptr<char[]>> fresh;
       if (evictor) evictor->Evict();
-      const double raw = bench::RawReadCrcFresh(data, pieces, threads, &sink, &fresh);
+      const double raw = workloads::RawReadCrcFresh(data, pieces, threads, &sink, &fresh);
       if (raw < 0) {
         state.SkipWithError(("raw baseline: cannot read the data files of " + path).c_str());
         break;
@@ -280,11 +280,11 @@ void BM_Save(benchmark::State& state) {
     state.PauseTiming();
     ::sync();
     state.ResumeTiming();
-    raw_s += bench::RawWrite(raw, buffers, threads, durable, threads);
+    raw_s += workloads::RawWrite(raw, buffers, threads, durable, threads);
     state.PauseTiming();
     RemoveCheckpoint(raw);
     ::sync();
-    raw_one_file_s += bench::RawWrite(raw, buffers, threads, durable, 1);
+    raw_one_file_s += workloads::RawWrite(raw, buffers, threads, durable, 1);
     RemoveCheckpoint(raw);
     state.ResumeTiming();
     const std::string prefix = BenchDir() + "/save";
@@ -333,7 +333,7 @@ void BM_SaveAsync(benchmark::State& state) {
   double stall_s = 0, sync_s = 0, memcpy_s = 0;
   for (auto _ : state) {
     auto start = Clock::now();
-    bench::OnThreads(threads, from.size(),
+    workloads::OnThreads(threads, from.size(),
                      [&](size_t k) { std::memcpy(to[k].data(), from[k].data(), from[k].size()); });
     memcpy_s += SecondsSince(start);
     const std::string prefix = BenchDir() + "/async";

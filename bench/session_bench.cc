@@ -32,7 +32,7 @@
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
 #include "runtime/session.h"
-#include "runtime/tensor_eigen_internal.h"
+#include "base/tensor_eigen_internal.h"
 
 namespace ckflow {
 namespace {

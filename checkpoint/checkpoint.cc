@@ -9,12 +9,12 @@
 #include <filesystem>
 #include <set>
 
-#include "checkpoint/bundle_format.h"
-#include "checkpoint/checkpoint_state.h"
+#include "bundle/bundle_format.h"
+#include "bundle/checkpoint_state.h"
 #include "checkpoint/restore_internal.h"
 #include "ops/array_ops.h"
 #include "ops/variables.h"
-#include "runtime/logging.h"
+#include "base/logging.h"
 
 namespace ckflow {
 namespace fs = std::filesystem;

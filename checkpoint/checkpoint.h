@@ -18,7 +18,8 @@
 // value under its object path ("model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE"),
 // so restoring matches values to objects by path, not by variable names.
 //
-// Save and restore are graph ops the session runs (SaveV2 per device, then
+// Save and restore are graph ops the session runs (a SaveV2 per data file,
+// each device's values spread over SaveOptions::files_per_device files, then
 // MergeV2Checkpoints; restore ops that read straight into the variables),
 // built once and cached: the checkpoint prefix is fed, so the thousandth save
 // or restore adds no node to the graph.
@@ -46,7 +47,7 @@
 #include "graph/graph.h"
 #include "graph/trackable.h"
 #include "runtime/session.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace ckflow {
 

@@ -1,6 +1,6 @@
 #include <deque>
 
-#include "checkpoint/bundle_format.h"
+#include "bundle/bundle_format.h"
 #include "checkpoint/object_graph_internal.h"
 
 namespace ckflow::internal {

@@ -21,8 +21,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "checkpoint/bundle_format.h"
-#include "checkpoint/protos/trackable_object_graph.pb.h"
+#include "bundle/bundle_format.h"
+#include "bundle/protos/trackable_object_graph.pb.h"
 #include "graph/trackable.h"
 
 namespace ckflow::internal {

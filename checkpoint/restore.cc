@@ -8,11 +8,11 @@
 #include <sstream>
 #include <unordered_set>
 
-#include "checkpoint/bundle_format.h"
+#include "bundle/bundle_format.h"
 #include "checkpoint/restore_internal.h"
-#include "runtime/logging.h"
-#include "runtime/parallel.h"
-#include "runtime/resource.h"
+#include "base/logging.h"
+#include "base/parallel.h"
+#include "base/resource.h"
 
 namespace ckflow::internal {
 namespace {

@@ -25,7 +25,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "checkpoint/bundle_reader.h"
+#include "bundle/bundle_reader.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/object_graph_internal.h"
 #include "graph/trackable.h"
@@ -172,9 +172,9 @@ class RestoreCoordinator : public std::enable_shared_from_this<RestoreCoordinato
   std::unordered_set<const Trackable*> BoundObjects() const;
 
   // A node's path for messages, "(root).model.dense". The paths are built
-  // on the first message: a restore that goes well prints none, and
-  // building one string per node was a fifth of reading the object graph
-  // at 200,000 variables (15.6 of ~77 ms).
+  // on the first message: a restore that goes well prints none, and one
+  // string per node was a fifth of reading a large object graph
+  // (checkpoint/NOTES.md).
   const std::string& NodeName(int proto_id) const;
 
   // Checks `items` against the checkpoint, builds their restore ops and

@@ -6,14 +6,14 @@
 #include <map>
 #include <unordered_set>
 
-#include "checkpoint/bundle_format.h"
+#include "bundle/bundle_format.h"
 #include "checkpoint/restore_internal.h"
 #include "ops/array_ops.h"
 #include "ops/checkpoint_ops.h"
 #include "ops/variable_ops.h"
-#include "runtime/copy_internal.h"
-#include "runtime/logging.h"
-#include "runtime/parallel.h"
+#include "base/copy_internal.h"
+#include "base/logging.h"
+#include "base/parallel.h"
 
 namespace ckflow::internal {
 namespace {

@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "graph/op_def.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace ckflow {
 

@@ -32,10 +32,10 @@
 #include <variant>
 #include <vector>
 
-#include "runtime/resource.h"
-#include "runtime/status.h"
-#include "runtime/tensor.h"
-#include "runtime/types.h"
+#include "base/resource.h"
+#include "base/status.h"
+#include "base/tensor.h"
+#include "base/types.h"
 
 namespace ckflow {
 

@@ -25,7 +25,7 @@
 
 #include "graph/graph.h"
 #include "ops/input.h"
-#include "runtime/tensor.h"
+#include "base/tensor.h"
 
 namespace ckflow::ops {
 

@@ -5,10 +5,10 @@
 #include <map>
 #include <mutex>
 
-#include "checkpoint/bundle_format.h"
-#include "checkpoint/bundle_reader.h"
-#include "checkpoint/bundle_writer.h"
-#include "checkpoint/merge.h"
+#include "bundle/bundle_format.h"
+#include "bundle/bundle_reader.h"
+#include "bundle/bundle_writer.h"
+#include "bundle/merge.h"
 #include "ops/standard_ops.h"
 #include "ops/variable_resource_internal.h"
 

@@ -28,7 +28,7 @@
 #include <type_traits>
 
 #include "ops/ops_internal.h"
-#include "runtime/parallel.h"
+#include "base/parallel.h"
 
 namespace ckflow::internal {
 

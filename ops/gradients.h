@@ -42,7 +42,7 @@
 #include "graph/graph.h"
 #include "graph/op_def.h"
 #include "ops/input.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace ckflow {
 

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "graph/graph.h"
-#include "runtime/tensor.h"
-#include "runtime/types.h"
+#include "base/tensor.h"
+#include "base/types.h"
 
 namespace ckflow::ops {
 

@@ -15,8 +15,8 @@
 #include "ops/math_ops.h"
 #include "ops/ops_internal.h"
 #include "ops/standard_ops.h"
-#include "runtime/parallel.h"
-#include "runtime/tensor_eigen_internal.h"
+#include "base/parallel.h"
+#include "base/tensor_eigen_internal.h"
 
 namespace ckflow {
 namespace internal {

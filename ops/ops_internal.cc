@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "ops/standard_ops.h"
-#include "runtime/parallel.h"
+#include "base/parallel.h"
 
 namespace ckflow::internal {
 

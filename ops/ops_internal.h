@@ -24,9 +24,9 @@
 #include "graph/graph.h"
 #include "graph/op_def.h"
 #include "ops/input.h"
-#include "runtime/parallel.h"
-#include "runtime/status.h"
-#include "runtime/tensor.h"
+#include "base/parallel.h"
+#include "base/status.h"
+#include "base/tensor.h"
 
 namespace ckflow::internal {
 
@@ -132,7 +132,7 @@ inline bool RunsInline(int64_t n, int64_t cost_per_element) {
   return n < kInlineWork / std::max<int64_t>(cost_per_element, 1);
 }
 
-// ParallelFor (runtime/parallel.h), inline for small loops.
+// ParallelFor (base/parallel.h), inline for small loops.
 template <typename Fn>
 void ParallelRange(int64_t n, int64_t cost_per_element, Fn&& fn) {
   if (n <= 0) return;

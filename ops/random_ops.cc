@@ -19,7 +19,7 @@
 #include "ops/ops_internal.h"
 #include "ops/philox_internal.h"
 #include "ops/standard_ops.h"
-#include "runtime/parallel.h"
+#include "base/parallel.h"
 
 namespace ckflow {
 namespace internal {

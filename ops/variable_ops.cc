@@ -14,8 +14,8 @@
 #include "ops/ops_internal.h"
 #include "ops/standard_ops.h"
 #include "ops/variable_resource_internal.h"
-#include "runtime/parallel.h"
-#include "runtime/tsan_internal.h"
+#include "base/parallel.h"
+#include "base/tsan_internal.h"
 
 namespace ckflow {
 namespace internal {

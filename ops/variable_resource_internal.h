@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "graph/op_def.h"
-#include "runtime/resource.h"
-#include "runtime/status.h"
-#include "runtime/tensor.h"
+#include "base/resource.h"
+#include "base/status.h"
+#include "base/tensor.h"
 
 namespace ckflow::internal {
 

@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "runtime/tsan_internal.h"
+#include "base/tsan_internal.h"
 
 namespace ckflow::internal {
 namespace {

@@ -33,10 +33,10 @@
 
 #include "graph/graph.h"
 #include "graph/op_def.h"
-#include "runtime/resource.h"
+#include "base/resource.h"
 #include "runtime/session.h"
-#include "runtime/status.h"
-#include "runtime/tensor.h"
+#include "base/status.h"
+#include "base/tensor.h"
 
 namespace ckflow::internal {
 

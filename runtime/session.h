@@ -34,9 +34,9 @@
 #include <vector>
 
 #include "graph/graph.h"
-#include "runtime/resource.h"
-#include "runtime/status.h"
-#include "runtime/tensor.h"
+#include "base/resource.h"
+#include "base/status.h"
+#include "base/tensor.h"
 
 namespace ckflow {
 

@@ -4,12 +4,14 @@
 #ifndef CKFLOW_TESTS_TEST_UTIL_H_
 #define CKFLOW_TESTS_TEST_UTIL_H_
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
+#include <string_view>
 
-#include "runtime/status.h"
-#include "runtime/tensor.h"
+#include "base/status.h"
+#include "base/tensor.h"
 
 namespace ckflow::testing {
 
@@ -25,6 +27,23 @@ int RunCommand(const std::string& command, std::string* output);
 std::string ReadFileOrDie(const std::string& path);
 // Bitwise equality of two tensors (dtype, shape and bytes or strings).
 bool SameTensor(const Tensor& a, const Tensor& b);
+
+inline Status StatusOf(const Status& s) { return s; }
+template <typename T>
+Status StatusOf(const StatusOr<T>& s) {
+  return s.status();
+}
+
+// EXPECT_THAT(status_or_statusor, StatusIs(StatusCode::kNotFound, "ckpt-9.index")):
+// the code is `code` and the message contains `substring` (empty: anything).
+MATCHER_P2(StatusIs, code, substring,
+           std::string(negation ? "isn't" : "is") + " a status with code " +
+               std::string(::ckflow::StatusCodeName(code)) + " whose message contains \"" +
+               std::string(substring) + "\"") {
+  const ::ckflow::Status s = ::ckflow::testing::StatusOf(arg);
+  *result_listener << "whose status is " << s;
+  return s.code() == code && std::string_view(s.message()).find(substring) != std::string_view::npos;
+}
 
 }  // namespace ckflow::testing
 

@@ -1,6 +1,6 @@
 // ckflow bench restore|save: checkpoint throughput through the whole user
 // path on a synthetic model, beside the raw pread/pwrite ceiling
-// (bench/raw_io.h) measured in the same run on the same bytes.
+// (workloads/raw_io.h) measured in the same run on the same bytes.
 //
 //   restore  Checkpoint::Restore + LoadStatus::InitializeOrRestore into a
 //            session's existing variables (warm cache, every CRC checked)
@@ -39,12 +39,12 @@
 #include <string>
 #include <vector>
 
-#include "bench/raw_io.h"
-#include "bench/synthetic_model.h"
-#include "checkpoint/bundle_format.h"
-#include "checkpoint/bundle_reader.h"
+#include "workloads/raw_io.h"
+#include "workloads/model_program.h"
+#include "bundle/bundle_format.h"
+#include "bundle/bundle_reader.h"
 #include "checkpoint/checkpoint.h"
-#include "runtime/parallel.h"
+#include "base/parallel.h"
 #include "runtime/session.h"
 #include "tools/commands.h"
 
@@ -212,11 +212,11 @@ class WorkDir {
   std::vector<std::string> prefixes_;
 };
 
-using bench::SyntheticModel;
+using workloads::ModelProgram;
 
 // The synthetic model of `plan`, variable i holding `fill + i`.
-StatusOr<std::unique_ptr<SyntheticModel>> NewModel(const Plan& plan, float fill) {
-  return SyntheticModel::Create(plan.count, plan.elements, fill, /*initialize=*/true);
+StatusOr<std::unique_ptr<ModelProgram>> NewModel(const Plan& plan, float fill) {
+  return ModelProgram::Synthetic(plan.count, plan.elements, fill, /*initialize=*/true);
 }
 
 // A progress bar on stderr, drawn only when stderr is a terminal so that
@@ -306,7 +306,7 @@ std::string Describe(const Plan& plan, const BenchOptions& options, const std::s
 
 // Every element of variable `i` holds `expected`: proves the restore moved
 // the values (the reader's variables start at other values).
-Status CheckRestored(SyntheticModel& p, int64_t i, float expected) {
+Status CheckRestored(ModelProgram& p, int64_t i, float expected) {
   CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> got, p.session->Run({}, {p.vars[i]->value()}));
   for (float v : got[0].flat<float>()) {
     if (v != expected) {
@@ -322,26 +322,26 @@ Status RunRestore(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
   const std::string prefix = dir.NewPath("ckpt");
   {
     // The writer goes away before timing so both models are never resident.
-    CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<SyntheticModel> writer, NewModel(plan, 0.0f));
+    CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<ModelProgram> writer, NewModel(plan, 0.0f));
     StatusOr<std::string> written =
         writer->checkpoint->Write(prefix, *writer->session, {.files_per_device = options.files});
     if (!written.ok()) return written.status();
   }
-  CKFLOW_ASSIGN_OR_RETURN(const bench::ValueLayout layout, bench::LayoutOf(prefix));
-  const std::vector<bench::Piece>& pieces = layout.pieces;
+  CKFLOW_ASSIGN_OR_RETURN(const workloads::ValueLayout layout, workloads::LayoutOf(prefix));
+  const std::vector<workloads::Piece>& pieces = layout.pieces;
   const std::vector<std::string>& data_files = layout.data_files;
   std::vector<std::vector<char>> buffers;
-  for (const bench::Piece& piece : pieces) {
+  for (const workloads::Piece& piece : pieces) {
     buffers.emplace_back(piece.size, 1);  // touched, as the variables' buffers are
   }
 
-  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<SyntheticModel> p, NewModel(plan, -1.0f));
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<ModelProgram> p, NewModel(plan, -1.0f));
   progress.Draw(1);
   std::vector<double> ckflow_s, raw_s;
   uint32_t sink = 0;
   for (int run = 0; run < options.repeat; ++run) {
     auto raw_run = [&]() -> Status {
-      const double s = bench::RawReadCrc(data_files, pieces, buffers, options.raw_threads, &sink);
+      const double s = workloads::RawReadCrc(data_files, pieces, buffers, options.raw_threads, &sink);
       if (s < 0) return InternalError(prefix, ": raw pread of its data files failed");
       raw_s.push_back(s);
       return OkStatus();
@@ -350,7 +350,7 @@ Status RunRestore(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
       const auto start = std::chrono::steady_clock::now();
       CKFLOW_ASSIGN_OR_RETURN(LoadStatus status, p->checkpoint->Restore(prefix));
       CKFLOW_RETURN_IF_ERROR(status.InitializeOrRestore(*p->session));
-      ckflow_s.push_back(bench::SecondsSince(start));
+      ckflow_s.push_back(workloads::SecondsSince(start));
       return run == 0 ? status.AssertConsumed() : OkStatus();
     };
     CKFLOW_RETURN_IF_ERROR(RunBoth(run, raw_run, ckflow_run));
@@ -367,7 +367,7 @@ Status RunRestore(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
 
 Status RunSave(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
   Progress progress("save", options.repeat + 1);
-  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<SyntheticModel> p, NewModel(plan, 0.0f));
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<ModelProgram> p, NewModel(plan, 0.0f));
   std::vector<std::vector<char>> buffers(plan.count, std::vector<char>(plan.bytes / plan.count, 1));
   const std::string raw_path = dir.NewPath("raw");
   const std::string prefix = dir.NewPath("ckpt");
@@ -396,7 +396,7 @@ Status RunSave(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
     WorkDir::RemoveFiles(prefix);
     const auto start = std::chrono::steady_clock::now();
     StatusOr<std::string> written = p->checkpoint->Write(prefix, *p->session, save_options);
-    const double seconds = bench::SecondsSince(start);
+    const double seconds = workloads::SecondsSince(start);
     if (!written.ok()) return written.status();
     CKFLOW_RETURN_IF_ERROR(p->checkpoint->Sync());
     if (data_files == 0) {
@@ -411,7 +411,7 @@ Status RunSave(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
     // writeback of dirty pages lands in the other's timing.
     auto raw_write = [&](int files, std::vector<double>* seconds) -> Status {
       const double s =
-          bench::RawWrite(raw_path, buffers, options.raw_threads, options.durable, files);
+          workloads::RawWrite(raw_path, buffers, options.raw_threads, options.durable, files);
       WorkDir::RemoveFiles(raw_path);
       if (s < 0) return InternalError(raw_path, ": raw pwrite failed");
       seconds->push_back(s);

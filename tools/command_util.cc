@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "checkpoint/checkpoint_state.h"
+#include "bundle/checkpoint_state.h"
 #include "tools/commands.h"
 
 namespace ckflow::tools {

@@ -16,9 +16,9 @@
 #include <memory>
 #include <string>
 
-#include "checkpoint/bundle_reader.h"
-#include "runtime/status.h"
-#include "runtime/tensor.h"
+#include "bundle/bundle_reader.h"
+#include "base/status.h"
+#include "base/tensor.h"
 
 namespace ckflow::tools {
 

@@ -6,7 +6,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "checkpoint/bundle_format.h"
+#include "bundle/bundle_format.h"
 #include "tools/commands.h"
 
 namespace ckflow::tools {

@@ -6,8 +6,8 @@
 #include <iostream>
 #include <sstream>
 
-#include "checkpoint/bundle_format.h"
-#include "checkpoint/json_internal.h"
+#include "bundle/bundle_format.h"
+#include "bundle/json_internal.h"
 #include "tools/commands.h"
 
 namespace ckflow::tools {

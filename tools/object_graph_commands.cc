@@ -2,7 +2,7 @@
 
 #include <iostream>
 
-#include "checkpoint/object_tree.h"
+#include "bundle/object_tree.h"
 #include "tools/commands.h"
 
 namespace ckflow::tools {

@@ -5,8 +5,8 @@
 #include <iostream>
 #include <vector>
 
-#include "checkpoint/bundle_format.h"
-#include "runtime/parallel.h"
+#include "bundle/bundle_format.h"
+#include "base/parallel.h"
 #include "tools/commands.h"
 
 namespace ckflow::tools {

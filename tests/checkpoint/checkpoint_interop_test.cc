@@ -92,10 +92,7 @@ TEST(FixtureRestore, TwoShardsWithTheVariableInTheSecond) {
 
 TEST(FixtureRestore, KeysMissingFromTheBundleAreReportedByKey) {
   auto r = RestoreFixture(Fixture("tf2_uninitialized_variable/variables"));
-  EXPECT_EQ(r->run.code(), StatusCode::kNotFound);
-  EXPECT_NE(r->run.message().find("uninitialized_variable/.ATTRIBUTES/VARIABLE_VALUE"),
-            std::string::npos)
-      << r->run;
+  EXPECT_THAT(r->run, testing::StatusIs(StatusCode::kNotFound, "uninitialized_variable/.ATTRIBUTES/VARIABLE_VALUE"));
   if (r->status) r->status->ExpectPartial();
 }
 
@@ -153,8 +150,7 @@ TEST(NameBasedRestore, TwoShardTransformerReportsVariablesItLacks) {
   EXPECT_EQ(ValueOf(*session, *step).scalar<int64_t>(), 1);
   EXPECT_FLOAT_EQ(ValueOf(*session, *beta).scalar<float>(), 0.8099999f);
   Status consumed = status.AssertConsumed();
-  EXPECT_EQ(consumed.code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(consumed.message().find("not/in/checkpoint"), std::string::npos) << consumed;
+  EXPECT_THAT(consumed, testing::StatusIs(StatusCode::kFailedPrecondition, "not/in/checkpoint"));
 }
 
 // ------------------------------------------------------------ describe.py

@@ -6,9 +6,9 @@
 #include <deque>
 #include <set>
 
-#include "checkpoint/bundle_format.h"
-#include "checkpoint/bundle_reader.h"
-#include "checkpoint/protos/trackable_object_graph.pb.h"
+#include "bundle/bundle_format.h"
+#include "bundle/bundle_reader.h"
+#include "bundle/protos/trackable_object_graph.pb.h"
 #include "ops/array_ops.h"
 
 namespace ckflow::testing {
@@ -28,16 +28,6 @@ std::shared_ptr<Variable> CountingVariable(const Scope& scope, const std::string
   auto v = Variable::Create(scope, name, ops::Const(scope, init), options);
   EXPECT_TRUE(v != nullptr) << scope.status();
   return v;
-}
-
-void ModelProgram::Add(const std::string& name, std::shared_ptr<Variable> variable) {
-  vars.push_back(model->Track(name, std::move(variable)));
-}
-
-void ModelProgram::Finish() {
-  checkpoint = std::make_unique<Checkpoint>(scope, Checkpoint::Dependencies{{"model", model}});
-  session = NewSession(scope);
-  RunOrFail(*session, {GlobalVariablesInitializer(scope)});
 }
 
 Tensor ValueOf(Session& session, const Variable& variable) {

@@ -15,30 +15,15 @@
 #include "ops/variables.h"
 #include "runtime/session.h"
 #include "tests/test_util.h"  // SameTensor
+#include "workloads/model_program.h"
 
 namespace ckflow::testing {
 
-// tf.Module: a trackable with nothing of its own.
-class Module : public Trackable {
- public:
-  std::string TypeName() const override { return "Module"; }
-};
+// The model program the benchmarks run too (workloads/model_program.h).
+using workloads::Module;
+using workloads::ModelProgram;
 
 std::unique_ptr<Session> NewSession(const Scope& scope);
-
-// The program most tests here build: variables tracked by one Module under
-// "model", a Checkpoint over it and a session. Add variables, then
-// Finish() to make the checkpoint and session and run the initializers.
-struct ModelProgram {
-  Scope scope = Scope::NewRootScope();
-  std::shared_ptr<Module> model = std::make_shared<Module>();
-  std::vector<std::shared_ptr<Variable>> vars;
-  std::unique_ptr<Checkpoint> checkpoint;
-  std::unique_ptr<Session> session;
-
-  void Add(const std::string& name, std::shared_ptr<Variable> variable);
-  void Finish();
-};
 
 // A float32 variable of `shape` with values start, start+1, ...
 std::shared_ptr<Variable> CountingVariable(const Scope& scope, const std::string& name,

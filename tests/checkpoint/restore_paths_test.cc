@@ -11,13 +11,13 @@
 #include <fstream>
 #include <random>
 
-#include "checkpoint/bundle_format.h"
-#include "checkpoint/bundle_reader.h"
+#include "bundle/bundle_format.h"
+#include "bundle/bundle_reader.h"
 #include "checkpoint/checkpoint.h"
 #include "ops/array_ops.h"
 #include "ops/checkpoint_ops.h"
 #include "ops/variable_ops.h"
-#include "runtime/resource.h"
+#include "base/resource.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
 #include "tests/test_util.h"
 
@@ -65,7 +65,7 @@ struct Program : testing::ModelProgram {
       }
       Add(c.name, Variable::Create(scope, c.name, ops::Const(scope, init)));
     }
-    Finish();
+    CKFLOW_EXPECT_OK(Finish());
   }
 };
 
@@ -169,9 +169,8 @@ TEST_F(RestorePathsTest, CorruptionInTheMiddleOfALargeTensorsChunkIsDataLoss) {
   Program p(cases_, /*zeros=*/true);
   LoadStatus status = p.checkpoint->Restore(prefix_).value();
   Status s = status.InitializeOrRestore(*p.session);
-  EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s;
-  EXPECT_NE(s.message().find(key), std::string::npos) << s;
-  EXPECT_NE(s.message().find(".data-00000-of-00001"), std::string::npos) << s;
+  EXPECT_THAT(s, testing::StatusIs(StatusCode::kDataLoss, key));
+  EXPECT_THAT(s, testing::StatusIs(StatusCode::kDataLoss, ".data-00000-of-00001"));
   // The torn variable is not readable as if it were whole.
   for (size_t i = 0; i < cases_.size(); ++i) {
     if (cases_[i].name != name) continue;
@@ -185,9 +184,8 @@ TEST_F(RestorePathsTest, CorruptionInsideABatchedSmallTensorIsDataLoss) {
   Program p(cases_, /*zeros=*/true);
   LoadStatus status = p.checkpoint->Restore(prefix_).value();
   Status s = status.InitializeOrRestore(*p.session);
-  EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s;
-  EXPECT_NE(s.message().find(key), std::string::npos) << s;
-  EXPECT_NE(s.message().find("checksum mismatch"), std::string::npos) << s;
+  EXPECT_THAT(s, testing::StatusIs(StatusCode::kDataLoss, key));
+  EXPECT_THAT(s, testing::StatusIs(StatusCode::kDataLoss, "checksum mismatch"));
 }
 
 TEST_F(RestorePathsTest, ManySmallVariablesRestoreExactlyThroughBatches) {
@@ -249,8 +247,7 @@ TEST_F(RestorePathsTest, RestoreIntoAVariableDeclaredOtherwiseIsInvalidArgument)
   testing::RunOrFail(*session, {other});
   LoadStatus status = p.checkpoint->Restore(prefix_).value();
   Status s = status.InitializeOrRestore(*session);
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
-  EXPECT_NE(s.message().find("variable '" + name + "' exists as int32"), std::string::npos) << s;
+  EXPECT_THAT(s, testing::StatusIs(StatusCode::kInvalidArgument, "variable '" + name + "' exists as int32"));
 }
 
 TEST_F(RestorePathsTest, RestoreOpsRefuseHandlesThatAreNotVarHandleOps) {
@@ -258,10 +255,8 @@ TEST_F(RestorePathsTest, RestoreOpsRefuseHandlesThatAreNotVarHandleOps) {
   Output handle = ops::Placeholder(scope.WithOpName("fed_handle"), DT_RESOURCE);
   Output op = ops::RestoreVariables(scope, ops::Const(scope, prefix_), {"k"}, {handle});
   EXPECT_FALSE(op.valid());
-  EXPECT_EQ(scope.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(scope.status().message().find("fed_handle"), std::string::npos) << scope.status();
-  EXPECT_NE(scope.status().message().find("not a VarHandleOp"), std::string::npos)
-      << scope.status();
+  EXPECT_THAT(scope.status(), testing::StatusIs(StatusCode::kInvalidArgument, "fed_handle"));
+  EXPECT_THAT(scope.status(), testing::StatusIs(StatusCode::kInvalidArgument, "not a VarHandleOp"));
 }
 
 // The key, name, dtype and shape lists must agree entry for entry: the op
@@ -272,10 +267,8 @@ TEST_F(RestorePathsTest, RestoreOpsRefuseListsOfDifferentLengths) {
   Output op = ops::RestoreVariables(scope.WithOpName("restore"), ops::Const(scope, prefix_),
                                     {"k0", "k1"}, one);
   EXPECT_FALSE(op.valid());
-  EXPECT_EQ(scope.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(scope.status().message().find("restore"), std::string::npos) << scope.status();
-  EXPECT_NE(scope.status().message().find("2 keys for 1 variables"), std::string::npos)
-      << scope.status();
+  EXPECT_THAT(scope.status(), testing::StatusIs(StatusCode::kInvalidArgument, "restore"));
+  EXPECT_THAT(scope.status(), testing::StatusIs(StatusCode::kInvalidArgument, "2 keys for 1 variables"));
 }
 
 TEST_F(RestorePathsTest, RestoreOpsRefusePositionsOfAnotherLength) {
@@ -284,9 +277,7 @@ TEST_F(RestorePathsTest, RestoreOpsRefusePositionsOfAnotherLength) {
   Output op = ops::RestoreVariables(scope.WithOpName("restore"), ops::Const(scope, prefix_), {"k0"},
                                     one, {0, 1});
   EXPECT_FALSE(op.valid());
-  EXPECT_EQ(scope.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(scope.status().message().find("1 keys for 2 positions"), std::string::npos)
-      << scope.status();
+  EXPECT_THAT(scope.status(), testing::StatusIs(StatusCode::kInvalidArgument, "1 keys for 2 positions"));
 }
 
 // Positions are hints: wrong ones (another key's, negative, past the end)

@@ -13,12 +13,12 @@
 #include <memory>
 #include <optional>
 
-#include "checkpoint/bundle_format.h"
-#include "checkpoint/bundle_reader.h"
+#include "bundle/bundle_format.h"
+#include "bundle/bundle_reader.h"
 #include "checkpoint/checkpoint.h"
-#include "checkpoint/checkpoint_state.h"
-#include "checkpoint/object_tree.h"
-#include "checkpoint/protos/trackable_object_graph.pb.h"
+#include "bundle/checkpoint_state.h"
+#include "bundle/object_tree.h"
+#include "bundle/protos/trackable_object_graph.pb.h"
 #include "ops/array_ops.h"
 #include "ops/layers.h"
 #include "ops/losses.h"

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <string>
 
-#include "runtime/logging.h"
+#include "base/logging.h"
 #include "tests/fuzz/checkpoint_checks.h"
 
 #ifndef CKFLOW_FUZZ_CHECK

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/logging.h"
+#include "base/logging.h"
 #include "tests/fuzz/checkpoint_checks.h"
 #include "tests/test_util.h"
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/bundle_reader.h"
-#include "checkpoint/bundle_writer.h"
-#include "checkpoint/merge.h"
+#include "bundle/bundle_reader.h"
+#include "bundle/bundle_writer.h"
+#include "bundle/merge.h"
 #include "tests/fuzz/checkpoint_checks.h"
 #include "tests/test_util.h"
 

@@ -14,7 +14,7 @@ run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
 if(NOT EXISTS ${prefix}/include/ckflow/runtime/session.h)
   message(FATAL_ERROR "headers were not installed")
 endif()
-if(EXISTS ${prefix}/include/ckflow/runtime/tensor_eigen_internal.h)
+if(EXISTS ${prefix}/include/ckflow/base/tensor_eigen_internal.h)
   message(FATAL_ERROR "internal headers must not be installed")
 endif()
 

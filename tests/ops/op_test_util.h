@@ -21,9 +21,9 @@
 
 #include "graph/graph.h"
 #include "ops/input.h"
-#include "runtime/resource.h"
-#include "runtime/status.h"
-#include "runtime/tensor.h"
+#include "base/resource.h"
+#include "base/status.h"
+#include "base/tensor.h"
 
 namespace ckflow::testing {
 

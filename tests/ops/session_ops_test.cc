@@ -67,12 +67,7 @@ TEST(SessionOps, KernelErrorsNameTheNode) {
                     {net.labels, Tensor::FromVector<int32_t>({0, 4})}},
                    {net.loss});
   ASSERT_FALSE(out.ok());
-  EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(out.status().message().find(
-                "SparseSoftmaxCrossEntropyWithLogits (SparseSoftmaxCrossEntropyWithLogits): "
-                "labels[1] = 4 is outside the valid range [0, 4)"),
-            std::string::npos)
-      << out.status();
+  EXPECT_THAT(out.status(), testing::StatusIs(StatusCode::kInvalidArgument, "SparseSoftmaxCrossEntropyWithLogits (SparseSoftmaxCrossEntropyWithLogits): " "labels[1] = 4 is outside the valid range [0, 4)"));
   // An unfed placeholder names itself.
   out = session->Run({}, {net.probabilities});
   ASSERT_FALSE(out.ok());
@@ -87,8 +82,7 @@ TEST(SessionOps, FeedsAreCheckedAgainstThePlaceholder) {
   const Tensor wrong_dtype(DT_DOUBLE, {2, 5});
   for (const Tensor& bad : {wrong_shape, wrong_dtype}) {
     StatusOr<std::vector<Tensor>> out = session->Run({{net.x, bad}}, {net.probabilities});
-    EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument) << out.status();
-    EXPECT_NE(out.status().message().find("x"), std::string::npos) << out.status();
+    EXPECT_THAT(out.status(), testing::StatusIs(StatusCode::kInvalidArgument, "x"));
   }
 }
 

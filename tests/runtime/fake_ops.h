@@ -38,8 +38,8 @@
 
 #include "graph/graph.h"
 #include "graph/op_def.h"
-#include "runtime/status.h"
-#include "runtime/tensor.h"
+#include "base/status.h"
+#include "base/tensor.h"
 
 namespace ckflow::testing {
 

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/parallel.h"
+#include "base/parallel.h"
 #include "runtime/session.h"
 #include "runtime/session_internal.h"
 #include "tests/runtime/fake_ops.h"

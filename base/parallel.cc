@@ -1,0 +1,96 @@
+#include "base/parallel.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/global_control.h>
+#include <tbb/parallel_for.h>
+
+#include "base/tsan_internal.h"
+
+namespace ckflow {
+namespace {
+// Below this many cycles a task switch costs more than it saves.
+constexpr int64_t kMinCyclesPerTask = 20000;
+
+// tbb::parallel_for's body. For ThreadSanitizer (see tsan_internal.h) it
+// states the edges libtbb makes out of TSan's sight: each copy is published
+// by its maker, so the caller's writes happen before every chunk, and every
+// chunk happens before ParallelFor returns. Chunks stay unordered among
+// themselves.
+class ParallelForBody {
+ public:
+  using Fn = std::function<void(int64_t, int64_t)>;
+
+  explicit ParallelForBody(const Fn& fn) : fn_(&fn) { internal::TsanRelease(this); }
+  ParallelForBody(const ParallelForBody& other)
+      : fn_((internal::TsanAcquire(&other), other.fn_)) {
+    internal::TsanRelease(this);
+  }
+  ParallelForBody& operator=(const ParallelForBody&) = delete;
+
+  void operator()(const tbb::blocked_range<int64_t>& r) const {
+    internal::TsanAcquire(this);
+    (*fn_)(r.begin(), r.end());
+    internal::TsanRelease(Done(fn_));
+  }
+  // Where chunks state their end for the caller.
+  static const void* Done(const Fn* fn) { return reinterpret_cast<const char*>(fn) + 1; }
+
+ private:
+  const Fn* fn_;
+};
+
+}  // namespace
+
+void ParallelFor(int64_t n, int64_t cost_per_unit,
+                 const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  int64_t cost = cost_per_unit < 1 ? 1 : cost_per_unit;
+  if (n * cost < 2 * kMinCyclesPerTask || MaxParallelism() <= 1) {
+    fn(0, n);
+    return;
+  }
+  int64_t grain = kMinCyclesPerTask / cost;
+  if (grain < 1) grain = 1;
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, grain), ParallelForBody(fn));
+  internal::TsanAcquire(ParallelForBody::Done(&fn));
+}
+
+void ParallelInvoke(const std::function<void()>& a, const std::function<void()>& b) {
+  // Two units costly enough that ParallelFor makes each its own task.
+  ParallelFor(2, kMinCyclesPerTask, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) (i == 0 ? a : b)();
+  });
+}
+
+#ifdef CKFLOW_TSAN
+namespace internal {
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+void TsanRelease(const void* addr) { __tsan_release(const_cast<void*>(addr)); }
+void TsanAcquire(const void* addr) { __tsan_acquire(const_cast<void*>(addr)); }
+}  // namespace internal
+
+// What oneTBB synchronizes inside the uninstrumented libtbb TSan cannot
+// see: its header code on its own task, range and partitioner objects
+// (fold_tree's atomic loads on recycled tree nodes show up under a
+// libstdc++ frame), our NodeTask and ParallelForBody built into task memory
+// its allocator recycled from another thread, and that allocator's memsets.
+// None is a ckflow race; a race with ckflow code on top is still reported.
+extern "C" const char* __tsan_default_suppressions() {
+  return "race_top:/oneapi/tbb/\n"
+         "race_top:tbb::detail::\n"
+         "race:tbb::detail::d1::node::node\n"
+         "race:tbb::detail::d1::tree_node::tree_node\n"
+         "race:tbb::detail::d1::fold_tree\n"
+         "race_top:ckflow::internal::NodeTask::NodeTask\n"
+         "race_top:ParallelForBody\n"
+         "called_from_lib:libtbb.so\n";
+}
+#endif
+
+int MaxParallelism() {
+  return static_cast<int>(
+      tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism));
+}
+
+}  // namespace ckflow

@@ -1,0 +1,241 @@
+#include "base/tensor.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <sstream>
+
+namespace ckflow {
+
+TensorShape::TensorShape(std::initializer_list<int64_t> dims)
+    : TensorShape(std::vector<int64_t>(dims)) {}
+
+TensorShape::TensorShape(std::vector<int64_t> dims) {
+  StatusOr<TensorShape> shape = Make(dims);
+  CKFLOW_CHECK(shape.ok());
+  *this = std::move(shape).value();
+}
+
+StatusOr<TensorShape> TensorShape::Make(std::span<const int64_t> dims) {
+  TensorShape shape;
+  shape.dims_.reserve(dims.size());
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0) {
+      return InvalidArgumentError("negative dimension ", d, " in shape");
+    }
+    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) {
+      return InvalidArgumentError("shape's element count overflows int64");
+    }
+    n *= d;
+    shape.dims_.push_back(d);
+  }
+  shape.num_elements_ = n;
+  return shape;
+}
+
+void TensorShape::AddDim(int64_t size) {
+  CKFLOW_CHECK(size >= 0);
+  CKFLOW_CHECK(size == 0 || num_elements_ <= std::numeric_limits<int64_t>::max() / size);
+  dims_.push_back(size);
+  num_elements_ *= size;
+}
+
+std::string TensorShape::ToString() const {
+  std::string out = "[";
+  for (size_t i = 0; i < dims_.size(); ++i) {
+    if (i) out += ",";
+    out += std::to_string(dims_[i]);
+  }
+  return out + "]";
+}
+
+// Owns the aligned allocation and the non-trivial elements in it.
+struct Tensor::Buffer {
+  DataType dtype;
+  int64_t n;
+  void* block = nullptr;  // what malloc returned
+  void* data = nullptr;   // block rounded up to kAlignment
+
+  Buffer(DataType type, int64_t count, size_t bytes) : dtype(type), n(count) {
+    // malloc and round up rather than aligned_alloc: glibc's memalign
+    // cuts each block out of a larger one and frees the leftovers, and
+    // creating thousands of small variables then walks those fragments.
+    constexpr size_t kSlack = kAlignment - alignof(std::max_align_t);
+    block = std::malloc(std::max<size_t>(bytes, 1) + kSlack);
+    if (block == nullptr) return;
+    const auto address = reinterpret_cast<uintptr_t>(block);
+    data = reinterpret_cast<void*>((address + kAlignment - 1) & ~uintptr_t{kAlignment - 1});
+    if (dtype == DT_STRING) {
+      auto* s = static_cast<std::string*>(data);
+      for (int64_t i = 0; i < n; ++i) new (s + i) std::string();
+    } else if (dtype == DT_RESOURCE) {
+      auto* r = static_cast<ResourceHandle*>(data);
+      for (int64_t i = 0; i < n; ++i) new (r + i) ResourceHandle();
+    }
+  }
+  ~Buffer() {
+    if (data == nullptr) return;
+    if (dtype == DT_STRING) {
+      auto* s = static_cast<std::string*>(data);
+      for (int64_t i = 0; i < n; ++i) s[i].~basic_string();
+    } else if (dtype == DT_RESOURCE) {
+      auto* r = static_cast<ResourceHandle*>(data);
+      for (int64_t i = 0; i < n; ++i) r[i].~ResourceHandle();
+    }
+    std::free(block);
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+};
+
+namespace {
+
+size_t ElementBytes(DataType dtype) {
+  if (dtype == DT_STRING) return sizeof(std::string);
+  if (dtype == DT_RESOURCE) return sizeof(ResourceHandle);
+  return DataTypeSize(dtype);
+}
+
+}  // namespace
+
+StatusOr<Tensor> Tensor::Allocate(DataType dtype, const TensorShape& shape) {
+  if (!IsSupportedDataType(dtype)) {
+    return InvalidArgumentError("unsupported dtype ", static_cast<int>(dtype));
+  }
+  size_t elem = ElementBytes(dtype);
+  // Refuse what the machine could never hold rather than asking the
+  // allocator: a corrupt file must not trigger a huge allocation attempt.
+  constexpr int64_t kMaxBytes = int64_t{1} << 46;  // 64 TiB
+  if (shape.num_elements() > kMaxBytes / static_cast<int64_t>(elem)) {
+    return ResourceExhaustedError("tensor of ", DataTypeName(dtype), shape.ToString(),
+                                  " is too large to allocate");
+  }
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = shape;
+  t.buffer_ = std::make_shared<Buffer>(dtype, shape.num_elements(),
+                                       static_cast<size_t>(shape.num_elements()) * elem);
+  if (t.buffer_->data == nullptr) {
+    return ResourceExhaustedError("out of memory allocating ", DataTypeName(dtype),
+                                  shape.ToString());
+  }
+  t.data_ = t.buffer_->data;
+  return t;
+}
+
+Tensor::Tensor(DataType dtype, const TensorShape& shape) {
+  StatusOr<Tensor> t = Allocate(dtype, shape);
+  if (!t.ok()) internal::CheckFailed(__FILE__, __LINE__, t.status().ToString().c_str());
+  *this = std::move(t).value();
+}
+
+size_t Tensor::TotalBytes() const {
+  return static_cast<size_t>(NumElements()) * ElementBytes(dtype_);
+}
+
+void Tensor::CheckType(DataType expected) const {
+  if (expected != dtype_) {
+    std::string what = "tensor of dtype " + std::string(DataTypeName(dtype_)) +
+                       " accessed as " + std::string(DataTypeName(expected));
+    internal::CheckFailed(__FILE__, __LINE__, what.c_str());
+  }
+}
+
+ResourceHandle& Tensor::resource_handle() {
+  CheckType(DT_RESOURCE);
+  CKFLOW_CHECK(NumElements() >= 1);
+  return *static_cast<ResourceHandle*>(data_);
+}
+
+const ResourceHandle& Tensor::resource_handle() const {
+  CheckType(DT_RESOURCE);
+  CKFLOW_CHECK(NumElements() >= 1);
+  return *static_cast<const ResourceHandle*>(data_);
+}
+
+StatusOr<Tensor> Tensor::Reshaped(const TensorShape& shape) const {
+  if (shape.num_elements() != NumElements()) {
+    return InvalidArgumentError("cannot reshape ", shape_.ToString(), " (",
+                                NumElements(), " elements) to ", shape.ToString());
+  }
+  Tensor t = *this;
+  t.shape_ = shape;
+  return t;
+}
+
+Tensor Tensor::Clone() const {
+  if (!IsValid()) return Tensor();
+  Tensor t(dtype_, shape_);
+  Status s = t.CopyFrom(*this);
+  CKFLOW_CHECK(s.ok());
+  return t;
+}
+
+Status Tensor::CopyFrom(const Tensor& other) {
+  if (other.dtype_ != dtype_ || other.NumElements() != NumElements()) {
+    return InvalidArgumentError("cannot copy ", DataTypeName(other.dtype_),
+                                other.shape_.ToString(), " into ",
+                                DataTypeName(dtype_), shape_.ToString());
+  }
+  if (data_ == other.data_) return OkStatus();
+  if (dtype_ == DT_STRING) {
+    auto src = other.flat<std::string>();
+    auto dst = flat<std::string>();
+    for (size_t i = 0; i < src.size(); ++i) dst[i] = src[i];
+  } else if (dtype_ == DT_RESOURCE) {
+    auto* src = static_cast<const ResourceHandle*>(other.data_);
+    auto* dst = static_cast<ResourceHandle*>(data_);
+    for (int64_t i = 0; i < NumElements(); ++i) dst[i] = src[i];
+  } else if (TotalBytes() > 0) {
+    std::memcpy(data_, other.data_, TotalBytes());
+  }
+  return OkStatus();
+}
+
+double Tensor::ElementAsDouble(int64_t i) const {
+  CKFLOW_CHECK(i >= 0 && i < NumElements());
+  switch (dtype_) {
+    case DT_FLOAT: return static_cast<const float*>(data_)[i];
+    case DT_DOUBLE: return static_cast<const double*>(data_)[i];
+    case DT_INT32: return static_cast<const int32_t*>(data_)[i];
+    case DT_INT64: return static_cast<double>(static_cast<const int64_t*>(data_)[i]);
+    case DT_INT8: return static_cast<const int8_t*>(data_)[i];
+    case DT_INT16: return static_cast<const int16_t*>(data_)[i];
+    case DT_UINT8: return static_cast<const uint8_t*>(data_)[i];
+    case DT_UINT16: return static_cast<const uint16_t*>(data_)[i];
+    case DT_UINT32: return static_cast<const uint32_t*>(data_)[i];
+    case DT_UINT64: return static_cast<double>(static_cast<const uint64_t*>(data_)[i]);
+    case DT_BOOL: return static_cast<const bool*>(data_)[i] ? 1.0 : 0.0;
+    case DT_BFLOAT16: return static_cast<float>(static_cast<const bfloat16*>(data_)[i]);
+    case DT_HALF: return static_cast<float>(static_cast<const float16*>(data_)[i]);
+    default: internal::CheckFailed(__FILE__, __LINE__, "ElementAsDouble on a non-numeric tensor");
+  }
+}
+
+std::string Tensor::DebugString(int max_values) const {
+  if (!IsValid()) return "<invalid tensor>";
+  std::ostringstream os;
+  os << DataTypeName(dtype_) << shape_.ToString() << " {";
+  int64_t n = std::min<int64_t>(NumElements(), max_values);
+  for (int64_t i = 0; i < n; ++i) {
+    if (i) os << ", ";
+    if (dtype_ == DT_STRING) {
+      const std::string& s = static_cast<const std::string*>(data_)[i];
+      os << '"' << (s.size() > 40 ? s.substr(0, 40) + "..." : s) << '"';
+    } else if (dtype_ == DT_RESOURCE) {
+      os << "<resource " << static_cast<const ResourceHandle*>(data_)[i].name << ">";
+    } else {
+      os << ElementAsDouble(i);
+    }
+  }
+  if (NumElements() > n) os << ", ...";
+  os << "}";
+  return os.str();
+}
+
+}  // namespace ckflow

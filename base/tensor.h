@@ -1,0 +1,169 @@
+// TensorShape and Tensor.
+//
+// A Tensor is a dtype, a shape and a contiguous, 64-byte-aligned, row-major
+// buffer shared by reference count: copying a Tensor is cheap and aliases the
+// same bytes (like TensorFlow's Tensor). Use Clone() for a deep copy.
+// DT_STRING tensors hold std::string elements; DT_RESOURCE tensors hold one
+// opaque handle (see ResourceHandle below). Eigen views of a tensor's buffer
+// live in runtime/tensor_eigen_internal.h, so this header stays Eigen-free.
+//
+// Thread safety: a Tensor object is a value. Distinct Tensor objects that
+// share a buffer may be read from many threads at once; writing through one
+// while another reads the same buffer is the caller's to synchronize (the
+// session does this for variables).
+
+#ifndef CKFLOW_BASE_TENSOR_H_
+#define CKFLOW_BASE_TENSOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/types.h"
+
+namespace ckflow {
+
+// A fully known shape: every dimension >= 0.
+class TensorShape {
+ public:
+  TensorShape() = default;  // a scalar
+  // REQUIRES: every dim >= 0 and the product fits in int64 (use Make() for
+  // dimensions that come from a user or a file).
+  TensorShape(std::initializer_list<int64_t> dims);
+  explicit TensorShape(std::vector<int64_t> dims);
+
+  // InvalidArgument if a dim is negative or the element count overflows.
+  static StatusOr<TensorShape> Make(std::span<const int64_t> dims);
+
+  int rank() const { return static_cast<int>(dims_.size()); }
+  int64_t dim(int i) const { return dims_[i]; }
+  const std::vector<int64_t>& dims() const { return dims_; }
+  int64_t num_elements() const { return num_elements_; }
+  bool IsScalar() const { return dims_.empty(); }
+
+  void AddDim(int64_t size);  // REQUIRES: size >= 0, no overflow
+  std::string ToString() const;  // "[2,3]", "[]" for a scalar
+
+  friend bool operator==(const TensorShape& a, const TensorShape& b) {
+    return a.dims_ == b.dims_;
+  }
+
+ private:
+  std::vector<int64_t> dims_;
+  int64_t num_elements_ = 1;
+};
+
+// What a DT_RESOURCE tensor holds: a pointer to some session-owned state
+// (a variable), kept alive by the handle.
+struct ResourceBase {
+  virtual ~ResourceBase() = default;
+};
+struct ResourceHandle {
+  std::string name;
+  std::shared_ptr<ResourceBase> resource;
+};
+
+class Tensor {
+ public:
+  static constexpr size_t kAlignment = 64;
+
+  // An empty float32 scalar-less tensor with no buffer (dtype DT_INVALID).
+  Tensor() = default;
+  // Allocates an uninitialized buffer (strings start empty, resources null).
+  // REQUIRES: IsSupportedDataType(dtype). Use Allocate() for sizes a user or
+  // a file controls: it reports what the constructor would abort on.
+  Tensor(DataType dtype, const TensorShape& shape);
+  static StatusOr<Tensor> Allocate(DataType dtype, const TensorShape& shape);
+
+  // Scalars and vectors from values: Tensor::Scalar(1.5f),
+  // Tensor::FromVector<int32_t>({1, 2, 3}, {3}).
+  template <typename T>
+  static Tensor Scalar(T value);
+  template <typename T>
+  static Tensor FromVector(const std::vector<T>& values, const TensorShape& shape);
+  template <typename T>
+  static Tensor FromVector(const std::vector<T>& values) {
+    return FromVector(values, TensorShape({static_cast<int64_t>(values.size())}));
+  }
+
+  bool IsValid() const { return dtype_ != DT_INVALID; }
+  DataType dtype() const { return dtype_; }
+  const TensorShape& shape() const { return shape_; }
+  int64_t NumElements() const { return shape_.num_elements(); }
+  // Bytes of the buffer: NumElements() * DataTypeSize(dtype) for fixed-size
+  // types; NumElements() * sizeof(std::string) for strings.
+  size_t TotalBytes() const;
+
+  void* raw_data() { return data_; }
+  const void* raw_data() const { return data_; }
+  // Typed views. REQUIRES: DataTypeOf<T>() == dtype().
+  template <typename T>
+  std::span<T> flat() {
+    CheckType(DataTypeOf<T>());
+    return {static_cast<T*>(data_), static_cast<size_t>(NumElements())};
+  }
+  template <typename T>
+  std::span<const T> flat() const {
+    CheckType(DataTypeOf<T>());
+    return {static_cast<const T*>(data_), static_cast<size_t>(NumElements())};
+  }
+  template <typename T>
+  T& scalar() { return flat<T>()[0]; }
+  template <typename T>
+  const T& scalar() const { return flat<T>()[0]; }
+  // REQUIRES: dtype() == DT_RESOURCE.
+  ResourceHandle& resource_handle();
+  const ResourceHandle& resource_handle() const;
+
+  // A tensor with the same buffer and a new shape of equal element count.
+  StatusOr<Tensor> Reshaped(const TensorShape& shape) const;
+  // A deep copy into a new buffer.
+  Tensor Clone() const;
+  // Copies elements from `other` (same dtype and element count) into this
+  // tensor's buffer, in place.
+  Status CopyFrom(const Tensor& other);
+  bool SharesBufferWith(const Tensor& other) const {
+    return buffer_ != nullptr && buffer_ == other.buffer_;
+  }
+  // True if no other Tensor shares this buffer (so writing in place is safe).
+  bool RefCountIsOne() const { return buffer_ && buffer_.use_count() == 1; }
+
+  // "float32[2,3] {1, 2, 3, 4, 5, 6}" with at most `max_values` values.
+  std::string DebugString(int max_values = 8) const;
+  // Element i as a double, for numeric and bool types (tests and tools).
+  double ElementAsDouble(int64_t i) const;
+
+ private:
+  struct Buffer;
+  void CheckType(DataType expected) const;
+
+  DataType dtype_ = DT_INVALID;
+  TensorShape shape_;
+  std::shared_ptr<Buffer> buffer_;
+  void* data_ = nullptr;  // == buffer_->data
+};
+
+template <typename T>
+Tensor Tensor::Scalar(T value) {
+  Tensor t(DataTypeOf<T>(), TensorShape());
+  t.flat<T>()[0] = std::move(value);
+  return t;
+}
+
+template <typename T>
+Tensor Tensor::FromVector(const std::vector<T>& values, const TensorShape& shape) {
+  Tensor t(DataTypeOf<T>(), shape);
+  CKFLOW_CHECK(static_cast<int64_t>(values.size()) == shape.num_elements());
+  std::span<T> out = t.flat<T>();
+  for (size_t i = 0; i < values.size(); ++i) out[i] = values[i];
+  return t;
+}
+
+}  // namespace ckflow
+
+#endif  // CKFLOW_BASE_TENSOR_H_

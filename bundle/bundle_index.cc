@@ -1,0 +1,409 @@
+#include <leveldb/env.h>
+#include <leveldb/iterator.h>
+#include <leveldb/options.h>
+#include <leveldb/status.h>
+#include <leveldb/table.h>
+#include <leveldb/table_builder.h>
+#include <snappy.h>
+
+#include <algorithm>
+#include <memory>
+#include <new>
+#include <optional>
+#include <random>
+
+#include "bundle/bundle_coding_internal.h"
+#include "bundle/bundle_format.h"
+#include "bundle/bundle_index_internal.h"
+#include "bundle/crc32c.h"
+
+namespace ckflow::internal {
+namespace {
+
+constexpr uint64_t kTableMagic = 0xdb4775248b80fb57ull;
+constexpr size_t kBlockTrailerSize = 5;
+
+Status FromLevelDb(std::string_view path, const leveldb::Status& s) {
+  return DataLossError(path, ": ", s.ToString());
+}
+
+// TableBuilder's output, kept in memory: index files are small, and writing
+// them in one piece keeps the file protocol (temp name, rename) in one place.
+class StringSink final : public leveldb::WritableFile {
+ public:
+  explicit StringSink(std::string* out) : out_(out) {}
+  leveldb::Status Append(const leveldb::Slice& data) override {
+    out_->append(data.data(), data.size());
+    return leveldb::Status::OK();
+  }
+  leveldb::Status Close() override { return leveldb::Status::OK(); }
+  leveldb::Status Flush() override { return leveldb::Status::OK(); }
+  leveldb::Status Sync() override { return leveldb::Status::OK(); }
+
+ private:
+  std::string* const out_;
+};
+
+// Serves reads from the index bytes already in memory. Returning a view into
+// them (rather than copying into `scratch`) lets LevelDB parse blocks in
+// place.
+class MemoryFile final : public leveldb::RandomAccessFile {
+ public:
+  explicit MemoryFile(std::string_view contents) : contents_(contents) {}
+  leveldb::Status Read(uint64_t offset, size_t n, leveldb::Slice* result,
+                       char* /*scratch*/) const override {
+    if (offset > contents_.size()) return leveldb::Status::IOError("read past the end of file");
+    *result =
+        leveldb::Slice(contents_.data() + offset, std::min<uint64_t>(n, contents_.size() - offset));
+    return leveldb::Status::OK();
+  }
+
+ private:
+  const std::string_view contents_;
+};
+
+struct BlockHandle {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+
+bool DecodeBlockHandle(const char** p, const char* end, BlockHandle* handle) {
+  return GetVarint64(p, end, &handle->offset) && GetVarint64(p, end, &handle->size);
+}
+
+// Checks that the block at `handle` and its trailer lie inside
+// contents[0, limit), its type is known, its checksum matches and a Snappy
+// block is well formed (which bounds its uncompressed size). Returns the
+// block's contents, uncompressed into *storage if needed.
+StatusOr<std::string_view> CheckBlock(std::string_view path, std::string_view contents,
+                                      uint64_t limit, const BlockHandle& handle,
+                                      std::string_view what, std::string* storage) {
+  if (handle.offset > limit || handle.size > limit - handle.offset ||
+      kBlockTrailerSize > limit - handle.offset - handle.size) {
+    return DataLossError(path, ": ", what, " at offset ", handle.offset, " (", handle.size,
+                         " bytes) runs past the end of the table (", limit, " bytes)");
+  }
+  const char* data = contents.data() + handle.offset;
+  const size_t n = static_cast<size_t>(handle.size);
+  const char type = data[n];
+  uint32_t crc = crc32c::Extend(crc32c::Value(data, n), &type, 1);
+  if (crc32c::kVerifyStored && crc32c::Unmask(DecodeFixed32(data + n + 1)) != crc) {
+    return DataLossError(path, ": block checksum mismatch at offset ", handle.offset, " (", what,
+                         ")");
+  }
+  if (type == 0) return std::string_view(data, n);
+  if (type != 1) {
+    return DataLossError(path, ": bad block type ", static_cast<int>(type), " at offset ",
+                         handle.offset, " (", what, ")");
+  }
+  if (!snappy::IsValidCompressedBuffer(data, n)) {
+    return DataLossError(path, ": corrupt Snappy block at offset ", handle.offset, " (", what, ")");
+  }
+  if (storage == nullptr) return std::string_view();
+  if (!snappy::Uncompress(data, n, storage)) {
+    return DataLossError(path, ": corrupt Snappy block at offset ", handle.offset);
+  }
+  return std::string_view(*storage);
+}
+
+// The BlockHandle values of the index block's entries.
+StatusOr<std::vector<BlockHandle>> ParseIndexBlock(std::string_view path, std::string_view block) {
+  auto corrupt = [&](std::string_view what) {
+    return DataLossError(path, ": corrupt index block (", what, ")");
+  };
+  if (block.size() < 4) return corrupt("shorter than its restart count");
+  const uint64_t num_restarts = DecodeFixed32(block.data() + block.size() - 4);
+  if (num_restarts > (block.size() - 4) / 4) return corrupt("restart array overflows");
+  const char* p = block.data();
+  const char* end = block.data() + block.size() - 4 - 4 * num_restarts;
+  std::vector<BlockHandle> handles;
+  uint64_t key_size = 0;
+  while (p < end) {
+    uint64_t shared, non_shared, value_size;
+    if (!GetVarint64(&p, end, &shared) || !GetVarint64(&p, end, &non_shared) ||
+        !GetVarint64(&p, end, &value_size)) {
+      return corrupt("truncated entry header");
+    }
+    const auto left = static_cast<uint64_t>(end - p);
+    if (shared > key_size || non_shared > left || value_size > left - non_shared) {
+      return corrupt("entry runs past the block");
+    }
+    key_size = shared + non_shared;
+    p += non_shared;
+    const char* value = p;
+    p += value_size;
+    BlockHandle handle;
+    if (!DecodeBlockHandle(&value, p, &handle)) return corrupt("bad block handle");
+    handles.push_back(handle);
+  }
+  return handles;
+}
+
+// Everything LevelDB will allocate or trust, checked before it sees the file.
+Status PrevalidateTable(std::string_view path, std::string_view contents) {
+  if (contents.size() < kTableFooterSize) {
+    return DataLossError(path, ": file is ", contents.size(),
+                         " bytes, too short for the 48-byte table footer");
+  }
+  const uint64_t limit = contents.size() - kTableFooterSize;
+  const char* footer = contents.data() + limit;
+  const uint64_t magic =
+      DecodeFixed32(footer + 40) | (static_cast<uint64_t>(DecodeFixed32(footer + 44)) << 32);
+  if (magic != kTableMagic) {
+    char hex[32];
+    std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(magic));
+    return DataLossError(path, ": bad magic number 0x", hex,
+                         " (not a TensorFlow checkpoint index)");
+  }
+  const char* p = footer;
+  BlockHandle metaindex, index;
+  if (!DecodeBlockHandle(&p, footer + 40, &metaindex) ||
+      !DecodeBlockHandle(&p, footer + 40, &index)) {
+    return DataLossError(path, ": corrupt table footer");
+  }
+  std::string storage;
+  CKFLOW_RETURN_IF_ERROR(
+      CheckBlock(path, contents, limit, metaindex, "metaindex block", nullptr).status());
+  CKFLOW_ASSIGN_OR_RETURN(std::string_view index_block,
+                          CheckBlock(path, contents, limit, index, "index block", &storage));
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<BlockHandle> handles, ParseIndexBlock(path, index_block));
+  for (const BlockHandle& handle : handles) {
+    CKFLOW_RETURN_IF_ERROR(
+        CheckBlock(path, contents, limit, handle, "data block", nullptr).status());
+  }
+  return OkStatus();
+}
+
+Status VisitTableWithLevelDb(std::string_view path, std::string_view contents,
+                             std::optional<std::string_view> only_key, const TableVisitor& visit) {
+  MemoryFile file(contents);
+  leveldb::Options options;
+  options.paranoid_checks = crc32c::kVerifyStored;
+  leveldb::Table* table = nullptr;
+  leveldb::Status s = leveldb::Table::Open(options, &file, contents.size(), &table);
+  if (!s.ok()) return FromLevelDb(path, s);
+  std::unique_ptr<leveldb::Table> table_owner(table);
+  leveldb::ReadOptions read_options;
+  read_options.verify_checksums = crc32c::kVerifyStored;
+  read_options.fill_cache = false;
+  std::unique_ptr<leveldb::Iterator> it(table->NewIterator(read_options));
+  auto key = [&] { return std::string_view(it->key().data(), it->key().size()); };
+  auto value = [&] { return std::string_view(it->value().data(), it->value().size()); };
+  if (only_key.has_value()) {
+    // The first entry (the header, key "") and `only_key`'s, if present.
+    it->SeekToFirst();
+    if (it->Valid()) CKFLOW_RETURN_IF_ERROR(visit(key(), value()));
+    if (it->Valid() && !only_key->empty()) {
+      it->Seek(leveldb::Slice(only_key->data(), only_key->size()));
+      if (it->Valid() && key() == *only_key) CKFLOW_RETURN_IF_ERROR(visit(key(), value()));
+    }
+  } else {
+    // The iterator's key lives until Next(), so the previous one is kept.
+    std::string previous;
+    bool first = true;
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      if (!first && !(std::string_view(previous) < key())) {
+        return DataLossError(path, ": keys out of order ('", previous, "' then '", key(), "')");
+      }
+      first = false;
+      CKFLOW_RETURN_IF_ERROR(visit(key(), value()));
+      previous.assign(key());
+    }
+  }
+  if (!it->status().ok()) return FromLevelDb(path, it->status());
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<std::string> BuildTable(std::span<const KeyValue> entries) {
+  // LevelDB asserts on this (Debian builds it with assertions on).
+  for (size_t i = 1; i < entries.size(); ++i) {
+    if (!(entries[i - 1].first < entries[i].first)) {
+      return InternalError("table keys out of order: '", entries[i - 1].first, "' then '",
+                           entries[i].first, "'");
+    }
+  }
+  std::string out;
+  try {
+    StringSink sink(&out);
+    leveldb::Options options;
+    options.block_size = kTableBlockSize;
+    options.block_restart_interval = kTableRestartInterval;
+    options.compression = leveldb::kNoCompression;
+    leveldb::TableBuilder builder(options, &sink);
+    for (const auto& [key, value] : entries) {
+      // TensorFlow's TableBuilder (not LevelDB's) ends the current block
+      // before an entry of at least twice the block size.
+      if (builder.NumEntries() > 0 && key.size() + value.size() >= 2 * kTableBlockSize) {
+        builder.Flush();
+      }
+      builder.Add(key, value);
+    }
+    leveldb::Status s = builder.Finish();
+    if (!s.ok()) return InternalError("building a table: ", s.ToString());
+  } catch (const std::bad_alloc&) {
+    return ResourceExhaustedError("out of memory building a table of ", entries.size(), " entries");
+  }
+  return out;
+}
+
+Status VisitTable(std::string_view path, std::string_view contents,
+                  std::optional<std::string_view> only_key, const TableVisitor& visit) {
+  CKFLOW_RETURN_IF_ERROR(PrevalidateTable(path, contents));
+  try {
+    return VisitTableWithLevelDb(path, contents, only_key, visit);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhaustedError(path, ": out of memory reading the table");
+  }
+}
+
+StatusOr<std::vector<KeyValue>> ReadTable(std::string_view path, std::string_view contents) {
+  std::vector<KeyValue> table;
+  CKFLOW_RETURN_IF_ERROR(
+      VisitTable(path, contents, {}, [&](std::string_view key, std::string_view value) {
+        table.emplace_back(key, value);
+        return OkStatus();
+      }));
+  return table;
+}
+
+namespace {
+
+Status CheckHeader(const std::string& path, const tensorflow::BundleHeaderProto& header) {
+  const tensorflow::VersionDef& version = header.version();
+  if (version.producer() < 0) {
+    return InvalidArgumentError(path, ": checkpoint producer version ", version.producer(),
+                                " is below the minimum 0 this code reads");
+  }
+  if (version.min_consumer() > kTensorBundleVersion) {
+    return InvalidArgumentError(path, ": checkpoint needs a reader of version ",
+                                version.min_consumer(), " or newer; this code is version ",
+                                kTensorBundleVersion);
+  }
+  for (int bad : version.bad_consumers()) {
+    if (bad == kTensorBundleVersion) {
+      return InvalidArgumentError(path, ": checkpoint disallows reader version ",
+                                  kTensorBundleVersion);
+    }
+  }
+  if (header.num_shards() < 0) {
+    return DataLossError(path, ": negative num_shards ", header.num_shards());
+  }
+  if (header.endianness() != tensorflow::BundleHeaderProto::LITTLE &&
+      header.endianness() != tensorflow::BundleHeaderProto::BIG) {
+    return DataLossError(path, ": unknown endianness ", static_cast<int>(header.endianness()));
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<tensorflow::BundleHeaderProto> VisitBundleIndex(FileSystem* fs, const std::string& path,
+                                                         std::optional<std::string_view> only_key,
+                                                         const BundleEntryVisitor& visit) {
+  CKFLOW_ASSIGN_OR_RETURN(std::string contents, fs->ReadFileToString(path));
+  tensorflow::BundleHeaderProto header;
+  bool seen_header = false;
+  // One message parsed into again and again: its repeated fields keep
+  // their allocations, so an index of thousands of entries parses without
+  // an allocation per entry.
+  tensorflow::BundleEntryProto entry;
+  CKFLOW_RETURN_IF_ERROR(VisitTable(
+      path, contents, only_key, [&](std::string_view key, std::string_view value) -> Status {
+        if (!seen_header) {
+          if (!key.empty()) return DataLossError(path, ": no header entry (key \"\") in the table");
+          if (!header.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+            return DataLossError(path, ": header entry is not a BundleHeaderProto");
+          }
+          seen_header = true;
+          return CheckHeader(path, header);
+        }
+        if (!entry.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+          return DataLossError(path, ": entry of key '", key, "' is not a BundleEntryProto");
+        }
+        return visit(key, header, entry);
+      }));
+  if (!seen_header) return DataLossError(path, ": no header entry (key \"\") in the table");
+  return header;
+}
+
+StatusOr<BundleIndex> ReadBundleIndex(FileSystem* fs, const std::string& prefix) {
+  BundleIndex index;
+  index.path = IndexFilename(prefix);
+  CKFLOW_ASSIGN_OR_RETURN(
+      index.header, VisitBundleIndex(fs, index.path, {},
+                                     [&](std::string_view key, const tensorflow::BundleHeaderProto&,
+                                         const tensorflow::BundleEntryProto& entry) {
+                                       index.entries.emplace_back(std::string(key), entry);
+                                       return OkStatus();
+                                     }));
+  return index;
+}
+
+tensorflow::BundleHeaderProto MakeBundleHeader(int num_shards) {
+  tensorflow::BundleHeaderProto header;
+  header.set_num_shards(num_shards);
+  header.set_endianness(tensorflow::BundleHeaderProto::LITTLE);  // see bundle_coding.cc
+  header.mutable_version()->set_producer(kTensorBundleVersion);
+  return header;
+}
+
+StatusOr<std::string> BuildBundleIndex(
+    const tensorflow::BundleHeaderProto& header,
+    std::span<const std::pair<std::string, tensorflow::BundleEntryProto>> entries) {
+  std::vector<KeyValue> table;
+  table.reserve(entries.size() + 1);
+  table.emplace_back("", header.SerializeAsString());
+  for (const auto& [key, entry] : entries) table.emplace_back(key, entry.SerializeAsString());
+  return BuildTable(table);
+}
+
+Status WriteNewFile(FileSystem* fs, const std::string& path, std::string_view contents) {
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, fs->NewWritableFile(path));
+  Status s = file->WriteAt(0, contents);
+  Status closed = file->Close();
+  if (s.ok()) s = closed;
+  if (!s.ok()) fs->DeleteFile(path).IgnoreError();
+  return s;
+}
+
+Status MoveIntoPlace(FileSystem* fs, std::span<const std::pair<std::string, std::string>> moves) {
+  std::vector<std::pair<std::string, std::string>> set_aside;  // final -> backup
+  std::vector<const std::pair<std::string, std::string>*> done;
+  auto undo = [&] {
+    for (auto it = done.rbegin(); it != done.rend(); ++it) {
+      fs->RenameFile((*it)->second, (*it)->first).IgnoreError();
+    }
+    for (auto it = set_aside.rbegin(); it != set_aside.rend(); ++it) {
+      fs->RenameFile(it->second, it->first).IgnoreError();
+    }
+  };
+  for (const auto& [from, to] : moves) {
+    if (!fs->FileExists(to).ok()) continue;
+    std::string backup = to + ".old" + std::to_string(std::random_device{}());
+    Status s = fs->RenameFile(to, backup);
+    if (!s.ok()) {
+      undo();
+      return s;
+    }
+    set_aside.emplace_back(to, std::move(backup));
+  }
+  for (const auto& move : moves) {
+    Status s = fs->RenameFile(move.first, move.second);
+    if (!s.ok()) {
+      undo();
+      return s;
+    }
+    done.push_back(&move);
+  }
+  for (const auto& [final_name, backup] : set_aside) fs->DeleteFile(backup).IgnoreError();
+  return OkStatus();
+}
+
+std::string TempStateSuffix() {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  return ".tempstate" + std::to_string(rng());
+}
+
+}  // namespace ckflow::internal

@@ -1,0 +1,125 @@
+// The .index file of a checkpoint: a TensorFlow "table", which is LevelDB's
+// SSTable format, holding key "" -> BundleHeaderProto and then, in strictly
+// increasing bytewise key order, tensor key -> BundleEntryProto.
+//
+//   +--------------+-----+--------------+-----------------+-------------+--------+
+//   | data block 0 | ... | data block k | metaindex block | index block | footer |
+//   +--------------+-----+--------------+-----------------+-------------+--------+
+//   block   = contents, then a 5-byte trailer: type (0 none, 1 snappy) and
+//             fixed32 Mask(CRC32C(contents ++ type))
+//   entries = varint32 shared, varint32 non_shared, varint32 value_len,
+//             key[shared:], value; every 16th entry (every entry in the index
+//             block) restarts with shared = 0; then fixed32 restart offsets
+//             and fixed32 num_restarts
+//   index   = one entry per data block: a separator key >= its keys and <
+//             the next block's, value = BlockHandle (varint64 offset, size)
+//   meta    = always empty (8 bytes: 00 00 00 00 01 00 00 00)
+//   footer  = metaindex and index BlockHandles, zero-padded to 40 bytes,
+//             then magic 0xdb4775248b80fb57 (fixed64 LE): 48 bytes
+//
+// Writing uses leveldb::TableBuilder with TensorFlow's options (block size
+// 256 KiB, restart interval 16, no compression) plus TensorFlow's one rule
+// LevelDB lacks: an entry of >= 2 x block_size bytes starts a new block.
+// Reading uses leveldb::Table (which also decompresses Snappy blocks, as real
+// TensorFlow files have: Debian's libleveldb links libsnappy, and the
+// tf2_half_plus_two_snappy fixture test proves it) after this code has
+// checked the footer and every block handle, trailer and Snappy header:
+// LevelDB allocates whatever a block handle says before reading it, so a
+// corrupt handle must never reach it. Debian builds LevelDB with assertions
+// on, so keys handed to its builder are checked for order here first.
+//
+// Thread safety: pure functions of their arguments.
+
+#ifndef CKFLOW_BUNDLE_BUNDLE_INDEX_INTERNAL_H_
+#define CKFLOW_BUNDLE_BUNDLE_INDEX_INTERNAL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "base/file_system.h"
+#include "bundle/protos/tensor_bundle.pb.h"
+#include "base/status.h"
+
+namespace ckflow::internal {
+
+inline constexpr size_t kTableBlockSize = 262144;
+inline constexpr int kTableRestartInterval = 16;
+inline constexpr size_t kTableFooterSize = 48;
+
+using KeyValue = std::pair<std::string, std::string>;
+
+// The bytes of a table holding `entries`, exactly as TensorFlow's
+// TableBuilder writes them. Internal error unless keys strictly increase.
+StatusOr<std::string> BuildTable(std::span<const KeyValue> entries);
+
+// Every key/value pair of the table whose bytes are `contents`, checking
+// every block checksum. DataLoss naming `path` if the bytes are not a valid
+// table.
+StatusOr<std::vector<KeyValue>> ReadTable(std::string_view path, std::string_view contents);
+
+// ReadTable's pairs handed to `visit` in key order as they are read (the
+// views live only during the call); the first error it returns stops the
+// walk and is returned. With `only_key`, just the first pair (a bundle's
+// header) and `only_key`'s, if present: one seek instead of a pass over
+// every entry.
+using TableVisitor = std::function<Status(std::string_view key, std::string_view value)>;
+Status VisitTable(std::string_view path, std::string_view contents,
+                  std::optional<std::string_view> only_key, const TableVisitor& visit);
+
+struct BundleIndex {
+  std::string path;  // the .index file
+  tensorflow::BundleHeaderProto header;
+  // In key order; the header entry is not among them.
+  std::vector<std::pair<std::string, tensorflow::BundleEntryProto>> entries;
+};
+
+// Reads the index of checkpoint `prefix`: NotFound if it is missing,
+// DataLoss if it is corrupt, InvalidArgument if its format version is not
+// one this code reads.
+StatusOr<BundleIndex> ReadBundleIndex(FileSystem* fs, const std::string& prefix);
+
+// ReadBundleIndex of the index file at `path` without collecting it: each
+// entry goes to `visit` (with the already checked header) as it is parsed,
+// and the header is returned. The entry is valid only during the call.
+// With `only_key`, only that key's entry (if present) is visited.
+using BundleEntryVisitor =
+    std::function<Status(std::string_view key, const tensorflow::BundleHeaderProto& header,
+                         const tensorflow::BundleEntryProto& entry)>;
+StatusOr<tensorflow::BundleHeaderProto> VisitBundleIndex(FileSystem* fs, const std::string& path,
+                                                         std::optional<std::string_view> only_key,
+                                                         const BundleEntryVisitor& visit);
+
+// The header of a bundle written by this host: num_shards, host byte order,
+// version {producer: 1}.
+tensorflow::BundleHeaderProto MakeBundleHeader(int num_shards);
+
+// The bytes of an .index file with `header` and `entries` (sorted by key,
+// no key "").
+StatusOr<std::string> BuildBundleIndex(
+    const tensorflow::BundleHeaderProto& header,
+    std::span<const std::pair<std::string, tensorflow::BundleEntryProto>> entries);
+
+// Creates `path` holding `contents`; on failure deletes what it created.
+Status WriteNewFile(FileSystem* fs, const std::string& path, std::string_view contents);
+
+// Renames each moves[i].first to moves[i].second, in order (the index last),
+// so that a failure leaves every final name as it was: a file already under
+// a final name is first moved aside (to "<name>.old<random>"), and if any
+// rename fails the moves are undone and the old files put back. On success
+// the old files are deleted. A crash in between can leave an old file under
+// its ".old" name, never a mix of old index and new data that reads as valid.
+Status MoveIntoPlace(FileSystem* fs, std::span<const std::pair<std::string, std::string>> moves);
+
+// ".tempstate<decimal random uint64>", TensorFlow's temp-file suffix.
+std::string TempStateSuffix();
+
+}  // namespace ckflow::internal
+
+#endif  // CKFLOW_BUNDLE_BUNDLE_INDEX_INTERNAL_H_

@@ -1,0 +1,422 @@
+#include "bundle/bundle_reader.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "bundle/bundle_coding_internal.h"
+#include "bundle/bundle_format.h"
+#include "bundle/bundle_index_internal.h"
+#include "bundle/crc32c.h"
+
+namespace ckflow {
+namespace {
+
+// Reads are issued in pieces of this size, each checksummed right after its
+// pread while the bytes are still in L2.
+constexpr uint64_t kPieceSize = uint64_t{256} << 10;
+// Tensors larger than this are split into chunks of this size read in
+// parallel.
+constexpr uint64_t kChunkSize = uint64_t{1} << 20;
+
+std::string DescribeShape(const tensorflow::TensorShapeProto& shape) {
+  std::string out = "[";
+  for (int i = 0; i < shape.dim_size(); ++i) {
+    if (i) out += ",";
+    out += std::to_string(shape.dim(i).size());
+  }
+  return out + "]";
+}
+
+// Converts and checks one index entry; errors are DataLoss naming the index
+// file and the key.
+StatusOr<BundleEntry> MakeEntry(const std::string& index_path, int num_shards, std::string_view key,
+                                const tensorflow::BundleEntryProto& proto) {
+  auto corrupt = [&](auto&&... what) {
+    return DataLossError(index_path, ": key '", key, "': ", what...);
+  };
+  BundleEntry e;
+  e.dtype = static_cast<int>(proto.dtype());
+  if (proto.shape().unknown_rank()) return corrupt("shape has unknown rank");
+  std::vector<int64_t> dims;
+  dims.reserve(proto.shape().dim_size());
+  for (const auto& d : proto.shape().dim()) dims.push_back(d.size());
+  StatusOr<TensorShape> shape = TensorShape::Make(dims);
+  if (!shape.ok()) {
+    return corrupt("invalid shape ", DescribeShape(proto.shape()), ": ", shape.status().message());
+  }
+  e.shape = std::move(shape).value();
+  e.shard_id = proto.shard_id();
+  e.offset = proto.offset();
+  e.size = proto.size();
+  e.masked_crc32c = proto.crc32c();
+  e.num_slices = proto.slices_size();
+  if (e.num_slices == 0) {
+    if (e.shard_id < 0 || e.shard_id >= num_shards) {
+      return corrupt("shard_id ", e.shard_id, " out of range: the checkpoint has ", num_shards,
+                     " shard(s)");
+    }
+    if (e.offset < 0 || e.size < 0) {
+      return corrupt("negative offset ", e.offset, " or size ", e.size);
+    }
+    const int64_t n = e.shape.num_elements();
+    const auto element_size = static_cast<int64_t>(StoredElementSize(e.dtype));
+    if (element_size > 0) {
+      if (n > std::numeric_limits<int64_t>::max() / element_size || n * element_size != e.size) {
+        return corrupt("size ", e.size, " disagrees with ", StoredDataTypeName(e.dtype),
+                       e.shape.ToString());
+      }
+    } else if (e.dtype == DT_STRING && n > 0 && (n > e.size || e.size - n < 4)) {
+      return corrupt("size ", e.size, " is too small for ", n, " strings");
+    }
+  }
+  e.key = std::string(key);
+  return e;
+}
+
+// Only bytes 0 and 1 are bools; anything else would be undefined behaviour
+// once read through a bool. `first` is the index of p[0] in the tensor.
+Status CheckBools(const BundleEntry& e, const RandomAccessFile& file, const char* p, size_t n,
+                  uint64_t first) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(p);
+  const auto* bad = std::find_if(bytes, bytes + n, [](unsigned char b) { return b > 1; });
+  if (bad == bytes + n) return OkStatus();
+  return DataLossError(file.path(), ": key '", e.key, "': byte ", static_cast<int>(*bad),
+                       " at element ", first + static_cast<uint64_t>(bad - bytes),
+                       " is not a bool");
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<BundleReader>> BundleReader::Open(const std::string& prefix,
+                                                           const Options& options) {
+  FileSystem* fs = options.fs ? options.fs : FileSystem::Default();
+  const std::string index_path = IndexFilename(prefix);
+  std::vector<BundleEntry> entries;
+  CKFLOW_ASSIGN_OR_RETURN(tensorflow::BundleHeaderProto header,
+                          internal::VisitBundleIndex(
+                              fs, index_path, options.only_key,
+                              [&](std::string_view key, const tensorflow::BundleHeaderProto& header,
+                                  const tensorflow::BundleEntryProto& proto) -> Status {
+                                CKFLOW_ASSIGN_OR_RETURN(
+                                    BundleEntry e,
+                                    MakeEntry(index_path, header.num_shards(), key, proto));
+                                entries.push_back(std::move(e));
+                                return OkStatus();
+                              }));
+  const int num_shards = header.num_shards();
+  const bool big_endian = header.endianness() == tensorflow::BundleHeaderProto::BIG;
+  return std::unique_ptr<BundleReader>(
+      new BundleReader(prefix, fs, num_shards, big_endian, std::move(entries)));
+}
+
+namespace {
+
+// Which file an index was read from, so a rewritten checkpoint under the
+// same prefix is noticed.
+struct FileIdentity {
+  dev_t device = 0;
+  ino_t inode = 0;
+  off_t size = 0;
+  int64_t mtime_ns = 0;
+  bool operator==(const FileIdentity&) const = default;
+};
+
+StatusOr<FileIdentity> IdentityOf(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return NotFoundError("checkpoint index '", path, "' does not exist");
+  }
+  return FileIdentity{st.st_dev, st.st_ino, st.st_size,
+                      int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec};
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<const BundleReader>> BundleReader::OpenShared(const std::string& prefix) {
+  struct Shared {
+    FileIdentity identity;
+    std::weak_ptr<const BundleReader> reader;
+  };
+  static std::mutex mu;
+  static auto* open = new std::map<std::string, Shared>();  // guarded by mu; never destroyed
+  CKFLOW_ASSIGN_OR_RETURN(FileIdentity id, IdentityOf(IndexFilename(prefix)));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = open->find(prefix);
+    if (it != open->end() && it->second.identity == id) {
+      if (std::shared_ptr<const BundleReader> reader = it->second.reader.lock()) return reader;
+    }
+  }
+  // Open outside the lock: two threads racing on a new prefix both parse
+  // it, which is cheaper than serializing every open behind one.
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleReader> opened, Open(prefix));
+  std::shared_ptr<const BundleReader> reader = std::move(opened);
+  std::lock_guard<std::mutex> lock(mu);
+  std::erase_if(*open, [](const auto& entry) { return entry.second.reader.expired(); });
+  (*open)[prefix] = {id, reader};
+  return reader;
+}
+
+BundleReader::BundleReader(std::string prefix, FileSystem* fs, int num_shards, bool big_endian,
+                           std::vector<BundleEntry> entries)
+    : prefix_(std::move(prefix)),
+      index_path_(IndexFilename(prefix_)),
+      fs_(fs),
+      num_shards_(num_shards),
+      big_endian_(big_endian),
+      entries_(std::move(entries)) {}
+
+BundleReader::~BundleReader() = default;
+
+std::string BundleReader::DataPath(int shard) const {
+  return DataFilename(prefix_, shard, num_shards_);
+}
+
+const BundleEntry* BundleReader::FindEntry(std::string_view key) const {
+  auto it = std::lower_bound(entries_.begin(), entries_.end(), key,
+                             [](const BundleEntry& e, std::string_view k) { return e.key < k; });
+  return it != entries_.end() && it->key == key ? &*it : nullptr;
+}
+
+const BundleEntry* BundleReader::FindEntry(std::string_view key, int64_t position) const {
+  if (position >= 0 && static_cast<size_t>(position) < entries_.size() &&
+      entries_[position].key == key) {
+    return &entries_[position];
+  }
+  return FindEntry(key);
+}
+
+StatusOr<const RandomAccessFile*> BundleReader::DataFile(int shard) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_ptr<RandomAccessFile>& file = data_files_[shard];
+  if (!file) {
+    CKFLOW_ASSIGN_OR_RETURN(file, fs_->NewRandomAccessFile(DataPath(shard)));
+  }
+  return file.get();
+}
+
+StatusOr<const RandomAccessFile*> BundleReader::EntryFile(const BundleEntry& e) const {
+  if (e.num_slices > 0) {
+    return UnimplementedError(index_path_, ": key '", e.key,
+                              "' is a partitioned variable saved in ", e.num_slices,
+                              " slices; reading slices is not supported");
+  }
+  if (StoredElementSize(e.dtype) == 0 && e.dtype != DT_STRING) {
+    return InvalidArgumentError(
+        index_path_, ": key '", e.key, "' has ",
+        IsSupportedDataType(static_cast<DataType>(e.dtype)) || e.dtype == DT_VARIANT
+            ? "unsupported dtype "
+            : "unknown dtype ",
+        StoredDataTypeName(e.dtype));
+  }
+  StatusOr<const RandomAccessFile*> file = DataFile(e.shard_id);
+  if (!file.ok()) return file.status().WithContext("key '" + e.key + "'");
+  const uint64_t file_size = (*file)->size();
+  const auto offset = static_cast<uint64_t>(e.offset);
+  const auto size = static_cast<uint64_t>(e.size);
+  if (offset > file_size || size > file_size - offset) {
+    return DataLossError((*file)->path(), ": key '", e.key, "' needs bytes [", offset, ", ",
+                         offset + size, ") but the file has ", file_size, " bytes");
+  }
+  return *file;
+}
+
+Status BundleReader::ReadChecked(const BundleEntry& e, const RandomAccessFile& file,
+                                 char* dst) const {
+  const auto base = static_cast<uint64_t>(e.offset);
+  auto read_and_crc = [&](uint64_t offset, uint64_t length) -> StatusOr<uint32_t> {
+    uint32_t crc = 0;
+    for (uint64_t done = 0; done < length;) {
+      const uint64_t n = std::min(kPieceSize, length - done);
+      char* piece = dst + offset + done;
+      CKFLOW_RETURN_IF_ERROR(file.ReadAt(base + offset + done, n, piece));
+      crc = crc32c::Extend(crc, piece, n);
+      done += n;
+    }
+    return crc;
+  };
+  const auto size = static_cast<uint64_t>(e.size);
+  StatusOr<uint32_t> crc = size <= kChunkSize
+                               ? read_and_crc(0, size)
+                               : internal::ParallelChunkedCrc(size, kChunkSize, read_and_crc);
+  if (!crc.ok()) return crc.status().WithContext("key '" + e.key + "'");
+  return CheckCrc(e, file, *crc);
+}
+
+Status BundleReader::CheckCrc(const BundleEntry& e, const RandomAccessFile& file,
+                              uint32_t crc) const {
+  if (!crc32c::kVerifyStored || crc == crc32c::Unmask(e.masked_crc32c)) return OkStatus();
+  char msg[64];
+  std::snprintf(msg, sizeof(msg), "stored %08x, computed %08x", e.masked_crc32c, crc32c::Mask(crc));
+  return DataLossError(file.path(), ": checksum mismatch for key '", e.key, "' (", msg, ")");
+}
+
+Status BundleReader::ReadNumeric(const BundleEntry& e, const RandomAccessFile& file,
+                                 char* dst) const {
+  CKFLOW_RETURN_IF_ERROR(ReadChecked(e, file, dst));
+  const auto size = static_cast<size_t>(e.size);
+  if (e.dtype == DT_BOOL) CKFLOW_RETURN_IF_ERROR(CheckBools(e, file, dst, size, 0));
+  if (big_endian_) {
+    const size_t element_size = StoredElementSize(e.dtype);
+    internal::SwapBytes(dst, element_size, size / element_size);
+  }
+  return OkStatus();
+}
+
+Status BundleReader::DecodeStrings(const BundleEntry& e, const RandomAccessFile& file,
+                                   std::string_view bytes, std::span<std::string> dst) const {
+  if (bytes.empty()) return OkStatus();  // as TensorFlow: nothing stored, nothing checked
+  uint32_t crc = 0;
+  Status s = internal::DecodeStringTensor(bytes, dst, big_endian_, &crc);
+  if (!s.ok()) return s.WithContext(file.path() + ": key '" + e.key + "'");
+  return CheckCrc(e, file, crc);
+}
+
+StatusOr<std::string> BundleReader::ReadBytes(const BundleEntry& e,
+                                              const RandomAccessFile& file) const {
+  std::string bytes(static_cast<size_t>(e.size), '\0');
+  Status s = file.ReadAt(static_cast<uint64_t>(e.offset), bytes.size(), bytes.data());
+  if (!s.ok()) return s.WithContext("key '" + e.key + "'");
+  return bytes;
+}
+
+Status BundleReader::ReadValidated(const BundleEntry& e, const RandomAccessFile& file,
+                                   Tensor* dest) const {
+  if (e.dtype != DT_STRING) return ReadNumeric(e, file, static_cast<char*>(dest->raw_data()));
+  CKFLOW_ASSIGN_OR_RETURN(std::string bytes, ReadBytes(e, file));
+  return DecodeStrings(e, file, bytes, dest->flat<std::string>());
+}
+
+Status BundleReader::ReadInto(const BundleEntry& e, Tensor* dest) const {
+  if (dest == nullptr || dest->dtype() != e.dtype || !(dest->shape() == e.shape)) {
+    return InvalidArgumentError(
+        "key '", e.key, "' in ", index_path_, " is ", StoredDataTypeName(e.dtype),
+        e.shape.ToString(), ", the destination is ",
+        dest && dest->IsValid() ? std::string(DataTypeName(dest->dtype())) : "an invalid tensor",
+        dest && dest->IsValid() ? dest->shape().ToString() : "");
+  }
+  CKFLOW_ASSIGN_OR_RETURN(const RandomAccessFile* file, EntryFile(e));
+  return ReadValidated(e, *file, dest);
+}
+
+Status BundleReader::ReadBatch(
+    std::span<const BundleEntry* const> entries,
+    const std::function<Status(size_t, std::string_view)>& consume) const {
+  // Ranges are merged across gaps of up to kBatchGap bytes (padding, or an
+  // entry not asked for) and grow to at most kBatchBytes (or one entry).
+  constexpr uint64_t kBatchGap = 4 << 10;
+  constexpr uint64_t kBatchBytes = 4 << 20;
+  std::vector<size_t> order(entries.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    const BundleEntry& e = *entries[i];
+    if (e.dtype == DT_STRING) {
+      return InvalidArgumentError(index_path_, ": key '", e.key,
+                                  "' holds strings, which cannot be read in a batch");
+    }
+    order[i] = i;
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const BundleEntry& x = *entries[a];
+    const BundleEntry& y = *entries[b];
+    return x.shard_id != y.shard_id ? x.shard_id < y.shard_id : x.offset < y.offset;
+  });
+  thread_local std::vector<char> buffer;
+  size_t begin = 0;
+  while (begin < order.size()) {
+    const BundleEntry& first = *entries[order[begin]];
+    CKFLOW_ASSIGN_OR_RETURN(const RandomAccessFile* file, EntryFile(first));
+    const auto start = static_cast<uint64_t>(first.offset);
+    uint64_t end = start + static_cast<uint64_t>(first.size);
+    size_t last = begin + 1;
+    for (; last < order.size(); ++last) {
+      const BundleEntry& e = *entries[order[last]];
+      const auto offset = static_cast<uint64_t>(e.offset);
+      const uint64_t e_end = offset + static_cast<uint64_t>(e.size);
+      if (e.shard_id != first.shard_id || offset > end + kBatchGap ||
+          std::max(end, e_end) - start > kBatchBytes) {
+        break;
+      }
+      CKFLOW_RETURN_IF_ERROR(EntryFile(e).status());  // bounds, dtype, slices
+      end = std::max(end, e_end);
+    }
+    buffer.resize(end - start);
+    Status read = file->ReadAt(start, buffer.size(), buffer.data());
+    if (!read.ok()) return read.WithContext("key '" + first.key + "'");
+    for (size_t k = begin; k < last; ++k) {
+      const BundleEntry& e = *entries[order[k]];
+      char* p = buffer.data() + (static_cast<uint64_t>(e.offset) - start);
+      const auto size = static_cast<size_t>(e.size);
+      CKFLOW_RETURN_IF_ERROR(CheckCrc(e, *file, crc32c::Value(p, size)));
+      if (e.dtype == DT_BOOL) CKFLOW_RETURN_IF_ERROR(CheckBools(e, *file, p, size, 0));
+      if (big_endian_) {
+        const size_t element_size = StoredElementSize(e.dtype);
+        internal::SwapBytes(p, element_size, size / element_size);
+      }
+      CKFLOW_RETURN_IF_ERROR(consume(order[k], std::string_view(p, size)));
+    }
+    begin = last;
+  }
+  return OkStatus();
+}
+
+Status BundleReader::ReadInto(std::string_view key, Tensor* dest) const {
+  const BundleEntry* e = FindEntry(key);
+  if (e == nullptr) return NotFoundError("key '", key, "' not found in ", index_path_);
+  return ReadInto(*e, dest);
+}
+
+StatusOr<Tensor> BundleReader::Lookup(std::string_view key) const {
+  const BundleEntry* e = FindEntry(key);
+  if (e == nullptr) return NotFoundError("key '", key, "' not found in ", index_path_);
+  // Bounds first: the allocation below is then no larger than the file.
+  CKFLOW_ASSIGN_OR_RETURN(const RandomAccessFile* file, EntryFile(*e));
+  if (!IsSupportedDataType(static_cast<DataType>(e->dtype)) || e->dtype == DT_RESOURCE) {
+    return InvalidArgumentError(index_path_, ": key '", e->key, "' has dtype ",
+                                StoredDataTypeName(e->dtype),
+                                ", which a ckflow Tensor cannot hold");
+  }
+  CKFLOW_ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(static_cast<DataType>(e->dtype), e->shape));
+  CKFLOW_RETURN_IF_ERROR(ReadValidated(*e, *file, &t));
+  return t;
+}
+
+StatusOr<std::string> BundleReader::ReadRaw(const BundleEntry& e) const {
+  CKFLOW_ASSIGN_OR_RETURN(const RandomAccessFile* file, EntryFile(e));
+  if (e.dtype != DT_STRING) {
+    std::string bytes(static_cast<size_t>(e.size), '\0');
+    CKFLOW_RETURN_IF_ERROR(ReadChecked(e, *file, bytes.data()));
+    return bytes;
+  }
+  CKFLOW_ASSIGN_OR_RETURN(std::string bytes, ReadBytes(e, *file));
+  // Decoding checks the encoding and computes the entry's CRC. At most one
+  // string per stored byte, so this is bounded by the file.
+  std::vector<std::string> strings(static_cast<size_t>(e.shape.num_elements()));
+  CKFLOW_RETURN_IF_ERROR(DecodeStrings(e, *file, bytes, strings));
+  return bytes;
+}
+
+Status BundleReader::Verify(const BundleEntry& e) const {
+  if (e.dtype == DT_STRING) return ReadRaw(e).status();
+  CKFLOW_ASSIGN_OR_RETURN(const RandomAccessFile* file, EntryFile(e));
+  // Chunk by chunk through a small buffer per thread: verifying a huge
+  // tensor needs no memory of its size.
+  const auto base = static_cast<uint64_t>(e.offset);
+  StatusOr<uint32_t> crc = internal::ParallelChunkedCrc(
+      static_cast<uint64_t>(e.size), kChunkSize,
+      [&](uint64_t offset, uint64_t length) -> StatusOr<uint32_t> {
+        thread_local std::vector<char> buffer;
+        buffer.resize(length);
+        CKFLOW_RETURN_IF_ERROR(file->ReadAt(base + offset, length, buffer.data()));
+        if (e.dtype == DT_BOOL) {
+          CKFLOW_RETURN_IF_ERROR(CheckBools(e, *file, buffer.data(), length, offset));
+        }
+        return crc32c::Value(buffer.data(), length);
+      });
+  if (!crc.ok()) return crc.status().WithContext("key '" + e.key + "'");
+  return CheckCrc(e, *file, *crc);
+}
+
+}  // namespace ckflow

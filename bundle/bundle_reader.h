@@ -1,0 +1,177 @@
+// BundleReader: reads a TensorFlow V2 checkpoint (tensor bundle), whether
+// TensorFlow or ckflow wrote it.
+//
+// Reads, for prefix P (see bundle_writer.h for the writer's side):
+//
+//   P.index   table (bundle_index_internal.h), possibly Snappy-compressed:
+//     ""   -> BundleHeaderProto {num_shards, endianness, version}
+//     key  -> BundleEntryProto {dtype, shape, shard_id, offset, size, crc32c,
+//                               slices}        (absent fields are 0)
+//   P.data-SSSSS-of-NNNNN, SSSSS = entry.shard_id, NNNNN = header.num_shards:
+//     bytes [offset, offset + size) of an entry hold its tensor; Mask(CRC32C)
+//     of them (DT_STRING: of the lengths, length checksum and bytes, see
+//     bundle_coding_internal.h) must equal entry.crc32c.
+//
+// Open() reads and checks the whole index once: every block checksum, the
+// header's version and byte order, and each entry's metadata (shape valid,
+// shard in range, size consistent with dtype and shape). Data files are
+// opened on first use and kept open. Every read checks the entry's bounds
+// against its data file and its CRC, and byte-swaps data written on a
+// big-endian host.
+//
+// ReadInto() reads straight into a caller's tensor (a variable's memory):
+// numeric bytes go from the file into the destination with pread, no
+// intermediate copy. Tensors above 1 MiB are read in 1 MiB chunks in
+// parallel (ParallelFor), each chunk checksummed right after its read, while
+// it is in cache, and the chunk CRCs combined.
+//
+// Errors name the file and the key: NotFound (missing index or data file),
+// DataLoss (corrupt or truncated file, checksum mismatch), InvalidArgument
+// (unsupported format version or dtype, destination mismatch).
+//
+// Thread safety: after Open, all const methods may be called concurrently.
+
+#ifndef CKFLOW_BUNDLE_BUNDLE_READER_H_
+#define CKFLOW_BUNDLE_BUNDLE_READER_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/file_system.h"
+#include "base/status.h"
+#include "base/tensor.h"
+
+namespace ckflow {
+
+// One tensor's metadata, as the index stores it.
+struct BundleEntry {
+  std::string key;
+  // TensorFlow's DT_* number: possibly a type ckflow's Tensor cannot hold
+  // (complex64, ...) or one this code does not know.
+  int dtype = 0;
+  TensorShape shape;
+  int shard_id = 0;
+  int64_t offset = 0;
+  int64_t size = 0;
+  uint32_t masked_crc32c = 0;  // as stored; crc32c::Unmask gives the CRC
+  // > 0: the full-tensor entry of a partitioned variable, whose data lives
+  // under one key per slice (not supported for reading).
+  int num_slices = 0;
+};
+
+class BundleReader {
+ public:
+  struct Options {
+    FileSystem* fs = nullptr;  // null: FileSystem::Default()
+    // Index only this key (one seek into the index, not a pass over all of
+    // it): for reading one known tensor from a large checkpoint.
+    std::optional<std::string> only_key;
+  };
+
+  // Opens the checkpoint with `prefix` (P.index must exist) and checks its
+  // index as described above.
+  static StatusOr<std::unique_ptr<BundleReader>> Open(const std::string& prefix,
+                                                      const Options& options);
+  static StatusOr<std::unique_ptr<BundleReader>> Open(const std::string& prefix) {
+    return Open(prefix, Options());
+  }
+
+  ~BundleReader();
+  BundleReader(const BundleReader&) = delete;
+  BundleReader& operator=(const BundleReader&) = delete;
+
+  const std::string& prefix() const { return prefix_; }
+  int num_shards() const { return num_shards_; }
+  // The data files were written on a big-endian host; reads swap bytes.
+  bool big_endian() const { return big_endian_; }
+  // Every tensor entry in key order (the header is not an entry).
+  const std::vector<BundleEntry>& entries() const { return entries_; }
+  // The entry of `key`, or null. The pointer lives as long as the reader.
+  const BundleEntry* FindEntry(std::string_view key) const;
+  // The same, looking first at entries()[position]: where the key was in a
+  // checkpoint like this one. One comparison when it is still there, where
+  // a search of thousands of keys is a dozen cold cache lines.
+  const BundleEntry* FindEntry(std::string_view key, int64_t position) const;
+  bool Contains(std::string_view key) const { return FindEntry(key) != nullptr; }
+
+  // The tensor saved under `key`: NotFound if there is none; errors above.
+  StatusOr<Tensor> Lookup(std::string_view key) const;
+
+  // Reads the tensor saved under `key` into *dest, which must have the
+  // entry's dtype and shape (InvalidArgument otherwise). On error *dest's
+  // contents are unspecified.
+  Status ReadInto(std::string_view key, Tensor* dest) const;
+  Status ReadInto(const BundleEntry& entry, Tensor* dest) const;
+
+  // Reads many small numeric entries with few reads: entries that lie close
+  // together in one data file are read as one range, then each is checked
+  // (bounds, CRC, bools, byte order) and handed to consume(i, bytes) with
+  // its verified bytes; `bytes` lives only for the call. This is how
+  // thousands of small variables restore in one pass instead of one read
+  // each. Stops at the first error (the entries consumed so far are good).
+  // InvalidArgument for a DT_STRING entry, which has no fixed layout.
+  Status ReadBatch(std::span<const BundleEntry* const> entries,
+                   const std::function<Status(size_t, std::string_view)>& consume) const;
+
+  // The entry's bytes as stored, after checking bounds and checksum: for
+  // copying or comparing entries of any dtype, including ones a Tensor
+  // cannot hold. Only for entries of a fixed-size dtype or DT_STRING.
+  StatusOr<std::string> ReadRaw(const BundleEntry& entry) const;
+
+  // Reads `entry` and checks its checksum (and, for DT_STRING, its
+  // encoding; for DT_BOOL, that every byte is 0 or 1) without keeping the
+  // data: numeric entries go through a 1 MiB buffer per thread.
+  Status Verify(const BundleEntry& entry) const;
+
+  // A reader of `prefix` on the default file system, shared with whoever
+  // in the process holds one already: a restore and the restore ops it
+  // creates parse the index once. A checkpoint rewritten under the same
+  // prefix (a different index file, size or mtime) gets a new reader.
+  static StatusOr<std::shared_ptr<const BundleReader>> OpenShared(const std::string& prefix);
+
+  // P.data-SSSSS-of-NNNNN for shard `shard` of this checkpoint.
+  std::string DataPath(int shard) const;
+
+ private:
+  BundleReader(std::string prefix, FileSystem* fs, int num_shards, bool big_endian,
+               std::vector<BundleEntry> entries);
+
+  // Checks that the entry's data can be read (dtype stored densely or as
+  // strings, not sliced, within its data file) and returns that file.
+  StatusOr<const RandomAccessFile*> EntryFile(const BundleEntry& entry) const;
+  StatusOr<const RandomAccessFile*> DataFile(int shard) const;
+  // Reads the entry's bytes into dst and checks their CRC.
+  Status ReadChecked(const BundleEntry& entry, const RandomAccessFile& file, char* dst) const;
+  // ReadChecked, then checks bools and swaps bytes if needed.
+  Status ReadNumeric(const BundleEntry& entry, const RandomAccessFile& file, char* dst) const;
+  StatusOr<std::string> ReadBytes(const BundleEntry& entry, const RandomAccessFile& file) const;
+  Status DecodeStrings(const BundleEntry& entry, const RandomAccessFile& file,
+                       std::string_view bytes, std::span<std::string> dst) const;
+  Status CheckCrc(const BundleEntry& entry, const RandomAccessFile& file, uint32_t crc) const;
+  Status ReadValidated(const BundleEntry& entry, const RandomAccessFile& file, Tensor* dest) const;
+
+  // Constant after construction.
+  const std::string prefix_;
+  const std::string index_path_;
+  FileSystem* const fs_;
+  const int num_shards_;
+  const bool big_endian_;
+  const std::vector<BundleEntry> entries_;
+
+  // Data files, opened on first use; never closed before the reader dies,
+  // so pointers handed out stay valid.
+  mutable std::mutex mu_;
+  mutable std::map<int, std::unique_ptr<RandomAccessFile>> data_files_;  // guarded by mu_
+};
+
+}  // namespace ckflow
+
+#endif  // CKFLOW_BUNDLE_BUNDLE_READER_H_

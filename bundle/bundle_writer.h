@@ -1,0 +1,125 @@
+// BundleWriter: writes one TensorFlow V2 checkpoint (a single-shard tensor
+// bundle), byte for byte as TensorFlow's BundleWriter does.
+//
+// Files written for prefix P:
+//
+//   P.data-00000-of-00001   the tensors' bytes, in Add() order, densely packed:
+//     +-----------+-----------+-----+
+//     | tensor 0  | tensor 1  | ... |   numeric: raw little-endian elements,
+//     +-----------+-----------+-----+   row-major (bool: one byte 0/1);
+//                                       DT_STRING: see bundle_coding_internal.h
+//   P.index                  a table, keys in bytewise order:
+//     ""   -> BundleHeaderProto {num_shards: 1, endianness: LITTLE,
+//                                version {producer: 1}}   = 08 01 1A 02 08 01
+//     key  -> BundleEntryProto {dtype, shape, shard_id: 0, offset, size,
+//                               crc32c: Mask(CRC32C of the entry's bytes)}
+//
+// Crash safety: the data goes to "P.data-00000-of-00001.tempstate<random>"
+// and the index to "P.index.tempstate<random>"; Finish() completes both, then
+// renames the data file and last the index. Until then nothing exists under
+// the final names. A checkpoint already saved under P is moved aside first
+// and put back if a rename fails, so a failed save never damages it; a
+// failure also removes the temp files.
+//
+// Large tensors are checksummed and written in parallel chunks (ParallelFor),
+// each chunk checksummed just before it is written while it is still in
+// cache, and the chunk CRCs combined.
+//
+// Thread safety: a BundleWriter is used by one thread at a time.
+
+#ifndef CKFLOW_BUNDLE_BUNDLE_WRITER_H_
+#define CKFLOW_BUNDLE_BUNDLE_WRITER_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "base/file_system.h"
+#include "base/status.h"
+#include "base/tensor.h"
+
+namespace ckflow {
+
+class BundleWriter {
+ public:
+  struct Options {
+    FileSystem* fs = nullptr;  // null: FileSystem::Default()
+    // fsync the data and index files before renaming them into place, so the
+    // checkpoint also survives a power loss. TensorFlow does not.
+    bool sync = false;
+  };
+
+  // Creates the directory of `prefix` (and its parents) and opens the data
+  // temp file. Errors: those of the file system (NotFound, PermissionDenied,
+  // ...), naming the path.
+  static StatusOr<std::unique_ptr<BundleWriter>> Create(const std::string& prefix,
+                                                        const Options& options);
+  static StatusOr<std::unique_ptr<BundleWriter>> Create(const std::string& prefix) {
+    return Create(prefix, Options());
+  }
+
+  // Deletes the temp files unless Finish() succeeded.
+  ~BundleWriter();
+  BundleWriter(const BundleWriter&) = delete;
+  BundleWriter& operator=(const BundleWriter&) = delete;
+
+  // Appends `tensor` to the data file under `key`. Keys may come in any
+  // order. Errors: InvalidArgument for key "" (the header's), a key added
+  // before, an invalid tensor or a DT_RESOURCE one; FailedPrecondition after
+  // Finish(); a write error, which also fails every later call.
+  Status Add(std::string_view key, const Tensor& tensor);
+
+  // Like Add, for a fixed-size dtype (any memcpy-able TensorFlow type,
+  // including ones ckflow's Tensor cannot hold) whose elements are already
+  // laid out as stored: `data` holds shape.num_elements() elements of
+  // StoredElementSize(dtype) bytes. InvalidArgument if the size disagrees or
+  // the dtype is not fixed-size.
+  Status AddRaw(std::string_view key, int dtype, const TensorShape& shape, std::string_view data);
+
+  // Writes the index and renames both files into place. After it (OK or
+  // not) the writer accepts nothing more; on error no file of the new
+  // checkpoint remains.
+  Status Finish();
+
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  struct Entry {
+    int dtype;
+    TensorShape shape;
+    int64_t offset;
+    int64_t size;
+    uint32_t masked_crc32c;
+  };
+
+  BundleWriter(std::string prefix, const Options& options, std::string data_temp_path,
+               std::unique_ptr<WritableFile> data_file);
+  Status CheckAdd(std::string_view key) const;
+  // Appends bytes to the data file; returns their CRC32C.
+  StatusOr<uint32_t> AppendData(std::string_view data);
+  Status FlushBuffer();
+  Status FinishFiles();
+  void DeleteTempFiles();
+
+  // Constant after construction.
+  const std::string prefix_;
+  const Options options_;
+  FileSystem* const fs_;
+  const std::string data_temp_path_;
+  const std::string index_temp_path_;
+
+  std::unique_ptr<WritableFile> data_file_;
+  std::string buffer_;  // data not yet written, ending at size_
+  uint64_t size_ = 0;   // logical size of the data file
+  std::map<std::string, Entry, std::less<>> entries_;
+  Status write_error_;  // sticky
+  bool finished_ = false;
+  bool renamed_ = false;  // Finish() succeeded: the files are in place
+};
+
+}  // namespace ckflow
+
+#endif  // CKFLOW_BUNDLE_BUNDLE_WRITER_H_

@@ -1,0 +1,140 @@
+#include "bundle/checkpoint_state.h"
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+#include <random>
+
+#include "bundle/bundle_format.h"
+#include "bundle/bundle_index_internal.h"
+#include "bundle/protos/checkpoint_state.pb.h"
+
+namespace ckflow {
+namespace {
+
+// Keeps protobuf's parse errors for our message instead of its log.
+class ErrorCollector final : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, int column, const std::string& message) override {
+    if (first_.empty()) {
+      first_ = "line " + std::to_string(line + 1) + ", column " + std::to_string(column + 1) +
+               ": " + message;
+    }
+  }
+  const std::string& first() const { return first_; }
+
+ private:
+  std::string first_;
+};
+
+// If `path` ends in ".data-<digits>-of-<digits>" (at least 5 digits each),
+// the position of that suffix.
+std::optional<size_t> DataSuffixPosition(std::string_view path) {
+  const size_t pos = path.rfind(".data-");
+  if (pos == std::string_view::npos) return std::nullopt;
+  std::string_view rest = path.substr(pos + 6);
+  auto digits = [&rest]() {
+    size_t n = 0;
+    while (n < rest.size() && rest[n] >= '0' && rest[n] <= '9') ++n;
+    rest.remove_prefix(n);
+    return n;
+  };
+  if (digits() < 5 || !rest.starts_with("-of-")) return std::nullopt;
+  rest.remove_prefix(4);
+  if (digits() < 5 || !rest.empty()) return std::nullopt;
+  return pos;
+}
+
+// 32 lowercase hex digits, like Python's uuid4().hex.
+std::string RandomHex32() {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (int word = 0; word < 2; ++word) {
+    uint64_t v = rng();
+    for (int i = 0; i < 16; ++i, v >>= 4) out += kHex[v & 15];
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<std::optional<CheckpointStateData>> ReadCheckpointState(const std::string& dir,
+                                                                 FileSystem* fs) {
+  if (fs == nullptr) fs = FileSystem::Default();
+  const std::string path = JoinPath(dir, kCheckpointStateFilename);
+  StatusOr<std::string> text = fs->ReadFileToString(path);
+  if (!text.ok()) {
+    if (IsNotFound(text.status())) return std::optional<CheckpointStateData>();
+    return text.status();
+  }
+  tensorflow::CheckpointState proto;
+  google::protobuf::TextFormat::Parser parser;
+  ErrorCollector errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(*text, &proto)) {
+    return DataLossError(path, ": not a text CheckpointState (", errors.first(), ")");
+  }
+  CheckpointStateData state;
+  state.model_checkpoint_path = proto.model_checkpoint_path();
+  state.all_model_checkpoint_paths.assign(proto.all_model_checkpoint_paths().begin(),
+                                          proto.all_model_checkpoint_paths().end());
+  state.all_model_checkpoint_timestamps.assign(proto.all_model_checkpoint_timestamps().begin(),
+                                               proto.all_model_checkpoint_timestamps().end());
+  state.last_preserved_timestamp = proto.last_preserved_timestamp();
+  return std::optional<CheckpointStateData>(std::move(state));
+}
+
+Status WriteCheckpointState(const std::string& dir, const CheckpointStateData& state,
+                            FileSystem* fs) {
+  if (fs == nullptr) fs = FileSystem::Default();
+  tensorflow::CheckpointState proto;
+  proto.set_model_checkpoint_path(state.model_checkpoint_path);
+  for (const std::string& p : state.all_model_checkpoint_paths) {
+    proto.add_all_model_checkpoint_paths(p);
+  }
+  for (double t : state.all_model_checkpoint_timestamps) {
+    proto.add_all_model_checkpoint_timestamps(t);
+  }
+  proto.set_last_preserved_timestamp(state.last_preserved_timestamp);
+  std::string text;
+  if (!google::protobuf::TextFormat::PrintToString(proto, &text)) {
+    return InternalError("printing a CheckpointState");
+  }
+  CKFLOW_RETURN_IF_ERROR(fs->CreateDirs(dir));
+  const std::string path = JoinPath(dir, kCheckpointStateFilename);
+  const std::string temp = path + ".tmp" + RandomHex32();
+  CKFLOW_RETURN_IF_ERROR(internal::WriteNewFile(fs, temp, text));
+  Status s = fs->RenameFile(temp, path);
+  if (!s.ok()) fs->DeleteFile(temp).IgnoreError();
+  return s;
+}
+
+StatusOr<std::string> ResolveCheckpointPath(const std::string& path, FileSystem* fs) {
+  if (fs == nullptr) fs = FileSystem::Default();
+  constexpr std::string_view kIndexSuffix = ".index";
+  if (path.size() > kIndexSuffix.size() && path.ends_with(kIndexSuffix)) {
+    return path.substr(0, path.size() - kIndexSuffix.size());
+  }
+  if (std::optional<size_t> pos = DataSuffixPosition(path); pos && *pos > 0) {
+    return path.substr(0, *pos);
+  }
+  if (!fs->IsDirectory(path)) return path;
+  CKFLOW_ASSIGN_OR_RETURN(std::optional<CheckpointStateData> state, ReadCheckpointState(path, fs));
+  const std::string state_path = JoinPath(path, kCheckpointStateFilename);
+  if (!state.has_value()) {
+    return NotFoundError(path, ": a directory without a '", kCheckpointStateFilename,
+                         "' state file; name a checkpoint prefix instead");
+  }
+  if (state->model_checkpoint_path.empty()) {
+    return NotFoundError(state_path, ": names no checkpoint (model_checkpoint_path is empty)");
+  }
+  std::string prefix = JoinPath(path, state->model_checkpoint_path);
+  if (!fs->FileExists(IndexFilename(prefix)).ok()) {
+    return NotFoundError(state_path, ": its newest checkpoint '", state->model_checkpoint_path,
+                         "' has no index file ", IndexFilename(prefix));
+  }
+  return prefix;
+}
+
+}  // namespace ckflow

@@ -1,0 +1,63 @@
+// The `checkpoint` state file of a checkpoint directory, and resolving what
+// a user means by a checkpoint path.
+//
+// <dir>/checkpoint is a text-format tensorflow.CheckpointState, e.g.
+//
+//   model_checkpoint_path: "ckpt-2"
+//   all_model_checkpoint_paths: "ckpt-1"
+//   all_model_checkpoint_paths: "ckpt-2"
+//   all_model_checkpoint_timestamps: 1700000000.5
+//   all_model_checkpoint_timestamps: 1700000060.25
+//   last_preserved_timestamp: 1699999999.5
+//
+// with paths relative to <dir>, as TensorFlow writes them. Writes are
+// atomic: the text goes to <dir>/checkpoint.tmp<32 hex digits> and is
+// renamed over <dir>/checkpoint.
+//
+// Thread safety: the functions may be called concurrently, but concurrent
+// writers to one directory race (the last rename wins, as in TensorFlow).
+
+#ifndef CKFLOW_BUNDLE_CHECKPOINT_STATE_H_
+#define CKFLOW_BUNDLE_CHECKPOINT_STATE_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/file_system.h"
+#include "base/status.h"
+
+namespace ckflow {
+
+// The fields of tensorflow.CheckpointState.
+struct CheckpointStateData {
+  std::string model_checkpoint_path;                    // the newest
+  std::vector<std::string> all_model_checkpoint_paths;  // oldest to newest
+  std::vector<double> all_model_checkpoint_timestamps;  // Unix seconds, parallel
+  double last_preserved_timestamp = 0;
+};
+
+// The name of the state file in a checkpoint directory.
+inline constexpr char kCheckpointStateFilename[] = "checkpoint";
+
+// Reads <dir>/checkpoint, paths as stored (normally relative to `dir`).
+// nullopt if the file does not exist; DataLoss naming the file if it is not
+// a text CheckpointState; other file-system errors as they come.
+StatusOr<std::optional<CheckpointStateData>> ReadCheckpointState(const std::string& dir,
+                                                                 FileSystem* fs = nullptr);
+
+// Writes `state` to <dir>/checkpoint atomically (see above), paths as given.
+Status WriteCheckpointState(const std::string& dir, const CheckpointStateData& state,
+                            FileSystem* fs = nullptr);
+
+// The checkpoint prefix that `path` names: a prefix ("dir/ckpt-3"), its
+// index or a data file ("dir/ckpt-3.index", "dir/ckpt-3.data-00000-of-00001"),
+// or a directory, meaning the newest checkpoint of its state file (as
+// tf.train.latest_checkpoint). Errors: NotFound if the directory has no
+// state file, or its newest checkpoint has no index file; DataLoss if the
+// state file does not parse.
+StatusOr<std::string> ResolveCheckpointPath(const std::string& path, FileSystem* fs = nullptr);
+
+}  // namespace ckflow
+
+#endif  // CKFLOW_BUNDLE_CHECKPOINT_STATE_H_

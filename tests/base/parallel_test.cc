@@ -1,0 +1,66 @@
+// ParallelFor: every index is visited once, the caller's writes are seen by
+// every chunk and the chunks' writes by the caller (which `./run.sh tsan`
+// checks), under several oneTBB parallelism limits.
+#include "base/parallel.h"
+
+#include <gtest/gtest.h>
+#include <tbb/global_control.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ckflow {
+namespace {
+
+class ParallelForTest : public ::testing::TestWithParam<int> {
+ protected:
+  ParallelForTest() : limit_(tbb::global_control::max_allowed_parallelism, GetParam()) {}
+  tbb::global_control limit_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Parallelism, ParallelForTest, ::testing::Values(1, 2, 4),
+                         [](const ::testing::TestParamInfo<int>& param) {
+                           return "limit" + std::to_string(param.param);
+                         });
+
+TEST_P(ParallelForTest, VisitsEveryIndexOnceAndPublishesWrites) {
+  constexpr int64_t kN = 1 << 16;
+  std::vector<int64_t> in(kN);
+  for (int64_t i = 0; i < kN; ++i) in[i] = 3 * i;  // the caller's writes
+  std::vector<int64_t> out(kN, -1);
+  std::atomic<int64_t> chunks{0};
+  for (int round = 0; round < 20; ++round) {
+    ParallelFor(kN, /*cost_per_unit=*/100, [&](int64_t begin, int64_t end) {
+      chunks.fetch_add(1, std::memory_order_relaxed);
+      for (int64_t i = begin; i < end; ++i) out[i] = in[i] + round;
+    });
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < kN; ++i) wrong += out[i] != 3 * i + round;
+    ASSERT_EQ(wrong, 0) << "round " << round;
+  }
+  if (MaxParallelism() > 1) {
+    EXPECT_GT(chunks.load(), 20);  // really split
+  }
+}
+
+TEST_P(ParallelForTest, ParallelInvokeRunsBothAndPublishesTheirWrites) {
+  for (int round = 0; round < 50; ++round) {
+    std::vector<int> a(1000, -1), b(1000, -1);
+    ParallelInvoke([&] { std::fill(a.begin(), a.end(), round); },
+                   [&] {
+                     // Nested parallelism inside one side, as a restore's
+                     // index parse may do.
+                     ParallelFor(1000, 100000, [&](int64_t begin, int64_t end) {
+                       for (int64_t i = begin; i < end; ++i) b[i] = round + 1;
+                     });
+                   });
+    ASSERT_EQ(std::count(a.begin(), a.end(), round), 1000) << "round " << round;
+    ASSERT_EQ(std::count(b.begin(), b.end(), round + 1), 1000) << "round " << round;
+  }
+}
+
+}  // namespace
+}  // namespace ckflow

@@ -1,0 +1,130 @@
+#include "base/tensor.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace ckflow {
+namespace {
+
+TEST(TensorShape, CountsElementsAndRejectsOverflow) {
+  TensorShape s({2, 3, 4});
+  EXPECT_EQ(s.num_elements(), 24);
+  EXPECT_EQ(s.ToString(), "[2,3,4]");
+  EXPECT_EQ(TensorShape().num_elements(), 1);
+  EXPECT_EQ(TensorShape().ToString(), "[]");
+  std::vector<int64_t> huge = {int64_t{1} << 40, int64_t{1} << 40};
+  EXPECT_EQ(TensorShape::Make(huge).status().code(), StatusCode::kInvalidArgument);
+  std::vector<int64_t> negative = {2, -1};
+  EXPECT_EQ(TensorShape::Make(negative).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Tensor, BufferIsAlignedAndSharedByCopies) {
+  Tensor a(DT_FLOAT, TensorShape({3, 5}));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a.raw_data()) % Tensor::kAlignment, 0u);
+  Tensor b = a;
+  EXPECT_TRUE(b.SharesBufferWith(a));
+  b.flat<float>()[7] = 2.5f;
+  EXPECT_EQ(a.flat<float>()[7], 2.5f);
+  Tensor c = a.Clone();
+  EXPECT_FALSE(c.SharesBufferWith(a));
+  c.flat<float>()[7] = 1.0f;
+  EXPECT_EQ(a.flat<float>()[7], 2.5f);
+}
+
+// Buffers come from malloc rounded up by hand, so every size (empty, odd,
+// just past a malloc size class, large enough to be mmapped) must still
+// start on the boundary and hold every byte it claims.
+TEST(Tensor, EveryBufferSizeIsAlignedAndWritableToItsEnd) {
+  std::vector<Tensor> live;  // held, so malloc cannot hand back one block
+  for (int64_t n : {0, 1, 3, 15, 16, 17, 255, 256, 257, 1000, 4097, 300000}) {
+    for (DataType dtype : {DT_UINT8, DT_FLOAT, DT_DOUBLE, DT_STRING}) {
+      Tensor t(dtype, TensorShape({n}));
+      ASSERT_EQ(reinterpret_cast<uintptr_t>(t.raw_data()) % Tensor::kAlignment, 0u)
+          << DataTypeName(dtype) << "[" << n << "]";
+      if (dtype == DT_STRING) {
+        for (int64_t i = 0; i < n; ++i) t.flat<std::string>()[i] = "value " + std::to_string(i);
+        if (n > 0) EXPECT_EQ(t.flat<std::string>()[n - 1], "value " + std::to_string(n - 1));
+      } else {
+        // Under ASan a write past the block fails here.
+        std::memset(t.raw_data(), 0xab, t.TotalBytes());
+      }
+      live.push_back(std::move(t));
+    }
+  }
+}
+
+TEST(Tensor, RefCountTellsWhenWritingInPlaceIsSafe) {
+  Tensor a(DT_INT32, TensorShape({4}));
+  EXPECT_TRUE(a.RefCountIsOne());
+  {
+    Tensor b = a;
+    EXPECT_FALSE(a.RefCountIsOne());
+  }
+  EXPECT_TRUE(a.RefCountIsOne());
+}
+
+TEST(Tensor, StringsAreConstructedAndCopied) {
+  Tensor s = Tensor::FromVector<std::string>({"", "hello", std::string(1000, 'x')});
+  EXPECT_EQ(s.dtype(), DT_STRING);
+  Tensor t = s.Clone();
+  EXPECT_EQ(t.flat<std::string>()[1], "hello");
+  EXPECT_EQ(t.flat<std::string>()[2].size(), 1000u);
+}
+
+TEST(Tensor, ReshapeKeepsBufferAndChecksCount) {
+  Tensor a = Tensor::FromVector<float>({1, 2, 3, 4, 5, 6}, TensorShape({2, 3}));
+  StatusOr<Tensor> b = a.Reshaped(TensorShape({3, 2}));
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(b->SharesBufferWith(a));
+  EXPECT_EQ(a.Reshaped(TensorShape({4})).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Tensor, HugeAllocationIsAnErrorNotACrash) {
+  StatusOr<TensorShape> shape = TensorShape::Make(std::vector<int64_t>{int64_t{1} << 50});
+  ASSERT_TRUE(shape.ok());
+  EXPECT_EQ(Tensor::Allocate(DT_FLOAT, *shape).status().code(),
+            StatusCode::kResourceExhausted);
+}
+
+TEST(Tensor, CopyFromChecksDtypeAndCount) {
+  Tensor a(DT_FLOAT, TensorShape({2}));
+  Tensor b = Tensor::FromVector<double>({1, 2});
+  EXPECT_EQ(a.CopyFrom(b).code(), StatusCode::kInvalidArgument);
+  Tensor c = Tensor::FromVector<float>({1, 2});
+  EXPECT_TRUE(a.CopyFrom(c).ok());
+  EXPECT_EQ(a.flat<float>()[1], 2.0f);
+}
+
+TEST(Types, NamesRoundTrip) {
+  for (DataType t : {DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_INT8, DT_INT16, DT_UINT8,
+                     DT_UINT16, DT_BOOL, DT_STRING, DT_BFLOAT16, DT_HALF}) {
+    auto back = DataTypeFromName(DataTypeName(t));
+    ASSERT_TRUE(back.has_value()) << DataTypeName(t);
+    EXPECT_EQ(*back, t);
+  }
+  EXPECT_EQ(DataTypeName(DT_HALF), "float16");
+  EXPECT_EQ(DataTypeName(DT_FLOAT), "float32");
+}
+
+TEST(Types, HalfAndBfloat16ConvertWithRounding) {
+  const float values[] = {0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f, 0.1f};
+  for (float v : values) {
+    EXPECT_NEAR(static_cast<float>(float16(v)), v, std::abs(v) * 1e-3 + 1e-8) << v;
+    EXPECT_NEAR(static_cast<float>(bfloat16(v)), v, std::abs(v) * 1e-2 + 1e-30) << v;
+  }
+  EXPECT_EQ(float16(1.0f).bits, 0x3C00);
+  EXPECT_EQ(float16(65504.0f).bits, 0x7BFF);
+  EXPECT_EQ(float16(1e6f).bits, 0x7C00);  // overflow to +inf
+  EXPECT_EQ(bfloat16(1.0f).bits, 0x3F80);
+  EXPECT_TRUE(std::isnan(static_cast<float>(float16(std::nanf("")))));
+  EXPECT_TRUE(std::isnan(static_cast<float>(bfloat16(std::nanf("")))));
+}
+
+}  // namespace
+}  // namespace ckflow

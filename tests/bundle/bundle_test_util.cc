@@ -1,0 +1,109 @@
+#include "tests/bundle/bundle_test_util.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "bundle/bundle_writer.h"
+#include "tests/test_util.h"
+
+namespace ckflow::testing {
+
+std::string Fixture::Prefix() const { return FixturesDir() + "/" + dir + "/" + name; }
+
+const std::vector<Fixture>& AllFixtures() {
+  static const std::vector<Fixture> fixtures = {
+      {"tf1_onnx_regression", "model", 1, false},
+      {"tf1_t2t_transformer_two_shards", "model.ckpt-1", 2, false},
+      {"tf2_cyclic_module", "variables", 1, false},
+      {"tf2_half_plus_two_snappy", "variables", 1, true},
+      {"tf2_tensorforce_ppo_adam_slots", "ppo-checkpoint-1", 1, false},
+      {"tf2_tftrt_two_shards", "variables", 2, false},
+      {"tf2_uninitialized_variable", "variables", 1, false},
+      {"tf_old_string_tensors", "foo", 1, false},
+  };
+  return fixtures;
+}
+
+int RunDescribe(const std::string& path, std::string* output) {
+  return RunCommand("python3 '" + SharedDir() + "/tools/describe.py' '" + path + "' 2>&1", output);
+}
+
+std::vector<std::string> ListDir(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+void WriteFileOrDie(const std::string& path, const std::string& contents) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+  if (!out) ADD_FAILURE() << "cannot write " << path;
+}
+
+Status WriteBundle(const std::string& prefix, const NamedTensors& tensors, FileSystem* fs) {
+  BundleWriter::Options options;
+  options.fs = fs;
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleWriter> writer,
+                          BundleWriter::Create(prefix, options));
+  for (const auto& [key, tensor] : tensors) CKFLOW_RETURN_IF_ERROR(writer->Add(key, tensor));
+  return writer->Finish();
+}
+
+Status FaultyFileSystem::Tick(const std::string& what) {
+  if (++count_ != fail_at_) return OkStatus();
+  failed_ = true;
+  return ResourceExhaustedError(what, ": No space left on device (injected)");
+}
+
+namespace {
+
+class FaultyWritableFile final : public WritableFile {
+ public:
+  FaultyWritableFile(std::unique_ptr<WritableFile> base, FaultyFileSystem* fs)
+      : base_(std::move(base)), fs_(fs) {}
+  Status WriteAt(uint64_t offset, std::string_view data) override {
+    CKFLOW_RETURN_IF_ERROR(fs_->Tick(base_->path()));
+    return base_->WriteAt(offset, data);
+  }
+  Status Sync() override {
+    CKFLOW_RETURN_IF_ERROR(fs_->Tick(base_->path()));
+    return base_->Sync();
+  }
+  Status Close() override {
+    if (closed_) return OkStatus();
+    closed_ = true;
+    Status injected = fs_->Tick(base_->path());
+    Status s = base_->Close();
+    return injected.ok() ? s : injected;
+  }
+  const std::string& path() const override { return base_->path(); }
+
+ private:
+  std::unique_ptr<WritableFile> base_;
+  FaultyFileSystem* fs_;
+  bool closed_ = false;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<WritableFile>> FaultyFileSystem::NewWritableFile(const std::string& path) {
+  CKFLOW_RETURN_IF_ERROR(Tick(path));
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, base_->NewWritableFile(path));
+  return std::unique_ptr<WritableFile>(new FaultyWritableFile(std::move(file), this));
+}
+
+Status FaultyFileSystem::RenameFile(const std::string& from, const std::string& to) {
+  CKFLOW_RETURN_IF_ERROR(Tick(from));
+  return base_->RenameFile(from, to);
+}
+
+Status FaultyFileSystem::CreateDirs(const std::string& path) {
+  CKFLOW_RETURN_IF_ERROR(Tick(path));
+  return base_->CreateDirs(path);
+}
+
+}  // namespace ckflow::testing

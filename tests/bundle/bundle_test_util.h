@@ -1,0 +1,80 @@
+// Helpers shared by the checkpoint tests: the fixtures, the independent
+// reader (describe.py), writing bundles, directory listings and a file
+// system that fails on purpose.
+
+#ifndef CKFLOW_TESTS_BUNDLE_BUNDLE_TEST_UTIL_H_
+#define CKFLOW_TESTS_BUNDLE_BUNDLE_TEST_UTIL_H_
+
+#include <atomic>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/file_system.h"
+#include "base/status.h"
+#include "base/tensor.h"
+
+namespace ckflow::testing {
+
+// A real TensorFlow checkpoint under ../shared/fixtures.
+struct Fixture {
+  std::string dir;   // folder under FixturesDir()
+  std::string name;  // the prefix's file name
+  int num_shards;
+  bool snappy;  // its index has Snappy-compressed blocks
+  std::string Prefix() const;
+};
+const std::vector<Fixture>& AllFixtures();
+inline void PrintTo(const Fixture& f, std::ostream* os) { *os << f.dir << "/" << f.name; }
+
+// Runs ../shared/tools/describe.py on `path`; returns its exit code and
+// fills *output.
+int RunDescribe(const std::string& path, std::string* output);
+
+// The names of the files in `dir`, sorted.
+std::vector<std::string> ListDir(const std::string& dir);
+
+void WriteFileOrDie(const std::string& path, const std::string& contents);
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+// Writes `tensors` in this order into a bundle with `prefix`.
+Status WriteBundle(const std::string& prefix, const NamedTensors& tensors,
+                   FileSystem* fs = nullptr);
+
+// The default file system, except that the `fail_at`-th mutating operation
+// (1-based: file creation, write, sync, close, rename, directory creation)
+// fails with ResourceExhausted, as a full disk would. 0 never fails.
+class FaultyFileSystem final : public FileSystem {
+ public:
+  explicit FaultyFileSystem(int fail_at) : fail_at_(fail_at) {}
+  // Operations counted so far.
+  int operations() const { return count_.load(); }
+  bool failed() const { return failed_.load(); }
+
+  StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
+  StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& path) override {
+    return base_->NewRandomAccessFile(path);
+  }
+  Status RenameFile(const std::string& from, const std::string& to) override;
+  Status DeleteFile(const std::string& path) override { return base_->DeleteFile(path); }
+  Status CreateDirs(const std::string& path) override;
+  Status DeleteDir(const std::string& path) override { return base_->DeleteDir(path); }
+  Status FileExists(const std::string& path) override { return base_->FileExists(path); }
+  bool IsDirectory(const std::string& path) override { return base_->IsDirectory(path); }
+
+  // Counts one operation; its injected error, or OK.
+  Status Tick(const std::string& what);
+
+ private:
+  FileSystem* const base_ = FileSystem::Default();
+  const int fail_at_;
+  std::atomic<int> count_{0};
+  std::atomic<bool> failed_{false};
+};
+
+}  // namespace ckflow::testing
+
+#endif  // CKFLOW_TESTS_BUNDLE_BUNDLE_TEST_UTIL_H_

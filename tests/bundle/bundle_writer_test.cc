@@ -1,0 +1,350 @@
+// BundleWriter: round trips of every dtype, the bytes TensorFlow expects,
+// and what a failed save leaves behind.
+
+#include "bundle/bundle_writer.h"
+
+#include <gtest/gtest.h>
+#include <tbb/global_control.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "bundle/bundle_format.h"
+#include "bundle/bundle_index_internal.h"
+#include "bundle/bundle_reader.h"
+#include "bundle/crc32c.h"
+#include "tests/bundle/bundle_test_util.h"
+#include "tests/test_util.h"
+
+namespace ckflow {
+namespace {
+
+using testing::NamedTensors;
+
+template <typename T>
+Tensor Make(const std::vector<T>& values, TensorShape shape) {
+  return Tensor::FromVector(values, shape);
+}
+
+// A tensor of every dtype with telling values: extremes, negative zero,
+// NaN and infinities where the type has them.
+NamedTensors EveryDtype() {
+  const float inf = std::numeric_limits<float>::infinity();
+  return {
+      {"float32", Make<float>({1.5f, -0.0f, inf, -inf, std::nanf(""), 3.4e38f}, {2, 3})},
+      {"float64", Make<double>({1e-300, -2.5, std::numeric_limits<double>::max()}, {3})},
+      {"int32", Make<int32_t>({std::numeric_limits<int32_t>::min(), -1, 0, 7}, {2, 2})},
+      {"int64", Make<int64_t>({std::numeric_limits<int64_t>::max(), -3}, {2})},
+      {"int8", Make<int8_t>({-128, 127, 0}, {3})},
+      {"int16", Make<int16_t>({-32768, 32767}, {2, 1})},
+      {"uint8", Make<uint8_t>({0, 255, 17}, {3})},
+      {"uint16", Make<uint16_t>({0, 65535}, {2})},
+      {"bool", Make<bool>({true, false, true}, {3})},
+      {"bfloat16", Make<bfloat16>({bfloat16(1.0f), bfloat16(-3.5f), bfloat16(inf)}, {3})},
+      {"float16", Make<float16>({float16(0.5f), float16(-65504.0f)}, {2})},
+      {"string",
+       Make<std::string>({"", "a", std::string(100000, 'x'), std::string("\0\xff\n", 3)}, {2, 2})},
+      {"scalar_float", Tensor::Scalar(2.25f)},
+      {"scalar_string", Tensor::Scalar(std::string("hello"))},
+      {"empty_float", Tensor(DT_FLOAT, TensorShape({0}))},
+      {"empty_int64", Tensor(DT_INT64, TensorShape({2, 0, 3}))},
+      {"empty_string", Tensor(DT_STRING, TensorShape({0}))},
+      {"empty_strings", Make<std::string>({"", ""}, {2})},
+  };
+}
+
+void ExpectSameTensor(const Tensor& a, const Tensor& b) {
+  ASSERT_EQ(a.dtype(), b.dtype());
+  ASSERT_EQ(a.shape(), b.shape());
+  if (a.dtype() == DT_STRING) {
+    for (int64_t i = 0; i < a.NumElements(); ++i) {
+      EXPECT_EQ(a.flat<std::string>()[i], b.flat<std::string>()[i]) << "element " << i;
+    }
+  } else {
+    EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.TotalBytes()), 0);
+  }
+}
+
+TEST(BundleWriter, EveryDtypeRoundTrips) {
+  const std::string prefix = testing::NewTempDir("rt") + "/ckpt";
+  const NamedTensors tensors = EveryDtype();
+  CKFLOW_ASSERT_OK(testing::WriteBundle(prefix, tensors));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
+  ASSERT_EQ(reader->entries().size(), tensors.size());
+  for (const auto& [key, tensor] : tensors) {
+    SCOPED_TRACE(key);
+    CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor read, reader->Lookup(key));
+    ExpectSameTensor(read, tensor);
+    Tensor into(tensor.dtype(), tensor.shape());
+    CKFLOW_ASSERT_OK(reader->ReadInto(key, &into));
+    ExpectSameTensor(into, tensor);
+  }
+}
+
+TEST(BundleWriter, EveryKindPassesTheIndependentReader) {
+  const std::string dir = testing::NewTempDir("describe");
+  CKFLOW_ASSERT_OK(testing::WriteBundle(dir + "/every_dtype", EveryDtype()));
+  CKFLOW_ASSERT_OK(testing::WriteBundle(dir + "/no_tensors", {}));
+  // A tensor big enough to take the parallel chunked path (3 MiB).
+  Tensor big(DT_FLOAT, TensorShape({3, 1 << 18}));
+  for (int64_t i = 0; i < big.NumElements(); ++i) big.flat<float>()[i] = static_cast<float>(i);
+  CKFLOW_ASSERT_OK(
+      testing::WriteBundle(dir + "/big", {{"big", big}, {"small", Tensor::Scalar(1)}}));
+  std::string output;
+  EXPECT_EQ(testing::RunDescribe(dir, &output), 0) << output;
+  EXPECT_NE(output.find("all checks passed"), std::string::npos) << output;
+  EXPECT_EQ(output.find("MISMATCH"), std::string::npos) << output;
+}
+
+TEST(BundleWriter, LargeTensorsReadBackUnderEveryParallelism) {
+  const std::string prefix = testing::NewTempDir("large") + "/ckpt";
+  // 9 MiB + 3 bytes: chunks of 1 MiB and a ragged tail.
+  Tensor big(DT_UINT8, TensorShape({(9 << 20) + 3}));
+  std::mt19937 rng(1);
+  for (uint8_t& b : big.flat<uint8_t>()) b = static_cast<uint8_t>(rng());
+  for (int threads : {1, 2, 4}) {
+    SCOPED_TRACE(threads);
+    tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
+    CKFLOW_ASSERT_OK(testing::WriteBundle(prefix, {{"big", big}}));
+    CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
+    EXPECT_EQ(reader->entries()[0].masked_crc32c,
+              crc32c::Mask(crc32c::Value(big.raw_data(), big.TotalBytes())));
+    Tensor into(DT_UINT8, big.shape());
+    CKFLOW_ASSERT_OK(reader->ReadInto("big", &into));
+    ExpectSameTensor(into, big);
+  }
+}
+
+TEST(BundleWriter, KeysMayComeInAnyOrderAndDataKeepsAddOrder) {
+  const std::string prefix = testing::NewTempDir("order") + "/ckpt";
+  CKFLOW_ASSERT_OK(testing::WriteBundle(prefix, {{"zeta", Tensor::Scalar(1.0f)},
+                                                 {"alpha", Tensor::Scalar(int64_t{2})},
+                                                 {"mid", Tensor::Scalar(3.0)}}));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
+  ASSERT_EQ(reader->entries().size(), 3u);
+  EXPECT_EQ(reader->entries()[0].key, "alpha");
+  EXPECT_EQ(reader->entries()[2].key, "zeta");
+  EXPECT_EQ(reader->FindEntry("zeta")->offset, 0);
+  EXPECT_EQ(reader->FindEntry("alpha")->offset, 4);
+  EXPECT_EQ(reader->FindEntry("mid")->offset, 12);
+}
+
+// Spec 2.3 and 2.6: the header entry of a little-endian single-shard bundle
+// and the entry of a float32 [2,3] tensor saved first.
+TEST(BundleWriter, HeaderAndEntryBytesAreTensorFlows) {
+  const std::string prefix = testing::NewTempDir("bytes") + "/ckpt";
+  Tensor t = Make<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  CKFLOW_ASSERT_OK(testing::WriteBundle(prefix, {{"x", t}, {"s", Tensor::Scalar(2.0f)}}));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(
+      auto table, internal::ReadTable("index", testing::ReadFileOrDie(IndexFilename(prefix))));
+  ASSERT_EQ(table.size(), 3u);
+  EXPECT_EQ(table[0].first, "");
+  EXPECT_EQ(table[0].second, std::string("\x08\x01\x1a\x02\x08\x01", 6));
+  const uint32_t crc = crc32c::Mask(crc32c::Value(t.raw_data(), 24));
+  std::string expected("\x08\x01\x12\x08\x12\x02\x08\x02\x12\x02\x08\x03\x28\x18\x35", 15);
+  expected.append(reinterpret_cast<const char*>(&crc), 4);
+  EXPECT_EQ(table[2].first, "x");
+  EXPECT_EQ(table[2].second, expected);
+  // A scalar still carries its (empty) shape, "12 00"; offset 24 is "20 18".
+  EXPECT_EQ(table[1].second.substr(0, 8), std::string("\x08\x01\x12\x00\x20\x18\x28\x04", 8));
+}
+
+// Spec 2.1: an empty metaindex block, the index separator shortened to one
+// byte, and the 48-byte footer ending in the magic number.
+TEST(BundleWriter, IndexFileLayoutIsTensorFlows) {
+  const std::string prefix = testing::NewTempDir("layout") + "/ckpt";
+  CKFLOW_ASSERT_OK(testing::WriteBundle(prefix, {{"v/x", Tensor::Scalar(1.0f)}}));
+  const std::string index = testing::ReadFileOrDie(IndexFilename(prefix));
+  ASSERT_GE(index.size(), 48u);
+  EXPECT_EQ(index.substr(index.size() - 8), std::string("\x57\xfb\x80\x8b\x24\x75\x47\xdb", 8));
+  std::string output;
+  EXPECT_EQ(testing::RunDescribe(prefix, &output), 0) << output;
+  EXPECT_NE(output.find("(0 entries)"), std::string::npos) << output;  // empty metaindex
+  EXPECT_NE(output.find("separator key(s) [\"b'w'\"]"), std::string::npos) << output;
+  EXPECT_NE(output.find("footer padding all zero: True"), std::string::npos) << output;
+}
+
+TEST(BundleWriter, EmptyStringTensorStoresOnlyTheMaskedZeroChecksum) {
+  const std::string prefix = testing::NewTempDir("es") + "/ckpt";
+  CKFLOW_ASSERT_OK(testing::WriteBundle(prefix, {{"e", Tensor(DT_STRING, TensorShape({0}))}}));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
+  EXPECT_EQ(reader->entries()[0].size, 4);
+  EXPECT_EQ(testing::ReadFileOrDie(DataFilename(prefix, 0, 1)), std::string("\xd8\xea\x82\xa2", 4));
+}
+
+// Spec 2.5: the length checksum is over 4-byte lengths, not varints; the
+// entry CRC covers lengths, the stored checksum and the bytes.
+TEST(BundleWriter, StringEncodingMatchesTheSpec) {
+  const std::string prefix = testing::NewTempDir("str") + "/ckpt";
+  const std::string long_string(300, 'z');  // a 2-byte varint length
+  CKFLOW_ASSERT_OK(
+      testing::WriteBundle(prefix, {{"s", Make<std::string>({"ab", long_string}, {2})}}));
+  const std::string data = testing::ReadFileOrDie(DataFilename(prefix, 0, 1));
+  const uint32_t lengths[] = {2, 300};
+  const uint32_t length_crc = crc32c::Value(lengths, sizeof(lengths));
+  const uint32_t masked = crc32c::Mask(length_crc);
+  std::string expected("\x02\xac\x02", 3);
+  expected.append(reinterpret_cast<const char*>(&masked), 4);
+  expected += "ab" + long_string;
+  EXPECT_EQ(data, expected);
+  uint32_t entry_crc = crc32c::Extend(length_crc, &masked, 4);
+  entry_crc = crc32c::Extend(entry_crc, "ab" + long_string);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
+  EXPECT_EQ(reader->entries()[0].masked_crc32c, crc32c::Mask(entry_crc));
+}
+
+// TensorFlow's table builder (not LevelDB's) starts a new data block before
+// an entry of at least 2 x 256 KiB; without that rule the small entries and
+// the huge one would share one block.
+TEST(BundleWriter, HugeEntryStartsItsOwnBlockAsTensorFlowDoes) {
+  const std::string prefix = testing::NewTempDir("huge") + "/ckpt";
+  const std::string huge_key(600 << 10, 'k');
+  CKFLOW_ASSERT_OK(testing::WriteBundle(
+      prefix, {{"a", Tensor::Scalar(1.0f)}, {huge_key, Tensor::Scalar(2.0f)}}));
+  std::string output;
+  EXPECT_EQ(testing::RunDescribe(prefix, &output), 0) << output;
+  EXPECT_NE(output.find("blocks: 2 data block(s)"), std::string::npos) << output.substr(0, 2000);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor t, reader->Lookup(huge_key));
+  EXPECT_EQ(t.scalar<float>(), 2.0f);
+}
+
+TEST(BundleWriter, ManyKeysSpanSeveralBlocks) {
+  const std::string prefix = testing::NewTempDir("many") + "/ckpt";
+  NamedTensors tensors;
+  for (int i = 0; i < 20000; ++i) {
+    tensors.emplace_back("layer_" + std::to_string(i) + "/kernel/.ATTRIBUTES/VARIABLE_VALUE",
+                         Tensor::Scalar(static_cast<float>(i)));
+  }
+  CKFLOW_ASSERT_OK(testing::WriteBundle(prefix, tensors));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
+  ASSERT_EQ(reader->entries().size(), tensors.size());
+  CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor t,
+                              reader->Lookup("layer_12345/kernel/.ATTRIBUTES/VARIABLE_VALUE"));
+  EXPECT_EQ(t.scalar<float>(), 12345.0f);
+  std::string output;
+  EXPECT_EQ(testing::RunDescribe(prefix, &output), 0) << output.substr(0, 2000);
+  EXPECT_EQ(output.find("blocks: 1 data block(s)"), std::string::npos);
+}
+
+TEST(BundleWriter, AddRawWritesDtypesATensorCannotHold) {
+  const std::string prefix = testing::NewTempDir("raw") + "/ckpt";
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleWriter> writer, BundleWriter::Create(prefix));
+  const float complex[] = {1, 2, 3, 4};  // two complex64 values
+  CKFLOW_ASSERT_OK(writer->AddRaw("c", DT_COMPLEX64, TensorShape({2}),
+                                  std::string_view(reinterpret_cast<const char*>(complex), 16)));
+  Status wrong = writer->AddRaw("d", DT_COMPLEX64, TensorShape({3}), std::string(16, '\0'));
+  EXPECT_THAT(wrong, testing::StatusIs(StatusCode::kInvalidArgument, "'d'"));
+  CKFLOW_ASSERT_OK(writer->Finish());
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string bytes, reader->ReadRaw(*reader->FindEntry("c")));
+  EXPECT_EQ(bytes, std::string(reinterpret_cast<const char*>(complex), 16));
+  Status lookup = reader->Lookup("c").status();
+  EXPECT_THAT(lookup, testing::StatusIs(StatusCode::kInvalidArgument, "complex64"));
+}
+
+TEST(BundleWriter, RejectsBadKeysAndTensors) {
+  const std::string prefix = testing::NewTempDir("bad") + "/ckpt";
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleWriter> writer, BundleWriter::Create(prefix));
+  CKFLOW_ASSERT_OK(writer->Add("x", Tensor::Scalar(1.0f)));
+  struct Case {
+    std::string key;
+    Tensor tensor;
+    std::string message;
+  };
+  const Case cases[] = {
+      {"", Tensor::Scalar(1.0f), "reserved for the bundle header"},
+      {"x", Tensor::Scalar(2.0f), "'x' added twice"},
+      {"invalid", Tensor(), "'invalid'"},
+      {"handle", Tensor(DT_RESOURCE, TensorShape()), "resource"},
+  };
+  for (const Case& c : cases) {
+    Status s = writer->Add(c.key, c.tensor);
+    EXPECT_THAT(s, testing::StatusIs(StatusCode::kInvalidArgument, c.message));
+  }
+  CKFLOW_ASSERT_OK(writer->Finish());  // argument errors do not spoil the bundle
+  Status after = writer->Add("y", Tensor::Scalar(1.0f));
+  EXPECT_TRUE(IsFailedPrecondition(after)) << after;
+  EXPECT_TRUE(IsFailedPrecondition(writer->Finish()));
+}
+
+TEST(BundleWriter, AbandonedWriterLeavesNoFiles) {
+  const std::string dir = testing::NewTempDir("abandon");
+  {
+    CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleWriter> writer,
+                                BundleWriter::Create(dir + "/ckpt"));
+    CKFLOW_ASSERT_OK(writer->Add("x", Tensor::Scalar(1.0f)));
+  }
+  EXPECT_TRUE(testing::ListDir(dir).empty());
+}
+
+TEST(BundleWriter, CreatesMissingDirectories) {
+  const std::string prefix = testing::NewTempDir("dirs") + "/a/b/ckpt";
+  CKFLOW_ASSERT_OK(testing::WriteBundle(prefix, {{"x", Tensor::Scalar(1.0f)}}));
+  EXPECT_EQ(testing::ListDir(Dirname(prefix)),
+            (std::vector<std::string>{"ckpt.data-00000-of-00001", "ckpt.index"}));
+}
+
+TEST(BundleWriter, UnwritableDirectoryIsAnErrorNamingThePath) {
+  Status s = BundleWriter::Create("/proc/ckflow_cannot_write_here/ckpt").status();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("/proc/ckflow_cannot_write_here"), std::string::npos) << s;
+}
+
+// Every write-path operation of a save fails in turn (as on a full disk):
+// each failure is reported, leaves no file of the new save behind, and the
+// checkpoint saved before under the same prefix still reads back whole.
+TEST(BundleWriter, FailedSaveNeverDamagesThePreviousCheckpoint) {
+  const std::string dir = testing::NewTempDir("faults");
+  const std::string prefix = dir + "/ckpt";
+  Tensor big(DT_FLOAT, TensorShape({3 << 18}));  // 3 MiB: the parallel path
+  for (int64_t i = 0; i < big.NumElements(); ++i) big.flat<float>()[i] = static_cast<float>(i);
+  const NamedTensors old_tensors = {{"v", Tensor::Scalar(1.0f)}, {"big", big}};
+  CKFLOW_ASSERT_OK(testing::WriteBundle(prefix, old_tensors));
+  const std::vector<std::string> old_files = testing::ListDir(dir);
+  const NamedTensors new_tensors = {
+      {"v", Tensor::Scalar(2.0f)}, {"big", big.Clone()}, {"w", Tensor::Scalar(3.0f)}};
+  int failures = 0;
+  for (int fail_at = 1;; ++fail_at) {
+    SCOPED_TRACE(fail_at);
+    testing::FaultyFileSystem fs(fail_at);
+    Status s = testing::WriteBundle(prefix, new_tensors, &fs);
+    if (!fs.failed()) {
+      CKFLOW_ASSERT_OK(s);
+      break;
+    }
+    ++failures;
+    EXPECT_TRUE(IsResourceExhausted(s)) << s;
+    EXPECT_EQ(testing::ListDir(dir), old_files);
+    CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
+    ASSERT_EQ(reader->entries().size(), 2u);
+    CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor v, reader->Lookup("v"));
+    EXPECT_EQ(v.scalar<float>(), 1.0f);
+    for (const BundleEntry& e : reader->entries()) CKFLOW_EXPECT_OK(reader->Verify(e));
+  }
+  EXPECT_GE(failures, 8);  // dirs, create, writes, close, index file, renames
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor v, reader->Lookup("v"));
+  EXPECT_EQ(v.scalar<float>(), 2.0f);
+  EXPECT_EQ(testing::ListDir(dir), old_files);
+}
+
+TEST(BundleWriter, SyncOptionWritesTheSameBytes) {
+  const std::string dir = testing::NewTempDir("sync");
+  const NamedTensors tensors = EveryDtype();
+  CKFLOW_ASSERT_OK(testing::WriteBundle(dir + "/a", tensors));
+  BundleWriter::Options options;
+  options.sync = true;
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleWriter> writer,
+                              BundleWriter::Create(dir + "/b", options));
+  for (const auto& [key, tensor] : tensors) CKFLOW_ASSERT_OK(writer->Add(key, tensor));
+  CKFLOW_ASSERT_OK(writer->Finish());
+  EXPECT_TRUE(testing::ReadFileOrDie(dir + "/a.index") == testing::ReadFileOrDie(dir + "/b.index"));
+  EXPECT_TRUE(testing::ReadFileOrDie(DataFilename(dir + "/a", 0, 1)) ==
+              testing::ReadFileOrDie(DataFilename(dir + "/b", 0, 1)));
+}
+
+}  // namespace
+}  // namespace ckflow

@@ -1,0 +1,245 @@
+// The ckflow CLI on the real TensorFlow checkpoints, against golden outputs
+// under tests/tools/golden/ (reviewed renderings of TensorFlow-written
+// files). CKFLOW_UPDATE_GOLDENS=1 rewrites them instead of comparing.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/bundle/bundle_test_util.h"
+#include "tests/test_util.h"
+
+namespace ckflow {
+namespace {
+
+struct CliCase {
+  std::string golden;  // file under golden/
+  std::string args;    // "$F" stands for the fixtures directory
+  int exit_code;
+};
+
+void PrintTo(const CliCase& c, std::ostream* os) { *os << "ckflow " << c.args; }
+
+// Replaces every `from` in `s` by `to`.
+std::string ReplaceAll(std::string s, const std::string& from, const std::string& to) {
+  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) {
+    s.replace(pos, from.size(), to);
+  }
+  return s;
+}
+
+// Output without what depends on the machine: the fixtures' location and
+// verify's timing line.
+std::string Normalize(const std::string& output) {
+  std::istringstream in(ReplaceAll(output, testing::FixturesDir(), "$F"));
+  std::string line, out;
+  while (std::getline(in, line)) {
+    if (line.rfind("read in ", 0) == 0) continue;
+    out += line + "\n";
+  }
+  return out;
+}
+
+class CliTest : public ::testing::TestWithParam<CliCase> {};
+
+TEST_P(CliTest, MatchesGolden) {
+  const CliCase& c = GetParam();
+  std::string output;
+  const int rc = testing::RunCommand(
+      std::string(CKFLOW_CLI) + " " + ReplaceAll(c.args, "$F", testing::FixturesDir()) + " 2>&1",
+      &output);
+  EXPECT_EQ(rc, c.exit_code) << output;
+  const std::string golden_path = testing::SourceDir() + "/tests/tools/golden/" + c.golden;
+  if (std::getenv("CKFLOW_UPDATE_GOLDENS")) {
+    testing::WriteFileOrDie(golden_path, Normalize(output));
+    return;
+  }
+  EXPECT_EQ(Normalize(output), testing::ReadFileOrDie(golden_path)) << golden_path;
+}
+
+const CliCase kCases[] = {
+    {"onnx_regression.inspect.txt", "inspect $F/tf1_onnx_regression/model --values", 0},
+    {"onnx_regression.inspect.json", "inspect $F/tf1_onnx_regression/model.index --json --values",
+     0},
+    {"onnx_regression.tree.txt", "tree $F/tf1_onnx_regression", 2},
+    {"t2t_two_shards.inspect.txt", "inspect $F/tf1_t2t_transformer_two_shards", 0},
+    {"t2t_two_shards.inspect.json", "inspect $F/tf1_t2t_transformer_two_shards --json", 0},
+    {"t2t_two_shards.verify.txt", "verify $F/tf1_t2t_transformer_two_shards", 0},
+    {"cyclic_module.tree.txt", "tree $F/tf2_cyclic_module/variables", 0},
+    {"cyclic_module.tree.json", "tree $F/tf2_cyclic_module/variables --json", 0},
+    {"cyclic_module.dot", "dot $F/tf2_cyclic_module/variables", 0},
+    {"half_plus_two_snappy.inspect.txt", "inspect $F/tf2_half_plus_two_snappy/variables --values",
+     0},
+    {"half_plus_two_snappy.tree.txt", "tree $F/tf2_half_plus_two_snappy/variables", 0},
+    {"ppo_adam_slots.inspect.txt", "inspect $F/tf2_tensorforce_ppo_adam_slots --values", 0},
+    {"ppo_adam_slots.tree.txt", "tree $F/tf2_tensorforce_ppo_adam_slots", 0},
+    {"ppo_adam_slots.verify.txt", "verify $F/tf2_tensorforce_ppo_adam_slots", 0},
+    {"tftrt_two_shards.inspect.txt", "inspect $F/tf2_tftrt_two_shards/variables --values", 0},
+    {"tftrt_two_shards.tree.txt", "tree $F/tf2_tftrt_two_shards/variables", 0},
+    {"uninitialized_variable.tree.txt", "tree $F/tf2_uninitialized_variable/variables", 0},
+    {"uninitialized_variable.dot", "dot $F/tf2_uninitialized_variable/variables", 0},
+    {"old_string_tensors.inspect.txt", "inspect $F/tf_old_string_tensors/foo --values", 0},
+    {"old_string_tensors.inspect.json", "inspect $F/tf_old_string_tensors/foo --json --values", 0},
+    {"diff.cyclic_vs_tftrt.txt",
+     "diff $F/tf2_cyclic_module/variables $F/tf2_tftrt_two_shards/variables", 1},
+    {"diff.same.txt",
+     "diff $F/tf2_tensorforce_ppo_adam_slots "
+     "$F/tf2_tensorforce_ppo_adam_slots/ppo-checkpoint-1.index",
+     0},
+    {"missing.inspect.txt", "inspect $F/no_such_checkpoint", 2},
+};
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CliTest, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<CliCase>& p) {
+                           std::string name;
+                           for (char ch : p.param.golden) name += std::isalnum(ch) ? ch : '_';
+                           return name;
+                         });
+
+TEST(Cli, JsonGoldensAreValidJson) {
+  const std::string dir = testing::SourceDir() + "/tests/tools/golden";
+  int checked = 0;
+  for (const std::string& name : testing::ListDir(dir)) {
+    if (!name.ends_with(".json")) continue;
+    std::string output;
+    EXPECT_EQ(testing::RunCommand("python3 -m json.tool '" + dir + "/" + name + "' >/dev/null 2>&1",
+                                  &output),
+              0)
+        << name;
+    ++checked;
+  }
+  EXPECT_GE(checked, 4);
+}
+
+// A checkpoint that changed: verify names the bad key and fails; diff
+// reports the value difference.
+TEST(Cli, VerifyAndDiffCatchAChangedTensor) {
+  const std::string dir = testing::NewTempDir("cli");
+  CKFLOW_ASSERT_OK(testing::WriteBundle(dir + "/a", {{"w", Tensor::FromVector<float>({1, 2, 3})},
+                                                     {"n", Tensor::Scalar(int64_t{5})}}));
+  CKFLOW_ASSERT_OK(testing::WriteBundle(dir + "/b", {{"w", Tensor::FromVector<float>({1, 2.5f, 3})},
+                                                     {"n", Tensor::Scalar(int64_t{5})}}));
+  std::string output;
+  EXPECT_EQ(
+      testing::RunCommand(std::string(CKFLOW_CLI) + " diff " + dir + "/a " + dir + "/b", &output),
+      1);
+  EXPECT_EQ(output,
+            "! w  float32[3]  1 of 3 values differ, max abs difference 0.5\n"
+            "0 only in A, 0 only in B, 0 with another dtype or shape, 1 with other values, "
+            "1 identical\n");
+  std::string data = testing::ReadFileOrDie(dir + "/a.data-00000-of-00001");
+  data[13] ^= 1;  // in "n" (bytes 12..19)
+  testing::WriteFileOrDie(dir + "/a.data-00000-of-00001", data);
+  EXPECT_EQ(testing::RunCommand(std::string(CKFLOW_CLI) + " verify " + dir + "/a 2>&1", &output),
+            1);
+  EXPECT_NE(output.find("key 'n'"), std::string::npos) << output;
+  EXPECT_NE(output.find("checksum mismatch"), std::string::npos) << output;
+  EXPECT_NE(output.find("FAILED: 1 of 2 tensors"), std::string::npos) << output;
+}
+
+// What `ckflow bench` prints for bench/side_by_side.py: the two rates and
+// their ratio; NaN where a line is missing.
+struct BenchRates {
+  double ckflow = NAN;
+  double raw = NAN;
+  double ratio = NAN;
+  double stall = NAN;  // --async: the stall as a fraction of a synchronous Write
+};
+
+BenchRates ParseBenchOutput(const std::string& output) {
+  BenchRates r;
+  std::istringstream in(output);
+  std::string line;
+  while (std::getline(in, line)) {
+    double v = 0;
+    if (std::sscanf(line.c_str(), "ckflow %lf GB/s", &v) == 1) r.ckflow = v;
+    if (std::sscanf(line.c_str(), "raw %lf GB/s", &v) == 1) r.raw = v;
+    if (std::sscanf(line.c_str(), "ckflow/raw = %lfx", &v) == 1) r.ratio = v;
+    if (std::sscanf(line.c_str(), "stall / synchronous Write = %lf", &v) == 1) r.stall = v;
+  }
+  return r;
+}
+
+// Rates are only checked to be there and positive: how fast this machine
+// is, is not under test.
+class CliBenchTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CliBenchTest, PrintsRatesAndRatioAndCleansUp) {
+  const std::string dir = testing::NewTempDir("bench");
+  std::string output;
+  ASSERT_EQ(testing::RunCommand(std::string(CKFLOW_CLI) + " bench " + GetParam() +
+                                    " --size 4MiB --count 4 --repeat 1 --dir " + dir + " 2>&1",
+                                &output),
+            0)
+      << output;
+  const BenchRates r = ParseBenchOutput(output);
+  EXPECT_GT(r.ckflow, 0) << output;
+  EXPECT_GT(r.raw, 0) << output;
+  EXPECT_GT(r.ratio, 0) << output;
+  // Only async saves are compared with a synchronous one.
+  const bool async = GetParam().find("--async") != std::string::npos;
+  EXPECT_EQ(std::isnan(r.stall), !async) << output;
+  if (async) {
+    EXPECT_GT(r.stall, 0) << output;
+    EXPECT_NE(output.find("Write async, until it returns"), std::string::npos) << output;
+  }
+  if (GetParam() == "save --files 3") {
+    EXPECT_NE(output.find("Write, 3 files"), std::string::npos) << output;
+  }
+  if (GetParam() == "restore --files 4") {
+    EXPECT_NE(output.find("Restore + InitializeOrRestore, 4 files"), std::string::npos) << output;
+  }
+  EXPECT_EQ(testing::ListDir(dir), std::vector<std::string>{}) << "left behind in " << dir;
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, CliBenchTest,
+                         ::testing::Values("restore", "save", "save --durable",
+                                           "restore --threads 1", "save --async",
+                                           "save --durable --async", "save --files 3",
+                                           "restore --files 4"),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           std::string name;
+                           for (char ch : p.param) name += std::isalnum(ch) ? ch : '_';
+                           return name;
+                         });
+
+struct BadBenchArgs {
+  std::string args;
+  std::string flag;  // the message names it
+};
+
+void PrintTo(const BadBenchArgs& c, std::ostream* os) { *os << "ckflow bench " << c.args; }
+
+class CliBenchBadArgsTest : public ::testing::TestWithParam<BadBenchArgs> {};
+
+TEST_P(CliBenchBadArgsTest, ExitsTwoNamingTheFlag) {
+  std::string output;
+  EXPECT_EQ(
+      testing::RunCommand(std::string(CKFLOW_CLI) + " bench " + GetParam().args + " 2>&1", &output),
+      2)
+      << output;
+  EXPECT_NE(output.find(GetParam().flag), std::string::npos) << output;
+  EXPECT_TRUE(std::isnan(ParseBenchOutput(output).ckflow)) << "ran anyway:\n" << output;
+}
+
+const BadBenchArgs kBadBenchArgs[] = {
+    {"restore --size 3 --count 4", "--size 3"},  // not a multiple of 4 x 4 bytes
+    {"restore --size 4MiB --count 0", "--count"},
+    {"save --size 1XB", "--size '1XB'"},
+    {"save --size GiB", "--size 'GiB'"},
+    {"restore --size 4MiB --repeat 0", "--repeat"},
+    {"save --size 4MiB --dir /no/such/dir", "--dir /no/such/dir"},
+    {"restore --size 4MiB --count x", "--count"},  // CLI11's own message
+    {"restore --size 4MiB --async", "--async"},    // async applies to saves only
+    {"save --size 4MiB --files -1", "--files"},
+};
+
+INSTANTIATE_TEST_SUITE_P(Cases, CliBenchBadArgsTest, ::testing::ValuesIn(kBadBenchArgs));
+
+}  // namespace
+}  // namespace ckflow

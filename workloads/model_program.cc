@@ -1,0 +1,60 @@
+#include "workloads/model_program.h"
+
+#include <cstdio>
+#include <optional>
+#include <utility>
+
+#include "bundle/bundle_format.h"
+#include "bundle/bundle_reader.h"
+#include "ops/array_ops.h"
+
+namespace ckflow::workloads {
+
+void ModelProgram::Add(const std::string& name, std::shared_ptr<Variable> variable) {
+  vars.push_back(model->Track(name, std::move(variable)));
+}
+
+Status ModelProgram::Finish(bool initialize) {
+  CKFLOW_RETURN_IF_ERROR(scope.status());
+  checkpoint = std::make_unique<Checkpoint>(scope, Checkpoint::Dependencies{{"model", model}});
+  CKFLOW_ASSIGN_OR_RETURN(session, Session::Create(scope.graph()));
+  if (!initialize) return OkStatus();
+  return session->Run({}, {}, {GlobalVariablesInitializer(scope)}).status();
+}
+
+StatusOr<std::unique_ptr<ModelProgram>> ModelProgram::Synthetic(int64_t count, int64_t elements,
+                                                                float first, bool initialize) {
+  auto m = std::make_unique<ModelProgram>();
+  m->vars.reserve(static_cast<size_t>(count));
+  Output shape = ops::Const(m->scope, std::vector<int64_t>{elements}, {1});
+  for (int64_t i = 0; i < count; ++i) {
+    char name[32];  // not "v" + to_string: GCC 12 warns falsely (-Wrestrict)
+    std::snprintf(name, sizeof(name), "v%lld", static_cast<long long>(i));
+    Output value = ops::Fill(m->scope, shape, ops::Const(m->scope, first + static_cast<float>(i)));
+    m->Add(name, Variable::Create(m->scope, name, value));
+  }
+  CKFLOW_RETURN_IF_ERROR(m->Finish(/*initialize=*/false));
+  if (initialize) {
+    CKFLOW_ASSIGN_OR_RETURN(LoadStatus init, m->checkpoint->Restore(std::nullopt));
+    CKFLOW_RETURN_IF_ERROR(init.InitializeOrRestore(*m->session));
+  }
+  return m;
+}
+
+StatusOr<ValueLayout> LayoutOf(const std::string& prefix) {
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
+  ValueLayout layout;
+  for (const BundleEntry& e : reader->entries()) {
+    if (e.key.find("VARIABLE_VALUE") == std::string::npos ||
+        e.key.find("save_counter") != std::string::npos) {
+      continue;
+    }
+    layout.pieces.push_back({e.offset, e.size, e.shard_id});
+  }
+  for (int i = 0; i < reader->num_shards(); ++i) {
+    layout.data_files.push_back(DataFilename(prefix, i, reader->num_shards()));
+  }
+  return layout;
+}
+
+}  // namespace ckflow::workloads
