@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_util.h"
+
 namespace ckflow {
 namespace {
 
