@@ -1,7 +1,5 @@
 #include "bundle/bundle_reader.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <limits>
 #include <utility>
@@ -110,54 +108,6 @@ StatusOr<std::unique_ptr<BundleReader>> BundleReader::Open(const std::string& pr
   const bool big_endian = header.endianness() == tensorflow::BundleHeaderProto::BIG;
   return std::unique_ptr<BundleReader>(
       new BundleReader(prefix, fs, num_shards, big_endian, std::move(entries)));
-}
-
-namespace {
-
-// Which file an index was read from, so a rewritten checkpoint under the
-// same prefix is noticed.
-struct FileIdentity {
-  dev_t device = 0;
-  ino_t inode = 0;
-  off_t size = 0;
-  int64_t mtime_ns = 0;
-  bool operator==(const FileIdentity&) const = default;
-};
-
-StatusOr<FileIdentity> IdentityOf(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    return NotFoundError("checkpoint index '", path, "' does not exist");
-  }
-  return FileIdentity{st.st_dev, st.st_ino, st.st_size,
-                      int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec};
-}
-
-}  // namespace
-
-StatusOr<std::shared_ptr<const BundleReader>> BundleReader::OpenShared(const std::string& prefix) {
-  struct Shared {
-    FileIdentity identity;
-    std::weak_ptr<const BundleReader> reader;
-  };
-  static std::mutex mu;
-  static auto* open = new std::map<std::string, Shared>();  // guarded by mu; never destroyed
-  CKFLOW_ASSIGN_OR_RETURN(FileIdentity id, IdentityOf(IndexFilename(prefix)));
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = open->find(prefix);
-    if (it != open->end() && it->second.identity == id) {
-      if (std::shared_ptr<const BundleReader> reader = it->second.reader.lock()) return reader;
-    }
-  }
-  // Open outside the lock: two threads racing on a new prefix both parse
-  // it, which is cheaper than serializing every open behind one.
-  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleReader> opened, Open(prefix));
-  std::shared_ptr<const BundleReader> reader = std::move(opened);
-  std::lock_guard<std::mutex> lock(mu);
-  std::erase_if(*open, [](const auto& entry) { return entry.second.reader.expired(); });
-  (*open)[prefix] = {id, reader};
-  return reader;
 }
 
 BundleReader::BundleReader(std::string prefix, FileSystem* fs, int num_shards, bool big_endian,

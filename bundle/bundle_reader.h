@@ -131,11 +131,6 @@ class BundleReader {
   // data: numeric entries go through a 1 MiB buffer per thread.
   Status Verify(const BundleEntry& entry) const;
 
-  // A reader of `prefix` on the default file system, shared with whoever
-  // in the process holds one already: a restore and the restore ops it
-  // creates parse the index once. A checkpoint rewritten under the same
-  // prefix (a different index file, size or mtime) gets a new reader.
-  static StatusOr<std::shared_ptr<const BundleReader>> OpenShared(const std::string& prefix);
 
   // P.data-SSSSS-of-NNNNN for shard `shard` of this checkpoint.
   std::string DataPath(int shard) const;

@@ -10,6 +10,7 @@
 
 #include "bundle/bundle_format.h"
 #include "checkpoint/restore_internal.h"
+#include "ops/checkpoint_ops_internal.h"
 #include "base/logging.h"
 #include "base/parallel.h"
 #include "base/resource.h"
@@ -436,6 +437,7 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
     ResourceMgr& resources = session.resources();
     const auto values = static_cast<size_t>(c.restored_values);
     if (resources.size() < values) resources.Reserve(values);
+    CKFLOW_RETURN_IF_ERROR(HandOverBundleReader(resources, c.reader));
     return RunTargets(session, {Feed(c.saver->restore_prefix(), Tensor::Scalar(c.save_path))},
                       c.restore_ops);
   }
@@ -584,6 +586,7 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl {
       CKFLOW_ASSIGN_OR_RETURN(std::vector<Output> ops, saver_->RestoreOps(std::move(items)));
       restore_ops_.insert(restore_ops_.end(), ops.begin(), ops.end());
     }
+    CKFLOW_RETURN_IF_ERROR(HandOverBundleReader(session.resources(), reader_));
     return RunTargets(session, {Feed(saver_->restore_prefix(), Tensor::Scalar(save_path_))},
                       restore_ops_);
   }
@@ -638,8 +641,16 @@ StatusOr<LoadStatus> RestoreRoot(
   // of variables each is a large part of Restore.
   StatusOr<std::shared_ptr<const BundleReader>> reader = nullptr;
   StatusOr<std::shared_ptr<RestoreCoordinator>> coordinator = nullptr;
-  ParallelInvoke([&] { reader = BundleReader::OpenShared(*save_path); },
-                 [&] { coordinator = ReadObjectGraph(*save_path, saver); });
+  ParallelInvoke(
+      [&] {
+        StatusOr<std::unique_ptr<BundleReader>> opened = BundleReader::Open(*save_path);
+        if (opened.ok()) {
+          reader = std::shared_ptr<const BundleReader>(*std::move(opened));
+        } else {
+          reader = opened.status();
+        }
+      },
+      [&] { coordinator = ReadObjectGraph(*save_path, saver); });
   CKFLOW_RETURN_IF_ERROR(reader.status());
   CKFLOW_RETURN_IF_ERROR(coordinator.status());
   if (*coordinator == nullptr) {

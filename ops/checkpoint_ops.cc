@@ -9,6 +9,7 @@
 #include "bundle/bundle_reader.h"
 #include "bundle/bundle_writer.h"
 #include "bundle/merge.h"
+#include "ops/checkpoint_ops_internal.h"
 #include "ops/standard_ops.h"
 #include "ops/variable_resource_internal.h"
 
@@ -17,17 +18,26 @@ namespace {
 
 // ------------------------------------------------------------ reader cache
 
-// The readers a session's restore ops used, by prefix: holding them keeps
-// each checkpoint's parsed index alive for the next restore from it.
+// The readers restores handed to this session, by prefix. Only handed-over
+// readers are kept: whoever hands one over has just opened and matched it,
+// so it needs no re-check (no stat per run), and a prefix this session
+// writes is dropped.
 class BundleReaderCache : public ResourceBase {
  public:
-  StatusOr<std::shared_ptr<const BundleReader>> Get(const std::string& prefix) {
-    CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<const BundleReader> reader,
-                            BundleReader::OpenShared(prefix));
+  void Put(std::shared_ptr<const BundleReader> reader) {
     std::lock_guard<std::mutex> lock(mu_);
+    const std::string& prefix = reader->prefix();
     if (readers_.size() >= kMaxReaders && !readers_.count(prefix)) readers_.clear();
-    readers_[prefix] = reader;
-    return reader;
+    readers_[prefix] = std::move(reader);
+  }
+  std::shared_ptr<const BundleReader> Find(const std::string& prefix) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = readers_.find(prefix);
+    return it == readers_.end() ? nullptr : it->second;
+  }
+  void Drop(const std::string& prefix) {
+    std::lock_guard<std::mutex> lock(mu_);
+    readers_.erase(prefix);
   }
 
  private:
@@ -36,13 +46,27 @@ class BundleReaderCache : public ResourceBase {
   std::map<std::string, std::shared_ptr<const BundleReader>> readers_;  // guarded by mu_
 };
 
+constexpr const char* kReaderCacheName = "ckflow/bundle_reader_cache";
+
+StatusOr<std::shared_ptr<BundleReaderCache>> CacheOf(ResourceMgr& resources) {
+  return resources.LookupOrCreate<BundleReaderCache>(
+      kReaderCacheName, [] { return std::make_shared<BundleReaderCache>(); });
+}
+
 StatusOr<std::shared_ptr<const BundleReader>> ReaderFor(KernelContext& ctx,
                                                         const std::string& prefix) {
-  CKFLOW_ASSIGN_OR_RETURN(
-      std::shared_ptr<BundleReaderCache> cache,
-      ctx.resources().LookupOrCreate<BundleReaderCache>(
-          "ckflow/bundle_reader_cache", [] { return std::make_shared<BundleReaderCache>(); }));
-  return cache->Get(prefix);
+  CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<BundleReaderCache> cache, CacheOf(ctx.resources()));
+  if (std::shared_ptr<const BundleReader> reader = cache->Find(prefix)) return reader;
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleReader> opened, BundleReader::Open(prefix));
+  return std::shared_ptr<const BundleReader>(std::move(opened));
+}
+
+// A checkpoint this session (re)writes must not be read through a reader of
+// what was there before.
+Status ForgetReader(KernelContext& ctx, const std::string& prefix) {
+  CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<BundleReaderCache> cache, CacheOf(ctx.resources()));
+  cache->Drop(prefix);
+  return OkStatus();
 }
 
 // ------------------------------------------------------------ argument checks
@@ -100,6 +124,7 @@ StatusOr<Kernel> SaveV2Kernel(const Node& node) {
     const int64_t n = ctx.num_inputs() - 3;
     CKFLOW_ASSIGN_OR_RETURN(auto names, StringVector(ctx.input(1), "tensor_names", n));
     CKFLOW_ASSIGN_OR_RETURN(auto slices, StringVector(ctx.input(2), "shape_and_slices", n));
+    CKFLOW_RETURN_IF_ERROR(ForgetReader(ctx, prefix));
     BundleWriter::Options options;
     options.sync = sync;
     CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleWriter> writer,
@@ -171,6 +196,7 @@ StatusOr<Kernel> MergeKernel(const Node& node) {
     CKFLOW_ASSIGN_OR_RETURN(std::string destination,
                             ScalarString(ctx.input(1), "destination_prefix"));
     std::vector<std::string> prefixes(inputs.begin(), inputs.end());
+    CKFLOW_RETURN_IF_ERROR(ForgetReader(ctx, destination));
     CKFLOW_RETURN_IF_ERROR(MergeBundles(prefixes, destination));
     if (delete_old_dirs) {
       // TensorFlow removes each input's directory when it differs from the
@@ -354,6 +380,16 @@ StatusOr<Kernel> RestoreVariablesKernel(const Node& node) {
 }
 
 }  // namespace
+
+namespace internal {
+
+Status HandOverBundleReader(ResourceMgr& resources, std::shared_ptr<const BundleReader> reader) {
+  CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<BundleReaderCache> cache, CacheOf(resources));
+  cache->Put(std::move(reader));
+  return OkStatus();
+}
+
+}  // namespace internal
 
 Status RegisterCheckpointOps(OpRegistry& registry) {
   CKFLOW_RETURN_IF_ERROR(registry.Register({.type = "SaveV2",

@@ -3,9 +3,11 @@
 // the buffers of the variables they restore (no intermediate tensor, no
 // fresh memory when the variable already has a buffer of the right shape).
 //
-// Readers are cached per session and checkpoint prefix, so an index is parsed
-// once however many restore ops read it; a cached reader is dropped when the
-// checkpoint's index file changes on disk.
+// A restore's statuses hand the reader they matched with to the session
+// (HandOverBundleReader in checkpoint_ops_internal.h), so the restore ops read
+// through it: the index is parsed once, by Checkpoint::Restore, however many
+// restore ops run. Without a handed-over reader a kernel opens the checkpoint
+// itself for that run, as TensorFlow's do.
 //
 // Thread safety: the kernels may run concurrently (the session runs a
 // checkpoint's restore ops in parallel); each locks the variable it writes.
