@@ -45,16 +45,22 @@ TEST(ReaderHandoff, RestoreOpsReadThroughTheReaderTheRestoreOpened) {
                          ValueOf(*writer.session, *writer.vars[0])));
 }
 
+Tensor OneString(const std::string& value) {
+  Tensor t(DT_STRING, TensorShape({1}));
+  t.flat<std::string>()[0] = value;
+  return t;
+}
+
 // A RestoreV2 of `prefix`'s "x" in a graph of its own.
 struct RestoreGraph {
   explicit RestoreGraph(const std::string& prefix)
       : restored(ops::RestoreV2(scope, ops::Const(scope, prefix),
-                                ops::Const(scope, std::vector<std::string>{"x"}, {1}),
-                                ops::Const(scope, std::vector<std::string>{""}, {1}),
+                                ops::Const(scope, OneString("x")),
+                                ops::Const(scope, OneString("")),
                                 {DT_FLOAT})[0]),
         save(ops::SaveV2(scope, ops::Const(scope, prefix),
-                         ops::Const(scope, std::vector<std::string>{"x"}, {1}),
-                         ops::Const(scope, std::vector<std::string>{""}, {1}),
+                         ops::Const(scope, OneString("x")),
+                         ops::Const(scope, OneString("")),
                          {ops::Const(scope, Tensor::FromVector<float>({3, 3}, {2}))})) {}
 
   float Restored(Session& session) {
