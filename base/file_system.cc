@@ -1,5 +1,6 @@
 #include "base/file_system.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -7,36 +8,64 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
-#include <system_error>
+#include <vector>
 
 namespace ckflow {
-namespace {
 
-Status IoError(const std::string& path, int err) {
-  std::string message = path + ": " + std::strerror(err);
+Status ErrnoStatus(int err, std::string_view op, std::string_view path) {
+  const char* name = strerrorname_np(err);
+  std::string message = std::string(path) + ": " + std::string(op) + ": " + std::strerror(err) +
+                        " (" + (name ? name : std::to_string(err)) + ")";
+  StatusCode code;
   switch (err) {
     case ENOENT:
     case ENOTDIR:
-      return Status(StatusCode::kNotFound, message);
+      code = StatusCode::kNotFound;
+      break;
     case EACCES:
     case EPERM:
     case EROFS:
-      return Status(StatusCode::kPermissionDenied, message);
+      code = StatusCode::kPermissionDenied;
+      break;
     case ENOSPC:
     case EDQUOT:
     case EMFILE:
     case ENFILE:
-      return Status(StatusCode::kResourceExhausted, message);
+    case ENOMEM:
+      code = StatusCode::kResourceExhausted;
+      break;
     case EEXIST:
-      return Status(StatusCode::kAlreadyExists, message);
+      code = StatusCode::kAlreadyExists;
+      break;
+    case EIO:
+      // The device lost data, or may have: fsync's EIO means pages the
+      // kernel held are gone.
+      code = StatusCode::kDataLoss;
+      break;
+    case EFBIG:
+      code = StatusCode::kOutOfRange;
+      break;
+    case ENOTEMPTY:
+    case EXDEV:
+      code = StatusCode::kFailedPrecondition;
+      break;
     case ENAMETOOLONG:
     case EINVAL:
     case EISDIR:
-      return Status(StatusCode::kInvalidArgument, message);
+    case ELOOP:
+      code = StatusCode::kInvalidArgument;
+      break;
+    case EAGAIN:
+    case EBUSY:
+      code = StatusCode::kUnavailable;
+      break;
     default:
-      return Status(StatusCode::kUnknown, message);
+      code = StatusCode::kUnknown;
   }
+  return Status(code, message);
 }
+
+namespace {
 
 class PosixRandomAccessFile final : public RandomAccessFile {
  public:
@@ -49,7 +78,7 @@ class PosixRandomAccessFile final : public RandomAccessFile {
       ssize_t r = ::pread(fd_, dst, n, static_cast<off_t>(offset));
       if (r < 0) {
         if (errno == EINTR) continue;
-        return IoError(path_, errno);
+        return ErrnoStatus(errno, "read", path_);
       }
       if (r == 0) {
         return DataLossError(path_, ": unexpected end of file at offset ", offset, " (", n,
@@ -90,7 +119,7 @@ class PosixWritableFile final : public WritableFile {
       ssize_t w = ::pwrite(fd_, p, n, static_cast<off_t>(offset));
       if (w < 0) {
         if (errno == EINTR) continue;
-        return IoError(path_, errno);
+        return ErrnoStatus(errno, "write", path_);
       }
       p += w;
       n -= static_cast<size_t>(w);
@@ -100,14 +129,14 @@ class PosixWritableFile final : public WritableFile {
   }
   Status Sync() override {
     if (fd_ < 0) return FailedPreconditionError(path_, ": sync after close");
-    if (::fdatasync(fd_) != 0) return IoError(path_, errno);
+    if (::fdatasync(fd_) != 0) return ErrnoStatus(errno, "fsync", path_);
     return OkStatus();
   }
   Status Close() override {
     if (fd_ < 0) return OkStatus();
     int rc = ::close(fd_);
     fd_ = -1;
-    if (rc != 0) return IoError(path_, errno);
+    if (rc != 0) return ErrnoStatus(errno, "close", path_);
     return OkStatus();
   }
   const std::string& path() const override { return path_; }
@@ -121,37 +150,35 @@ class PosixFileSystem final : public FileSystem {
  public:
   StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return IoError(path, errno);
+    if (fd < 0) return ErrnoStatus(errno, "create", path);
     return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
   }
 
   StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
       const std::string& path) override {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return IoError(path, errno);
+    if (fd < 0) return ErrnoStatus(errno, "open", path);
     struct stat st;
     if (::fstat(fd, &st) != 0) {
-      Status s = IoError(path, errno);
+      Status s = ErrnoStatus(errno, "stat", path);
       ::close(fd);
       return s;
     }
     if (S_ISDIR(st.st_mode)) {
       ::close(fd);
-      return IoError(path, EISDIR);
+      return ErrnoStatus(EISDIR, "open", path);
     }
     return std::unique_ptr<RandomAccessFile>(
         new PosixRandomAccessFile(path, fd, static_cast<uint64_t>(st.st_size)));
   }
 
   Status RenameFile(const std::string& from, const std::string& to) override {
-    if (::rename(from.c_str(), to.c_str()) != 0) {
-      return IoError(from, errno).WithContext("rename to " + to);
-    }
+    if (::rename(from.c_str(), to.c_str()) != 0) return ErrnoStatus(errno, "rename to " + to, from);
     return OkStatus();
   }
 
   Status DeleteFile(const std::string& path) override {
-    if (::unlink(path.c_str()) != 0) return IoError(path, errno);
+    if (::unlink(path.c_str()) != 0) return ErrnoStatus(errno, "delete", path);
     return OkStatus();
   }
 
@@ -159,18 +186,20 @@ class PosixFileSystem final : public FileSystem {
     if (path.empty() || IsDirectory(path)) return OkStatus();
     std::string parent = Dirname(path);
     if (parent != path) CKFLOW_RETURN_IF_ERROR(CreateDirs(parent));
-    if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) return IoError(path, errno);
-    if (!IsDirectory(path)) return IoError(path, ENOTDIR);
+    if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+      return ErrnoStatus(errno, "create directory", path);
+    }
+    if (!IsDirectory(path)) return ErrnoStatus(ENOTDIR, "create directory", path);
     return OkStatus();
   }
 
   Status DeleteDir(const std::string& path) override {
-    if (::rmdir(path.c_str()) != 0) return IoError(path, errno);
+    if (::rmdir(path.c_str()) != 0) return ErrnoStatus(errno, "delete directory", path);
     return OkStatus();
   }
 
   Status FileExists(const std::string& path) override {
-    if (::access(path.c_str(), F_OK) != 0) return IoError(path, errno);
+    if (::access(path.c_str(), F_OK) != 0) return ErrnoStatus(errno, "access", path);
     return OkStatus();
   }
 
@@ -178,6 +207,46 @@ class PosixFileSystem final : public FileSystem {
     struct stat st;
     return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
   }
+
+  StatusOr<std::vector<std::string>> ListDir(const std::string& dir) override {
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return ErrnoStatus(errno, "list", dir);
+    std::vector<std::string> names;
+    errno = 0;
+    while (const struct dirent* entry = ::readdir(d)) {
+      std::string_view name = entry->d_name;
+      if (name != "." && name != "..") names.emplace_back(name);
+      errno = 0;
+    }
+    const int err = errno;
+    ::closedir(d);
+    if (err != 0) return ErrnoStatus(err, "list", dir);
+    return names;
+  }
+
+  StatusOr<FileStat> Stat(const std::string& path) override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, "stat", path);
+    return FileStat{.size = static_cast<uint64_t>(st.st_size),
+                    .is_directory = S_ISDIR(st.st_mode),
+                    .mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec,
+                    .device = static_cast<uint64_t>(st.st_dev),
+                    .inode = static_cast<uint64_t>(st.st_ino)};
+  }
+
+  Status SyncDir(const std::string& dir) override {
+    const std::string& path = dir.empty() ? kDot : dir;
+    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return ErrnoStatus(errno, "open directory", path);
+    const int rc = ::fsync(fd);
+    const int err = errno;
+    ::close(fd);
+    if (rc != 0) return ErrnoStatus(err, "fsync directory", path);
+    return OkStatus();
+  }
+
+ private:
+  const std::string kDot = ".";
 };
 
 }  // namespace
@@ -221,6 +290,59 @@ std::string JoinPath(std::string_view dir, std::string_view name) {
   if (out.back() != '/') out += '/';
   out += name;
   return out;
+}
+
+std::string CleanPath(std::string_view path) {
+  const bool absolute = !path.empty() && path.front() == '/';
+  std::vector<std::string_view> parts;
+  size_t i = 0;
+  while (i <= path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string_view::npos) j = path.size();
+    std::string_view part = path.substr(i, j - i);
+    if (part == "..") {
+      if (!parts.empty() && parts.back() != "..") {
+        parts.pop_back();
+      } else if (!absolute) {
+        parts.push_back(part);  // "/.." is "/"
+      }
+    } else if (!part.empty() && part != ".") {
+      parts.push_back(part);
+    }
+    i = j + 1;
+  }
+  std::string out = absolute ? "/" : "";
+  for (size_t k = 0; k < parts.size(); ++k) {
+    if (k > 0) out += '/';
+    out += parts[k];
+  }
+  return out.empty() ? "." : out;
+}
+
+namespace {
+
+std::string Absolute(std::string_view path) {
+  if (!path.empty() && path.front() == '/') return CleanPath(path);
+  char buffer[4096];
+  const char* cwd = ::getcwd(buffer, sizeof(buffer));
+  return CleanPath(JoinPath(cwd ? cwd : "/", path));
+}
+
+}  // namespace
+
+bool IsInsideDirectory(std::string_view dir, std::string_view path) {
+  const bool absolute = !path.empty() && path.front() == '/';
+  std::string d = CleanPath(dir);
+  std::string p;
+  if (absolute) {
+    d = Absolute(d);
+    p = CleanPath(path);
+  } else {
+    p = CleanPath(JoinPath(d, path));
+  }
+  if (d == ".") return p != "." && p != ".." && !p.starts_with("../") && p.front() != '/';
+  if (d == "/") return p.size() > 1 && p.front() == '/';
+  return p.size() > d.size() + 1 && p.compare(0, d.size(), d) == 0 && p[d.size()] == '/';
 }
 
 }  // namespace ckflow

@@ -1,14 +1,23 @@
 // The file layer under every checkpoint reader and writer.
 //
-// Checkpoint code touches the disk only through a FileSystem, so tests can
-// inject faults (a full disk, a failed rename) and prove that a failed save
-// leaves the previous checkpoint intact. FileSystem::Default() is POSIX:
-// pread/pwrite on file descriptors, rename(2) for atomic replacement.
+// Every effect a save or restore has on the disk -- create, write, sync,
+// rename, remove, list, stat -- goes through a FileSystem, as LevelDB's Env:
+// the bundle writer, reader and merge, the state file, Checkpoint,
+// CheckpointManager and the checkpoint kernels (which receive it from the
+// session, SessionOptions::file_system or RunOptions::file_system). So a
+// test can count every step of a save, fail any one of them (a full disk, a
+// failed rename or fsync) or kill the process before it, and prove that the
+// previous checkpoint survives. FileSystem::Default() is POSIX: pread/pwrite
+// on file descriptors, fdatasync, rename(2) for atomic replacement, fsync of
+// a directory to make renames in it durable.
 //
-// Errors carry the path: "NotFound: /d/ckpt-1.index: No such file or
-// directory". errno maps to TensorFlow's codes (ENOENT NotFound, EACCES
-// PermissionDenied, ENOSPC ResourceExhausted, EEXIST AlreadyExists, others
-// Unknown).
+// errno is mapped to a code in one place, ErrnoStatus, and every error names
+// the file and the operation: "/d/ckpt-1.index: fsync: Input/output error
+// (EIO)" is DataLoss. ENOENT, ENOTDIR NotFound; EACCES, EPERM, EROFS
+// PermissionDenied; ENOSPC, EDQUOT, EMFILE, ENFILE, ENOMEM
+// ResourceExhausted; EEXIST AlreadyExists; EIO DataLoss; EFBIG OutOfRange;
+// ENOTEMPTY, EXDEV FailedPrecondition; EINVAL, EISDIR, ENAMETOOLONG, ELOOP
+// InvalidArgument; EAGAIN, EBUSY Unavailable; others Unknown.
 //
 // Thread safety: FileSystem methods may be called concurrently. A
 // RandomAccessFile may be read from many threads at once; a WritableFile may
@@ -22,6 +31,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 
@@ -41,9 +51,10 @@ class RandomAccessFile {
 class WritableFile {
  public:
   virtual ~WritableFile() = default;
-  // Writes all of `data` at `offset`, extending the file as needed.
+  // Writes all of `data` at `offset`, extending the file as needed. A short
+  // write is retried; an error leaves the file's contents unspecified.
   virtual Status WriteAt(uint64_t offset, std::string_view data) = 0;
-  // Flushes the file's data to stable storage (fsync).
+  // Flushes the file's data to stable storage (fdatasync).
   virtual Status Sync() = 0;
   // Starts writing [offset, offset + n) to storage without waiting, so a
   // later Sync finds less to do (a hint; the default does nothing).
@@ -57,6 +68,17 @@ class WritableFile {
   virtual const std::string& path() const = 0;
 };
 
+// What Stat tells about a path.
+struct FileStat {
+  uint64_t size = 0;
+  bool is_directory = false;
+  int64_t mtime_ns = 0;
+  // Which file this is (st_dev, st_ino), so a file replaced under the same
+  // name is told apart from the one read before.
+  uint64_t device = 0;
+  uint64_t inode = 0;
+};
+
 class FileSystem {
  public:
   virtual ~FileSystem() = default;
@@ -68,20 +90,63 @@ class FileSystem {
   virtual StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) = 0;
   virtual StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
       const std::string& path) = 0;
-  // Atomically replaces `to` (if it exists) by `from`.
+  // Atomically replaces `to` (if it exists) by `from`. The error names both.
   virtual Status RenameFile(const std::string& from, const std::string& to) = 0;
   virtual Status DeleteFile(const std::string& path) = 0;
   // Creates `path` and its missing parents; an existing directory is OK.
   virtual Status CreateDirs(const std::string& path) = 0;
-  // Removes an empty directory (fails on a non-empty one).
+  // Removes an empty directory (FailedPrecondition on a non-empty one).
   virtual Status DeleteDir(const std::string& path) = 0;
   // OK if `path` exists, NotFound if it does not, another code if that
   // cannot be told.
   virtual Status FileExists(const std::string& path) = 0;
   virtual bool IsDirectory(const std::string& path) = 0;
+  // The names in directory `dir` (not "." or ".."), in no particular order.
+  virtual StatusOr<std::vector<std::string>> ListDir(const std::string& dir) = 0;
+  virtual StatusOr<FileStat> Stat(const std::string& path) = 0;
+  // Makes the entries of directory `dir` (files created, renamed or removed
+  // in it) durable: fsync of the directory.
+  virtual Status SyncDir(const std::string& dir) = 0;
   // The whole file as a string (the state file, index files).
   virtual StatusOr<std::string> ReadFileToString(const std::string& path);
 };
+
+// Forwards every call to another FileSystem: the base of file systems that
+// count, fail or redirect some operations (tests), as LevelDB's EnvWrapper.
+class FileSystemWrapper : public FileSystem {
+ public:
+  explicit FileSystemWrapper(FileSystem* target) : target_(target) {}
+  FileSystem* target() const { return target_; }
+
+  StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
+    return target_->NewWritableFile(path);
+  }
+  StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& path) override {
+    return target_->NewRandomAccessFile(path);
+  }
+  Status RenameFile(const std::string& from, const std::string& to) override {
+    return target_->RenameFile(from, to);
+  }
+  Status DeleteFile(const std::string& path) override { return target_->DeleteFile(path); }
+  Status CreateDirs(const std::string& path) override { return target_->CreateDirs(path); }
+  Status DeleteDir(const std::string& path) override { return target_->DeleteDir(path); }
+  Status FileExists(const std::string& path) override { return target_->FileExists(path); }
+  bool IsDirectory(const std::string& path) override { return target_->IsDirectory(path); }
+  StatusOr<std::vector<std::string>> ListDir(const std::string& dir) override {
+    return target_->ListDir(dir);
+  }
+  StatusOr<FileStat> Stat(const std::string& path) override { return target_->Stat(path); }
+  Status SyncDir(const std::string& dir) override { return target_->SyncDir(dir); }
+
+ private:
+  FileSystem* const target_;
+};
+
+// The status for `err` (an errno value) from operation `op` ("open",
+// "write", "fsync", "rename to /d/x", ...) on `path`, with the code listed
+// at the top of this file. The one place errno becomes a code.
+Status ErrnoStatus(int err, std::string_view op, std::string_view path);
 
 // "a/b" for "a/b/c"; "." for "c"; "/" for "/c".
 std::string Dirname(std::string_view path);
@@ -89,6 +154,15 @@ std::string Dirname(std::string_view path);
 std::string_view Basename(std::string_view path);
 // "a/b" + "c" = "a/b/c"; an absolute `name` is returned as is.
 std::string JoinPath(std::string_view dir, std::string_view name);
+// `path` without "." components, repeated or trailing slashes, and with
+// "x/.." pairs removed, lexically (symbolic links are not followed): "a/./b/"
+// is "a/b", "a/../../b" is "../b", "" is ".".
+std::string CleanPath(std::string_view path);
+// Whether `path` names something inside directory `dir` (or `dir` itself
+// is false), compared lexically after CleanPath: a relative `path` is taken
+// relative to `dir`; an absolute one must start with `dir` made absolute
+// (against the process's working directory when `dir` is relative).
+bool IsInsideDirectory(std::string_view dir, std::string_view path);
 
 }  // namespace ckflow
 

@@ -106,8 +106,10 @@ StatusOr<std::string> BuildBundleIndex(
     const tensorflow::BundleHeaderProto& header,
     std::span<const std::pair<std::string, tensorflow::BundleEntryProto>> entries);
 
-// Creates `path` holding `contents`; on failure deletes what it created.
-Status WriteNewFile(FileSystem* fs, const std::string& path, std::string_view contents);
+// Creates `path` holding `contents` (fsynced with `sync`); on failure
+// deletes what it created.
+Status WriteNewFile(FileSystem* fs, const std::string& path, std::string_view contents,
+                    bool sync = false);
 
 // Renames each moves[i].first to moves[i].second, in order (the index last),
 // so that a failure leaves every final name as it was: a file already under

@@ -85,8 +85,17 @@ StatusOr<std::optional<CheckpointStateData>> ReadCheckpointState(const std::stri
   return std::optional<CheckpointStateData>(std::move(state));
 }
 
+bool IsCheckpointStateTempName(std::string_view name) {
+  constexpr std::string_view kPrefix = "checkpoint.tmp";
+  if (name.size() != kPrefix.size() + 32 || !name.starts_with(kPrefix)) return false;
+  for (char c : name.substr(kPrefix.size())) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
 Status WriteCheckpointState(const std::string& dir, const CheckpointStateData& state,
-                            FileSystem* fs) {
+                            FileSystem* fs, bool durable) {
   if (fs == nullptr) fs = FileSystem::Default();
   tensorflow::CheckpointState proto;
   proto.set_model_checkpoint_path(state.model_checkpoint_path);
@@ -103,14 +112,47 @@ Status WriteCheckpointState(const std::string& dir, const CheckpointStateData& s
   }
   CKFLOW_RETURN_IF_ERROR(fs->CreateDirs(dir));
   const std::string path = JoinPath(dir, kCheckpointStateFilename);
+  // A durable write that fails after its rename puts the old state back,
+  // so that an error always means the previous state.
+  std::optional<std::string> previous;
+  if (durable) {
+    StatusOr<std::string> old = fs->ReadFileToString(path);
+    if (old.ok()) {
+      previous = *std::move(old);
+    } else if (!IsNotFound(old.status())) {
+      return old.status();
+    }
+  }
   const std::string temp = path + ".tmp" + RandomHex32();
-  CKFLOW_RETURN_IF_ERROR(internal::WriteNewFile(fs, temp, text));
+  CKFLOW_RETURN_IF_ERROR(internal::WriteNewFile(fs, temp, text, durable));
   Status s = fs->RenameFile(temp, path);
-  if (!s.ok()) fs->DeleteFile(temp).IgnoreError();
-  return s;
+  if (!s.ok()) {
+    fs->DeleteFile(temp).IgnoreError();
+    return s;
+  }
+  if (durable) {
+    if (Status synced = fs->SyncDir(dir); !synced.ok()) {
+      Status undone;
+      if (previous.has_value()) {
+        const std::string back = path + ".tmp" + RandomHex32();
+        undone = internal::WriteNewFile(fs, back, *previous, /*sync=*/true);
+        if (undone.ok()) undone = fs->RenameFile(back, path);
+        if (!undone.ok()) fs->DeleteFile(back).IgnoreError();
+      } else {
+        undone = fs->DeleteFile(path);
+      }
+      if (!undone.ok()) {
+        return synced.WithContext("the new state could not be undone either (" +
+                                  undone.ToString() + ")");
+      }
+      return synced;
+    }
+  }
+  return OkStatus();
 }
 
-StatusOr<std::string> ResolveCheckpointPath(const std::string& path, FileSystem* fs) {
+StatusOr<std::string> ResolveCheckpointPath(const std::string& path, FileSystem* fs,
+                                            bool allow_outside_directory) {
   if (fs == nullptr) fs = FileSystem::Default();
   constexpr std::string_view kIndexSuffix = ".index";
   if (path.size() > kIndexSuffix.size() && path.ends_with(kIndexSuffix)) {
@@ -128,6 +170,11 @@ StatusOr<std::string> ResolveCheckpointPath(const std::string& path, FileSystem*
   }
   if (state->model_checkpoint_path.empty()) {
     return NotFoundError(state_path, ": names no checkpoint (model_checkpoint_path is empty)");
+  }
+  if (!allow_outside_directory && !IsInsideDirectory(path, state->model_checkpoint_path)) {
+    return InvalidArgumentError(state_path, ": its newest checkpoint '",
+                                state->model_checkpoint_path,
+                                "' lies outside the directory; name it directly to read it");
   }
   std::string prefix = JoinPath(path, state->model_checkpoint_path);
   if (!fs->FileExists(IndexFilename(prefix)).ok()) {

@@ -14,6 +14,11 @@
 // atomic: the text goes to <dir>/checkpoint.tmp<32 hex digits> and is
 // renamed over <dir>/checkpoint.
 //
+// The paths are input from outside: ReadCheckpointState returns them as
+// stored, and the callers that follow them (LatestCheckpoint,
+// ResolveCheckpointPath, CheckpointManager) refuse one that leaves <dir>
+// (absolute elsewhere, or with "..") unless told otherwise; see NOTES.md.
+//
 // Thread safety: the functions may be called concurrently, but concurrent
 // writers to one directory race (the last rename wins, as in TensorFlow).
 
@@ -47,8 +52,16 @@ StatusOr<std::optional<CheckpointStateData>> ReadCheckpointState(const std::stri
                                                                  FileSystem* fs = nullptr);
 
 // Writes `state` to <dir>/checkpoint atomically (see above), paths as given.
+// With `durable`, the temp file is fsynced before the rename and the
+// directory after it, so the new state survives a power loss (never an
+// empty or vanished state file). Errors name the file and the step; on
+// error the previous state file is untouched and the temp file removed.
 Status WriteCheckpointState(const std::string& dir, const CheckpointStateData& state,
-                            FileSystem* fs = nullptr);
+                            FileSystem* fs = nullptr, bool durable = false);
+
+// Whether `name` (a file name, no directory) is a temp file that
+// WriteCheckpointState makes: "checkpoint.tmp" and 32 hex digits.
+bool IsCheckpointStateTempName(std::string_view name);
 
 // The checkpoint prefix that `path` names: a prefix ("dir/ckpt-3"), its
 // index or a data file ("dir/ckpt-3.index", "dir/ckpt-3.data-00000-of-00001"),
@@ -56,7 +69,10 @@ Status WriteCheckpointState(const std::string& dir, const CheckpointStateData& s
 // tf.train.latest_checkpoint). Errors: NotFound if the directory has no
 // state file, or its newest checkpoint has no index file; DataLoss if the
 // state file does not parse.
-StatusOr<std::string> ResolveCheckpointPath(const std::string& path, FileSystem* fs = nullptr);
+// A newest checkpoint outside the directory (see above) is InvalidArgument
+// unless `allow_outside_directory`.
+StatusOr<std::string> ResolveCheckpointPath(const std::string& path, FileSystem* fs = nullptr,
+                                            bool allow_outside_directory = false);
 
 }  // namespace ckflow
 

@@ -89,7 +89,7 @@ Status MergeBundles(std::span<const std::string> inputs, const std::string& pref
   // BundleWriter with no tensors does.
   if (state.data_files.empty()) {
     if (state.single_data_files.empty()) {
-      CKFLOW_RETURN_IF_ERROR(internal::WriteNewFile(fs, DataFilename(prefix, 0, 1), ""));
+      CKFLOW_RETURN_IF_ERROR(internal::WriteNewFile(fs, DataFilename(prefix, 0, 1), "", options.sync));
     } else {
       state.data_files.push_back(state.single_data_files.front());
     }
@@ -108,7 +108,7 @@ Status MergeBundles(std::span<const std::string> inputs, const std::string& pref
   CKFLOW_ASSIGN_OR_RETURN(std::string index, internal::BuildBundleIndex(header, entries));
   const std::string index_path = IndexFilename(prefix);
   const std::string index_temp = index_path + internal::TempStateSuffix();
-  CKFLOW_RETURN_IF_ERROR(internal::WriteNewFile(fs, index_temp, index));
+  CKFLOW_RETURN_IF_ERROR(internal::WriteNewFile(fs, index_temp, index, options.sync));
 
   std::vector<std::pair<std::string, std::string>> moves;
   for (int id = 0; id < static_cast<int>(state.data_files.size()); ++id) {
@@ -119,6 +119,17 @@ Status MergeBundles(std::span<const std::string> inputs, const std::string& pref
   if (!s.ok()) {
     fs->DeleteFile(index_temp).IgnoreError();
     return s;
+  }
+  if (options.sync) {
+    if (Status synced = fs->SyncDir(Dirname(prefix)); !synced.ok()) {
+      // Not known to be durable, so not a checkpoint: index first, so no
+      // reader finds an index without its data.
+      fs->DeleteFile(index_path).IgnoreError();
+      for (int id = 0; id < static_cast<int>(state.data_files.size()); ++id) {
+        fs->DeleteFile(DataFilename(prefix, id, num_files)).IgnoreError();
+      }
+      return synced.WithContext("making checkpoint '" + prefix + "' durable");
+    }
   }
 
   // Best-effort cleanup of the inputs, never touching the result.

@@ -42,6 +42,12 @@ namespace ckflow {
 struct MergeOptions {
   FileSystem* fs = nullptr;     // null: FileSystem::Default()
   bool delete_old_dirs = true;  // as TensorFlow's MergeV2Checkpoints op
+  // fsync P.index before it is renamed into place and P's directory after
+  // the renames (the inputs' data files are the writers' to sync). An
+  // error of that last sync comes after the checkpoint is in place: the
+  // merged files are then removed again, so an error always means no new
+  // checkpoint under P.
+  bool sync = false;
 };
 
 Status MergeBundles(std::span<const std::string> input_prefixes, const std::string& prefix,

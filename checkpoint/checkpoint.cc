@@ -1,32 +1,27 @@
 #include "checkpoint/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <set>
 
 #include "bundle/bundle_format.h"
 #include "bundle/checkpoint_state.h"
 #include "checkpoint/restore_internal.h"
+#include "checkpoint/save_files_internal.h"
 #include "ops/array_ops.h"
 #include "ops/variables.h"
 #include "base/logging.h"
 
 namespace ckflow {
-namespace fs = std::filesystem;
 
 namespace internal {
 
 // The root object of a Checkpoint: its dependencies, then save_counter.
 class CheckpointRoot : public Trackable {
  public:
-  explicit CheckpointRoot(Scope scope)
-      : scope_(scope), saver_(std::make_shared<Saver>(scope.NewSubScope("save"))) {}
-
+  CheckpointRoot(Scope scope, FileSystem* fs)
+      : scope_(scope), saver_(std::make_shared<Saver>(scope.NewSubScope("save"), fs)) {}
   std::string TypeName() const override { return "Checkpoint"; }
 
   const Scope& scope() const { return scope_; }
@@ -75,41 +70,36 @@ class CheckpointRoot : public Trackable {
   Output increment_;
 };
 
-Status SyncCheckpointFiles(const std::string& prefix, int num_shards) {
-  std::vector<std::string> paths = {IndexFilename(prefix)};
-  for (int i = 0; i < num_shards; ++i) paths.push_back(DataFilename(prefix, i, num_shards));
-  std::string dir = fs::path(prefix).parent_path().string();
-  paths.push_back(dir.empty() ? "." : dir);
-  for (const std::string& path : paths) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return NotFoundError("cannot open '", path, "' to sync it");
-    int rc = ::fsync(fd);
-    ::close(fd);
-    if (rc != 0) return DataLossError("fsync of '", path, "' failed");
-  }
-  return OkStatus();
-}
-
 namespace {
-
-std::string Basename(const std::string& path) { return fs::path(path).filename().string(); }
-std::string Dirname(const std::string& path) { return fs::path(path).parent_path().string(); }
 
 // Paths in the state file are relative to its directory, as TensorFlow's
 // save_relative_paths writes them.
 std::string RelativeTo(const std::string& dir, const std::string& path) {
-  if (Dirname(path) == dir) return Basename(path);
+  if (CleanPath(Dirname(path)) == CleanPath(dir)) return std::string(Basename(path));
   return path;
 }
 
+// A state-file path (relative to `dir`, or absolute) as a path to open.
+std::string Resolve(const std::string& dir, const std::string& path) {
+  return JoinPath(dir, path);
+}
+
 // Points `<dirname(path)>/checkpoint` at `path` alone, as Checkpoint.save
-// and save_weights do.
-Status PointStateFileAt(const std::string& path) {
+// and save_weights do: the commit point of a Checkpoint::Save. On error
+// the state file is as before, and the files of `path` are removed (unless
+// the state file names `path` already: then they replaced its files).
+Status CommitStateFile(FileSystem* fs, const std::string& path, bool durable) {
   const std::string dir = Dirname(path);
   CheckpointStateData state;
   state.model_checkpoint_path = RelativeTo(dir, path);
   state.all_model_checkpoint_paths = {state.model_checkpoint_path};
-  return WriteCheckpointState(dir.empty() ? "." : dir, state);
+  Status s = WriteCheckpointState(dir, state, fs, durable);
+  if (s.ok()) return s;
+  StatusOr<std::optional<CheckpointStateData>> now = ReadCheckpointState(dir, fs);
+  const bool named = now.ok() && now->has_value() &&
+                     CleanPath(Resolve(dir, (*now)->model_checkpoint_path)) == CleanPath(path);
+  if (!named) RemoveCheckpointFiles(fs, path).IgnoreError();
+  return s.WithContext("recording checkpoint '" + path + "' in the state file");
 }
 
 }  // namespace
@@ -117,8 +107,9 @@ Status PointStateFileAt(const std::string& path) {
 
 // ------------------------------------------------------------ Checkpoint
 
-Checkpoint::Checkpoint(const Scope& scope, Dependencies dependencies)
-    : root_(std::make_shared<internal::CheckpointRoot>(scope)) {
+Checkpoint::Checkpoint(const Scope& scope, Dependencies dependencies, CheckpointOptions options)
+    : root_(std::make_shared<internal::CheckpointRoot>(
+          scope, options.file_system ? options.file_system : FileSystem::Default())) {
   std::sort(dependencies.begin(), dependencies.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   for (size_t i = 0; i < dependencies.size(); ++i) {
@@ -151,9 +142,24 @@ Status Checkpoint::Sync() { return root_->saver()->WaitForPendingWrite(); }
 
 std::shared_ptr<Variable> Checkpoint::save_counter() const { return root_->save_counter(); }
 std::shared_ptr<Trackable> Checkpoint::root() const { return root_; }
+FileSystem* Checkpoint::file_system() const { return root_->saver()->file_system(); }
+
+namespace {
+
+// Debris of dead saves is no reason to fail a save: it is reported and the
+// save goes on (its own files have other names).
+void RemoveDebris(FileSystem* fs, const std::string& dir, const internal::CheckpointNaming& naming) {
+  StatusOr<internal::DebrisRemoved> removed = internal::RemoveSaveDebris(fs, dir, naming);
+  if (!removed.ok()) Log(LogSeverity::kWarning, removed.status().ToString());
+}
+
+}  // namespace
 
 StatusOr<std::string> Checkpoint::Write(const std::string& prefix, Session& session,
                                         const SaveOptions& options) {
+  CKFLOW_RETURN_IF_ERROR(Sync());
+  RemoveDebris(file_system(), Dirname(prefix),
+               {std::string(Basename(prefix)), /*numbered=*/false});
   return WriteThen(prefix, session, options, {});
 }
 
@@ -172,9 +178,13 @@ StatusOr<std::string> Checkpoint::Save(const std::string& prefix, Session& sessi
   CKFLOW_RETURN_IF_ERROR(internal::Saver::CheckOptions(options, "saving under '" + prefix + "'"));
   // A failed background save is reported before the counter moves on.
   CKFLOW_RETURN_IF_ERROR(Sync());
+  FileSystem* fs = file_system();
+  RemoveDebris(fs, Dirname(prefix), {std::string(Basename(prefix)), /*numbered=*/true});
   CKFLOW_ASSIGN_OR_RETURN(int64_t n, root_->IncrementSaveCounter(session));
   const std::string path = prefix + "-" + std::to_string(n);
-  return WriteThen(path, session, options, [path] { return internal::PointStateFileAt(path); });
+  return WriteThen(path, session, options, [fs, path, durable = options.durable] {
+    return internal::CommitStateFile(fs, path, durable);
+  });
 }
 
 StatusOr<LoadStatus> Checkpoint::Restore(const std::optional<std::string>& save_path) {
@@ -185,16 +195,26 @@ StatusOr<LoadStatus> Checkpoint::Restore(const std::optional<std::string>& save_
       [root]() -> std::shared_ptr<Trackable> { return root->MaybeCreateSaveCounter(); });
 }
 
-std::optional<std::string> LatestCheckpoint(const std::string& dir) {
-  StatusOr<std::optional<CheckpointStateData>> state = ReadCheckpointState(dir);
+std::optional<std::string> LatestCheckpoint(const std::string& dir,
+                                            const LatestCheckpointOptions& options) {
+  FileSystem* fs = options.file_system ? options.file_system : FileSystem::Default();
+  StatusOr<std::optional<CheckpointStateData>> state = ReadCheckpointState(dir, fs);
   if (!state.ok() || !state->has_value()) return std::nullopt;
   const std::string& latest = (*state)->model_checkpoint_path;
   if (latest.empty()) return std::nullopt;
-  std::string path = fs::path(latest).is_absolute() ? latest : (fs::path(dir) / latest).string();
-  std::error_code ec;
+  if (!options.allow_outside_directory && !IsInsideDirectory(dir, latest)) {
+    Log(LogSeverity::kWarning, "LatestCheckpoint: " + JoinPath(dir, kCheckpointStateFilename) +
+                                   " names '" + latest +
+                                   "', outside the directory; not following it (see "
+                                   "LatestCheckpointOptions::allow_outside_directory)");
+    return std::nullopt;
+  }
+  std::string path = internal::Resolve(dir, latest);
+  if (fs->FileExists(IndexFilename(path)).ok()) return path;
   // TensorFlow globs for either; a directory matches its glob too, but is
   // never a checkpoint.
-  if (fs::exists(IndexFilename(path), ec) || fs::is_regular_file(path, ec)) return path;
+  StatusOr<FileStat> st = fs->Stat(path);
+  if (st.ok() && !st->is_directory) return path;
   return std::nullopt;
 }
 
@@ -208,7 +228,9 @@ struct WeightSavers : GraphAttachment {
   std::map<const Trackable*, std::shared_ptr<internal::Saver>> by_root;
 };
 
-StatusOr<std::shared_ptr<internal::Saver>> SaverForRoot(const std::shared_ptr<Trackable>& root) {
+// `fs` is fixed when the saver is first made for `root`.
+StatusOr<std::shared_ptr<internal::Saver>> SaverForRoot(const std::shared_ptr<Trackable>& root,
+                                                        FileSystem* fs) {
   if (root == nullptr) return InvalidArgumentError("SaveWeights/LoadWeights: the object is null");
   internal::ObjectGraph graph = internal::BuildObjectGraph(root);
   if (graph.values.empty()) {
@@ -220,7 +242,7 @@ StatusOr<std::shared_ptr<internal::Saver>> SaverForRoot(const std::shared_ptr<Tr
   std::shared_ptr<internal::Saver>& saver = g.Attachment<WeightSavers>().by_root[root.get()];
   if (saver == nullptr) {
     CKFLOW_ASSIGN_OR_RETURN(Scope scope, Scope::ForGraph(g));
-    saver = std::make_shared<internal::Saver>(scope.NewSubScope("weights"));
+    saver = std::make_shared<internal::Saver>(scope.NewSubScope("weights"), fs);
   }
   return saver;
 }
@@ -234,14 +256,16 @@ Status SaveWeights(const std::shared_ptr<Trackable>& root, const std::string& pa
     return InvalidArgumentError("SaveWeights('", path,
                                 "'): async saves need a Checkpoint (Checkpoint::Sync waits)");
   }
-  CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<internal::Saver> saver, SaverForRoot(root));
+  CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<internal::Saver> saver,
+                          SaverForRoot(root, session.file_system()));
   CKFLOW_RETURN_IF_ERROR(saver->Write(internal::BuildObjectGraph(root), path, session, options));
-  return internal::PointStateFileAt(path);
+  return internal::CommitStateFile(saver->file_system(), path, options.durable);
 }
 
 StatusOr<LoadStatus> LoadWeights(const std::shared_ptr<Trackable>& root, const std::string& path,
                                  Session& session) {
-  CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<internal::Saver> saver, SaverForRoot(root));
+  CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<internal::Saver> saver,
+                          SaverForRoot(root, session.file_system()));
   CKFLOW_ASSIGN_OR_RETURN(LoadStatus status, internal::RestoreRoot(root, saver, path, nullptr));
   CKFLOW_RETURN_IF_ERROR(status.RunRestoreOps(session));
   CKFLOW_RETURN_IF_ERROR(status.AssertNontrivialMatch());
@@ -271,8 +295,9 @@ StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(Checkpoin
         "keep every checkpoint), got ",
         *options.max_to_keep);
   }
-  if (options.checkpoint_name.empty()) {
-    return InvalidArgumentError("CheckpointManager: checkpoint_name must not be empty");
+  if (options.checkpoint_name.empty() || options.checkpoint_name.find('/') != std::string::npos) {
+    return InvalidArgumentError("CheckpointManager: checkpoint_name '", options.checkpoint_name,
+                                "' must be a non-empty file name (no '/')");
   }
   CKFLOW_RETURN_IF_ERROR(
       internal::Saver::CheckOptions(options.save_options, "CheckpointManager: save_options"));
@@ -280,17 +305,32 @@ StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(Checkpoin
   if (directory.empty()) directory = ".";
   std::unique_ptr<CheckpointManager> manager(
       new CheckpointManager(checkpoint, std::move(directory), std::move(options)));
+  FileSystem* fs = checkpoint.file_system();
   const double now = manager->options_.clock();
-  StatusOr<std::optional<CheckpointStateData>> state = ReadCheckpointState(manager->directory_);
+  {
+    std::lock_guard<std::mutex> lock(manager->mu_);
+    manager->RemoveDebris();
+  }
+  StatusOr<std::optional<CheckpointStateData>> state = ReadCheckpointState(manager->directory_, fs);
   if (!state.ok() || !state->has_value()) {
     manager->last_preserved_ = now - 1;
     return manager;
   }
   const CheckpointStateData& s = **state;
-  auto absolute = [&](const std::string& p) {
-    return fs::path(p).is_absolute() ? p : (fs::path(manager->directory_) / p).string();
+  const std::string& dir = manager->directory_;
+  // The state file is input from outside: a path that leaves the directory
+  // is tracked only on request (and even then never deleted).
+  auto followed = [&](const std::string& p) {
+    if (manager->options_.allow_outside_directory || IsInsideDirectory(dir, p)) return true;
+    Log(LogSeverity::kWarning, "CheckpointManager: " + JoinPath(dir, kCheckpointStateFilename) +
+                                   " names '" + p + "', outside '" + dir + "'; ignoring it");
+    return false;
   };
-  if (!s.model_checkpoint_path.empty()) manager->latest_ = absolute(s.model_checkpoint_path);
+  // As LatestCheckpoint: only a checkpoint that is there.
+  if (!s.model_checkpoint_path.empty() && followed(s.model_checkpoint_path)) {
+    std::string latest = internal::Resolve(dir, s.model_checkpoint_path);
+    if (fs->FileExists(IndexFilename(latest)).ok()) manager->latest_ = std::move(latest);
+  }
   // A clock that went backwards must not make old checkpoints look new.
   manager->last_preserved_ = std::min(s.last_preserved_timestamp, now);
   for (size_t i = 0; i < s.all_model_checkpoint_paths.size(); ++i) {
@@ -298,8 +338,8 @@ StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(Checkpoin
     // management without being deleted, as in TensorFlow.
     double ts = i < s.all_model_checkpoint_timestamps.size() ? s.all_model_checkpoint_timestamps[i]
                                                              : manager->last_preserved_;
-    if (std::min(ts, now) > manager->last_preserved_) {
-      manager->active_.emplace_back(absolute(s.all_model_checkpoint_paths[i]), ts);
+    if (std::min(ts, now) > manager->last_preserved_ && followed(s.all_model_checkpoint_paths[i])) {
+      manager->active_.emplace_back(internal::Resolve(dir, s.all_model_checkpoint_paths[i]), ts);
     }
   }
   return manager;
@@ -317,51 +357,56 @@ std::optional<std::string> CheckpointManager::latest_checkpoint() const {
   return latest_;
 }
 
-Status CheckpointManager::WriteState() const {
+Status CheckpointManager::last_sweep_status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sweep_status_;
+}
+
+void CheckpointManager::RemoveDebris() {
+  StatusOr<internal::DebrisRemoved> removed = internal::RemoveSaveDebris(
+      checkpoint_.file_system(), directory_, {options_.checkpoint_name, /*numbered=*/true});
+  if (!removed.ok()) {
+    Log(LogSeverity::kWarning, "CheckpointManager: " + removed.status().ToString());
+    sweep_status_ = removed.status();
+  }
+}
+
+CheckpointStateData CheckpointManager::StateOf(
+    const std::optional<std::string>& latest,
+    const std::vector<std::pair<std::string, double>>& active, double last_preserved) const {
   CheckpointStateData state;
-  if (latest_) state.model_checkpoint_path = internal::RelativeTo(directory_, *latest_);
-  for (const auto& [path, ts] : active_) {
+  if (latest) state.model_checkpoint_path = internal::RelativeTo(directory_, *latest);
+  for (const auto& [path, ts] : active) {
     state.all_model_checkpoint_paths.push_back(internal::RelativeTo(directory_, path));
     state.all_model_checkpoint_timestamps.push_back(ts);
   }
-  state.last_preserved_timestamp = last_preserved_;
-  return WriteCheckpointState(directory_, state);
+  state.last_preserved_timestamp = last_preserved;
+  return state;
 }
 
-Status CheckpointManager::Sweep() {
-  if (!options_.max_to_keep.has_value()) return OkStatus();
-  while (active_.size() > static_cast<size_t>(*options_.max_to_keep)) {
-    auto [path, ts] = active_.front();
-    active_.erase(active_.begin());
-    if (options_.keep_checkpoint_every_n_hours.has_value() &&
-        ts - *options_.keep_checkpoint_every_n_hours * 3600.0 >= last_preserved_) {
-      last_preserved_ = ts;  // kept for good, no longer managed
-      continue;
-    }
-    // Only files of this checkpoint: P.index and P.data-?????-of-?????.
-    std::error_code ec;
-    fs::remove(IndexFilename(path), ec);
-    const fs::path dir = fs::path(path).parent_path();
-    const std::string data_prefix = fs::path(path).filename().string() + ".data-";
-    for (const auto& entry : fs::directory_iterator(dir.empty() ? "." : dir, ec)) {
-      const std::string name = entry.path().filename().string();
-      if (name.size() == data_prefix.size() + 14 &&
-          name.compare(0, data_prefix.size(), data_prefix) == 0 &&
-          name.compare(data_prefix.size() + 5, 4, "-of-") == 0) {
-        fs::remove(entry.path(), ec);
-      }
-    }
+Status CheckpointManager::DeleteManaged(const std::string& path) const {
+  const internal::CheckpointNaming naming{options_.checkpoint_name, /*numbered=*/true};
+  if (CleanPath(Dirname(path)) != CleanPath(directory_) || !naming.IsCheckpointName(Basename(path))) {
+    Log(LogSeverity::kWarning, "CheckpointManager: not deleting '" + path +
+                                   "': only checkpoints in '" + directory_ + "' named '" +
+                                   options_.checkpoint_name + "-<N>' are its to delete");
+    return OkStatus();
   }
-  return OkStatus();
+  return internal::RemoveCheckpointFiles(checkpoint_.file_system(), path);
 }
 
 StatusOr<std::string> CheckpointManager::Save(Session& session,
                                               std::optional<int64_t> checkpoint_number) {
   CKFLOW_RETURN_IF_ERROR(checkpoint_.Sync());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sweep_status_ = OkStatus();
+    RemoveDebris();
+  }
   CKFLOW_ASSIGN_OR_RETURN(int64_t counter, checkpoint_.root_->IncrementSaveCounter(session));
   const int64_t n = checkpoint_number.value_or(counter);
   const std::string prefix =
-      (fs::path(directory_) / (options_.checkpoint_name + "-" + std::to_string(n))).string();
+      JoinPath(directory_, options_.checkpoint_name + "-" + std::to_string(n));
   // Timestamped when the save starts, as TensorFlow does.
   const double now = options_.clock();
   return checkpoint_.WriteThen(prefix, session, options_.save_options,
@@ -370,14 +415,63 @@ StatusOr<std::string> CheckpointManager::Save(Session& session,
 
 Status CheckpointManager::Record(const std::string& prefix, double timestamp) {
   std::lock_guard<std::mutex> lock(mu_);
-  active_.erase(std::remove_if(active_.begin(), active_.end(),
-                               [&](const auto& e) { return e.first == prefix; }),
-                active_.end());
-  active_.emplace_back(prefix, timestamp);
+  FileSystem* fs = checkpoint_.file_system();
+  const bool durable = options_.save_options.durable;
+  // The bookkeeping after this save, computed aside: memory changes only
+  // once the directory does.
+  std::vector<std::pair<std::string, double>> active = active_;
+  const bool known = std::any_of(active.begin(), active.end(),
+                                 [&](const auto& e) { return e.first == prefix; }) ||
+                     latest_ == prefix;
+  std::erase_if(active, [&](const auto& e) { return e.first == prefix; });
+  active.emplace_back(prefix, timestamp);
+  double last_preserved = last_preserved_;
+  std::vector<std::pair<std::string, double>> to_delete;
+  if (options_.max_to_keep.has_value()) {
+    while (active.size() > static_cast<size_t>(*options_.max_to_keep)) {
+      auto [path, ts] = active.front();
+      active.erase(active.begin());
+      if (options_.keep_checkpoint_every_n_hours.has_value() &&
+          ts - *options_.keep_checkpoint_every_n_hours * 3600.0 >= last_preserved) {
+        last_preserved = ts;  // kept for good, no longer managed
+        continue;
+      }
+      to_delete.emplace_back(path, ts);
+    }
+  }
+  // The commit point. The state still lists the checkpoints about to be
+  // deleted, so a crash before the second write leaves them managed (the
+  // next save deletes them), never unreferenced.
+  std::vector<std::pair<std::string, double>> listed = to_delete;
+  listed.insert(listed.end(), active.begin(), active.end());
+  Status committed =
+      WriteCheckpointState(directory_, StateOf(prefix, listed, last_preserved), fs, durable);
+  if (!committed.ok()) {
+    // Not a checkpoint: nothing names it (unless it replaced one that was
+    // already listed, whose files are now these).
+    if (!known) internal::RemoveCheckpointFiles(fs, prefix).IgnoreError();
+    return committed.WithContext("CheckpointManager: recording '" + prefix + "'");
+  }
+  active_ = std::move(active);
   latest_ = prefix;
-  CKFLOW_RETURN_IF_ERROR(WriteState());
-  CKFLOW_RETURN_IF_ERROR(Sweep());
-  return WriteState();
+  last_preserved_ = last_preserved;
+  // After the commit nothing fails the save.
+  Status swept;
+  for (const auto& [path, ts] : to_delete) {
+    Status s = DeleteManaged(path);
+    if (!s.ok() && swept.ok()) swept = s.WithContext("deleting old checkpoint '" + path + "'");
+  }
+  if (!to_delete.empty()) {
+    Status s = WriteCheckpointState(directory_, StateOf(latest_, active_, last_preserved_), fs,
+                                    durable);
+    if (!s.ok() && swept.ok()) swept = s.WithContext("rewriting the state file after the sweep");
+  }
+  if (!swept.ok()) {
+    Log(LogSeverity::kWarning, "CheckpointManager: saved '" + prefix +
+                                   "', but after that: " + swept.ToString());
+    sweep_status_ = swept;
+  }
+  return OkStatus();
 }
 
 }  // namespace ckflow

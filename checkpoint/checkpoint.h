@@ -24,6 +24,18 @@
 // built once and cached: the checkpoint prefix is fed, so the thousandth save
 // or restore adds no node to the graph.
 //
+// A save either happened or it did not. It has one commit point, the rename
+// of the `checkpoint` state file: an error from Save (or, for an async save,
+// from Sync) means the state file, LatestCheckpoint and a manager's
+// latest_checkpoint() still name the previous checkpoint, and no file of the
+// new one is left; OK means they all name the new one. What a save killed
+// at any moment leaves behind (temp files, a "_temp" directory) is never
+// mistaken for a checkpoint and is removed by the next save or
+// CheckpointManager in that directory. See RELIABILITY.md.
+//
+// Every file is touched through CheckpointOptions::file_system, also by the
+// save and restore kernels (it is passed to each session run).
+//
 // Restore is deferred: objects and variables that do not exist yet when
 // Restore is called (a layer's weights before its first call, optimizer
 // slots before Minimize) get their restore ops the moment they are created.
@@ -44,6 +56,8 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint/checkpoint_state.h"
+#include "checkpoint/file_system.h"
 #include "graph/graph.h"
 #include "graph/trackable.h"
 #include "runtime/session.h"
@@ -113,6 +127,12 @@ struct SaveOptions {
   // error, if it failed, without saving; Checkpoint::Sync waits explicitly.
   // The session must outlive the write: call Sync before destroying it.
   bool async = false;
+  // For an async save: called once, on the background thread, when the
+  // save has finished -- files written, state file and manager bookkeeping
+  // done -- with the checkpoint's path and the status Sync will return (OK,
+  // or the error; the save then did not happen). Must not call back into
+  // the Checkpoint or its manager (they wait for this thread).
+  std::function<void(const std::string& path, const Status& status)> on_done;
   // How many data files each device's values are spread over. Linux lets
   // one writer at a time copy into a file (buffered writes take the file's
   // inode lock), so a save written on two threads into one file goes little
@@ -125,6 +145,14 @@ struct SaveOptions {
   int files_per_device = 0;
 };
 
+// As TensorFlow's tf.train.CheckpointOptions: how a Checkpoint does I/O.
+struct CheckpointOptions {
+  // The file layer of every save, restore and state-file access, handed to
+  // the kernels the Checkpoint runs; null: FileSystem::Default(). Must
+  // outlive the Checkpoint and its statuses.
+  FileSystem* file_system = nullptr;
+};
+
 class Checkpoint {
  public:
   using Dependencies = std::vector<std::pair<std::string, std::shared_ptr<Trackable>>>;
@@ -133,15 +161,17 @@ class Checkpoint {
   // Ops it adds (save_counter, save and restore ops) go into scope's graph
   // under "save". A duplicate or empty name, or a null object, is recorded in
   // the scope as InvalidArgument.
-  Checkpoint(const Scope& scope, Dependencies dependencies);
+  Checkpoint(const Scope& scope, Dependencies dependencies, CheckpointOptions options = {});
   // Waits for a pending asynchronous save (logging its error, if any).
   ~Checkpoint();
   Checkpoint(const Checkpoint&) = delete;
   Checkpoint& operator=(const Checkpoint&) = delete;
 
   // Increments save_counter (creating and initializing it on the first save)
-  // and writes "<prefix>-<counter>", then points `<dirname>/checkpoint` at it.
-  // Returns the path written.
+  // and writes "<prefix>-<counter>", then points `<dirname>/checkpoint` at it
+  // (the commit point; durable saves fsync the state file and directory).
+  // First removes the debris of dead saves of "<prefix>-<N>". Returns the
+  // path written.
   StatusOr<std::string> Save(const std::string& prefix, Session& session,
                              const SaveOptions& options = {});
   // Writes exactly `prefix`: no counter increment, no state file.
@@ -161,6 +191,8 @@ class Checkpoint {
   std::shared_ptr<Variable> save_counter() const;
   // The root object (for inspection and for CheckpointManager).
   std::shared_ptr<Trackable> root() const;
+  // CheckpointOptions::file_system, or the default one.
+  FileSystem* file_system() const;
 
  private:
   friend class CheckpointManager;
@@ -172,17 +204,40 @@ class Checkpoint {
   std::shared_ptr<internal::CheckpointRoot> root_;
 };
 
+struct LatestCheckpointOptions {
+  FileSystem* file_system = nullptr;  // null: FileSystem::Default()
+  // Follow a state file's path that leaves `dir` (absolute elsewhere, or
+  // with ".."), as TensorFlow does. The state file is input from outside,
+  // so by default such a path is refused (nullopt, with a warning).
+  bool allow_outside_directory = false;
+};
+
 // The newest checkpoint named by `<dir>/checkpoint`, if that state file
-// exists, parses, and the checkpoint's index file exists (or, as TensorFlow
-// also accepts for a legacy V1 checkpoint, the path itself is a file); else
-// nullopt (as TensorFlow's tf.train.latest_checkpoint returns None).
-std::optional<std::string> LatestCheckpoint(const std::string& dir);
+// exists, parses, names a path inside `dir` (see the options), and the
+// checkpoint's index file exists (or, as TensorFlow also accepts for a
+// legacy V1 checkpoint, the path itself is a file); else nullopt (as
+// TensorFlow's tf.train.latest_checkpoint returns None).
+std::optional<std::string> LatestCheckpoint(const std::string& dir,
+                                            const LatestCheckpointOptions& options = {});
 
 // Keeps the last `max_to_keep` checkpoints of a Checkpoint in a directory,
 // as TensorFlow's tf.train.CheckpointManager: saves "<dir>/<name>-<N>",
 // deletes the files of checkpoints it no longer keeps (only checkpoints it
 // manages), optionally keeps one every N hours, and picks up the state of an
 // existing directory when constructed.
+//
+// Save has one commit point, the first write of the state file: an error
+// means neither the directory nor latest_checkpoint()/checkpoints() name
+// the new checkpoint, and its files are gone; OK means both name it. The
+// retention sweep and the second state write come after the commit; their
+// failure does not fail the save: it is logged as a warning and kept in
+// last_sweep_status(). The manager deletes only checkpoints in its own
+// directory named "<checkpoint_name>-<N>"; a state-file path elsewhere is
+// never deleted (a warning names it), and is followed for reading only with
+// Options::allow_outside_directory. Creating a manager, and each Save,
+// removes the debris of dead saves in the directory.
+//
+// Every file is touched through the Checkpoint's file system.
 class CheckpointManager {
  public:
   struct Options {
@@ -192,6 +247,8 @@ class CheckpointManager {
     // Seconds since the epoch; tests replace it.
     std::function<double()> clock;
     SaveOptions save_options;
+    // Track state-file paths that leave the directory (see above).
+    bool allow_outside_directory = false;
   };
 
   // InvalidArgument if max_to_keep <= 0.
@@ -209,6 +266,10 @@ class CheckpointManager {
 
   // The managed checkpoints, oldest first.
   std::vector<std::string> checkpoints() const;
+  // What went wrong after the last save's commit point (deleting old
+  // checkpoints, the second state write), or removing debris; OK if
+  // nothing did.
+  Status last_sweep_status() const;
   std::optional<std::string> latest_checkpoint() const;
   const std::string& directory() const { return directory_; }
 
@@ -218,8 +279,15 @@ class CheckpointManager {
   // deletes what is no longer kept. Runs on the saving thread (the
   // background one for an async save), so it holds mu_.
   Status Record(const std::string& prefix, double timestamp);
-  Status WriteState() const;  // REQUIRES: mu_ held
-  Status Sweep();             // REQUIRES: mu_ held
+  // The state file for these checkpoints (paths relative to the directory).
+  CheckpointStateData StateOf(const std::optional<std::string>& latest,
+                              const std::vector<std::pair<std::string, double>>& active,
+                              double last_preserved) const;
+  // Deletes checkpoint `path` if it is this manager's to delete (in its
+  // directory, named by its naming); else warns and keeps it.
+  Status DeleteManaged(const std::string& path) const;
+  // Removes debris of dead saves; a failure goes to sweep_status_.
+  void RemoveDebris();  // REQUIRES: mu_ held
 
   Checkpoint& checkpoint_;
   const std::string directory_;
@@ -228,6 +296,7 @@ class CheckpointManager {
   std::vector<std::pair<std::string, double>> active_;  // path, timestamp; oldest first
   std::optional<std::string> latest_;
   double last_preserved_ = 0;
+  Status sweep_status_;  // guarded by mu_
 };
 
 // Keras-style weights of one object (usually a Model) with that object as

@@ -306,9 +306,9 @@ std::vector<Output> Initializers(const std::shared_ptr<Trackable>& root,
 }
 
 Status RunTargets(Session& session, const std::vector<Feed>& feeds,
-                  const std::vector<Output>& targets) {
+                  const std::vector<Output>& targets, FileSystem* fs = nullptr) {
   if (targets.empty()) return OkStatus();
-  StatusOr<std::vector<Tensor>> result = session.Run(feeds, {}, targets);
+  StatusOr<std::vector<Tensor>> result = session.Run(feeds, {}, targets, {.file_system = fs});
   return result.status();
 }
 
@@ -439,7 +439,7 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
     if (resources.size() < values) resources.Reserve(values);
     CKFLOW_RETURN_IF_ERROR(HandOverBundleReader(resources, c.reader));
     return RunTargets(session, {Feed(c.saver->restore_prefix(), Tensor::Scalar(c.save_path))},
-                      c.restore_ops);
+                      c.restore_ops, c.saver->file_system());
   }
 
   Status InitializeOrRestore(Session& session) override {
@@ -588,7 +588,7 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl {
     }
     CKFLOW_RETURN_IF_ERROR(HandOverBundleReader(session.resources(), reader_));
     return RunTargets(session, {Feed(saver_->restore_prefix(), Tensor::Scalar(save_path_))},
-                      restore_ops_);
+                      restore_ops_, saver_->file_system());
   }
   // TensorFlow's NameBasedSaverStatus does not initialize anything.
   Status InitializeOrRestore(Session& session) override { return RunRestoreOps(session); }
@@ -609,7 +609,8 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl {
 StatusOr<std::shared_ptr<RestoreCoordinator>> ReadObjectGraph(const std::string& path,
                                                               const std::shared_ptr<Saver>& saver) {
   CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleReader> one,
-                          BundleReader::Open(path, {.only_key = std::string(kObjectGraphKey)}));
+                          BundleReader::Open(path, {.fs = saver->file_system(),
+                                                    .only_key = std::string(kObjectGraphKey)}));
   if (!one->Contains(kObjectGraphKey)) return nullptr;
   CKFLOW_ASSIGN_OR_RETURN(Tensor graph_tensor, one->Lookup(kObjectGraphKey));
   if (graph_tensor.dtype() != DT_STRING || graph_tensor.NumElements() != 1) {
@@ -643,7 +644,8 @@ StatusOr<LoadStatus> RestoreRoot(
   StatusOr<std::shared_ptr<RestoreCoordinator>> coordinator = nullptr;
   ParallelInvoke(
       [&] {
-        StatusOr<std::unique_ptr<BundleReader>> opened = BundleReader::Open(*save_path);
+        StatusOr<std::unique_ptr<BundleReader>> opened =
+            BundleReader::Open(*save_path, {.fs = saver->file_system()});
         if (opened.ok()) {
           reader = std::shared_ptr<const BundleReader>(*std::move(opened));
         } else {

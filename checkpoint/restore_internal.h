@@ -32,9 +32,6 @@
 
 namespace ckflow::internal {
 
-// fsyncs P.index, P's data files and P's directory.
-Status SyncCheckpointFiles(const std::string& prefix, int num_shards);
-
 // A globally increasing id per restore (TensorFlow's restore_uid).
 int64_t NewRestoreUid();
 
@@ -53,7 +50,15 @@ class Saver {
   // coordinators hold their saver, and objects the graph owns (its
   // variables) can hold a coordinator while they wait for a deferred
   // restore, so owning the graph here would be a reference cycle.
-  explicit Saver(const Scope& scope) : graph_(scope.shared_graph()), scope_(scope.Unowned()) {}
+  //
+  // Every file the saver's ops and its caller touch goes through `fs`
+  // (null: FileSystem::Default()), handed to the kernels with each run.
+  explicit Saver(const Scope& scope, FileSystem* fs = nullptr)
+      : graph_(scope.shared_graph()),
+        scope_(scope.Unowned()),
+        fs_(fs ? fs : FileSystem::Default()) {}
+
+  FileSystem* file_system() const { return fs_; }
 
   // FailedPrecondition once the graph is gone: a status kept past its graph
   // must not run the ops it built there, nor a deferred restore (an object
@@ -110,6 +115,7 @@ class Saver {
 
   const std::weak_ptr<Graph> graph_;
   const Scope scope_;  // Unowned: see the constructor
+  FileSystem* const fs_;
   Output restore_prefix_;
   std::unordered_map<std::string, Output> restore_ops_;  // by item signature
   std::unordered_map<std::string, std::unique_ptr<SaveGraph>> save_graphs_;

@@ -1,13 +1,13 @@
 // Saver: the cached save and restore ops of one checkpoint root.
 
 #include <algorithm>
-#include <filesystem>
 #include <limits>
 #include <map>
 #include <unordered_set>
 
 #include "bundle/bundle_format.h"
 #include "checkpoint/restore_internal.h"
+#include "checkpoint/save_files_internal.h"
 #include "ops/array_ops.h"
 #include "ops/checkpoint_ops.h"
 #include "ops/variable_ops.h"
@@ -242,8 +242,9 @@ StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const ObjectGraph& graph,
   }
   save->merge_inputs = ops::Placeholder(scope, DT_STRING, {.shape = PartialShape({-1})});
   save->merge_destination = ops::Placeholder(scope, DT_STRING, {.shape = PartialShape::Scalar()});
-  save->merge = ops::MergeV2Checkpoints(scope.WithControlDependencies(shard_ops),
-                                        save->merge_inputs, save->merge_destination);
+  save->merge =
+      ops::MergeV2Checkpoints(scope.WithControlDependencies(shard_ops), save->merge_inputs,
+                              save->merge_destination, /*delete_old_dirs=*/true, durable);
   if (!scope.ok()) return scope.status().WithContext("building save ops");
   SaveGraph* result = save.get();
   save_graphs_.emplace(std::move(sig), std::move(save));
@@ -303,17 +304,18 @@ Status Saver::Snapshot(const SaveGraph& save, Session& session, std::vector<Feed
 
 namespace {
 
-// Runs the save ops, then syncs. On failure removes the temp shards: the
-// previous checkpoint was never touched.
-Status RunSave(Session& session, const std::vector<Feed>& feeds, const Output& merge,
-               const std::string& prefix, int num_shards, bool durable) {
-  StatusOr<std::vector<Tensor>> ran = session.Run(feeds, {}, {merge});
+// Runs the save ops (for a durable save they sync the files and the
+// directory themselves). On failure removes the temp shards: the previous
+// checkpoint was never touched, and no new one is in place.
+Status RunSave(Session& session, FileSystem* fs, const std::vector<Feed>& feeds,
+               const Output& merge, const std::string& prefix) {
+  StatusOr<std::vector<Tensor>> ran = session.Run(feeds, {}, {merge}, {.file_system = fs});
   if (!ran.ok()) {
-    std::error_code ec;
-    std::filesystem::remove_all(prefix + "_temp", ec);
+    const std::string dir = Dirname(prefix);
+    CheckpointNaming naming{std::string(Basename(prefix)), /*numbered=*/false};
+    RemoveSaveDebris(fs, dir, naming).status().IgnoreError();
     return ran.status().WithContext("saving checkpoint '" + prefix + "'");
   }
-  if (durable) CKFLOW_RETURN_IF_ERROR(SyncCheckpointFiles(prefix, num_shards));
   return OkStatus();
 }
 
@@ -376,23 +378,18 @@ Status Saver::Write(const ObjectGraph& graph, const std::string& prefix, Session
   feeds.emplace_back(save->merge_inputs, StringVector(shard_prefixes));
   feeds.emplace_back(save->merge_destination, Tensor::Scalar(prefix));
 
-  std::error_code ec;
-  std::filesystem::path dir = std::filesystem::path(prefix).parent_path();
-  if (!dir.empty()) {
-    std::filesystem::create_directories(dir, ec);
-    if (ec)
-      return PermissionDeniedError("cannot create directory '", dir.string(), "': ", ec.message());
-  }
+  CKFLOW_RETURN_IF_ERROR(fs_->CreateDirs(Dirname(prefix)));
   if (!options.async) {
-    CKFLOW_RETURN_IF_ERROR(RunSave(session, feeds, save->merge, prefix, n, options.durable));
+    CKFLOW_RETURN_IF_ERROR(RunSave(session, fs_, feeds, save->merge, prefix));
     return on_written ? on_written() : OkStatus();
   }
   CKFLOW_RETURN_IF_ERROR(
       Snapshot(*save, session, &feeds).WithContext("snapshotting for '" + prefix + "'"));
-  pending_ = std::thread([this, &session, feeds = std::move(feeds), merge = save->merge, prefix, n,
-                          durable = options.durable, on_written = std::move(on_written)] {
-    Status s = RunSave(session, feeds, merge, prefix, n, durable);
+  pending_ = std::thread([this, &session, feeds = std::move(feeds), merge = save->merge, prefix,
+                          on_written = std::move(on_written), on_done = options.on_done] {
+    Status s = RunSave(session, fs_, feeds, merge, prefix);
     if (s.ok() && on_written) s = on_written();
+    if (on_done) on_done(prefix, s);
     pending_status_ = std::move(s);
   });
   return OkStatus();

@@ -39,6 +39,8 @@
 
 namespace ckflow {
 
+class FileSystem;  // checkpoint/file_system.h
+
 class Node;
 
 // A shape known up to some dimensions (-1) or not at all (unknown rank).
@@ -146,8 +148,13 @@ using ShapeFn = std::function<Status(InferenceContext&)>;
 class KernelContext {
  public:
   KernelContext(const Node& node, std::span<const Tensor* const> inputs,
-                std::span<Tensor> outputs, ResourceMgr& resources)
-      : node_(node), inputs_(inputs), outputs_(outputs), resources_(resources) {}
+                std::span<Tensor> outputs, ResourceMgr& resources,
+                FileSystem* file_system = nullptr)
+      : node_(node),
+        inputs_(inputs),
+        outputs_(outputs),
+        resources_(resources),
+        file_system_(file_system) {}
 
   const Node& node() const { return node_; }
   int num_inputs() const { return static_cast<int>(inputs_.size()); }
@@ -161,12 +168,18 @@ class KernelContext {
   }
   // Session-owned state (variables) that outlives one run.
   ResourceMgr& resources() const { return resources_; }
+  // The file layer the run's file-touching kernels (SaveV2, RestoreV2,
+  // MergeV2Checkpoints, RestoreVariables) must use for every disk effect:
+  // RunOptions::file_system, else SessionOptions::file_system; null means
+  // FileSystem::Default().
+  FileSystem* file_system() const { return file_system_; }
 
  private:
   const Node& node_;
   std::span<const Tensor* const> inputs_;
   std::span<Tensor> outputs_;
   ResourceMgr& resources_;
+  FileSystem* file_system_;
 };
 
 using Kernel = std::function<Status(KernelContext&)>;

@@ -1,7 +1,6 @@
 #include "ops/checkpoint_ops.h"
 
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <mutex>
 
@@ -15,6 +14,11 @@
 
 namespace ckflow {
 namespace {
+
+// Every disk effect of these kernels goes through the run's file layer.
+FileSystem* FileSystemOf(const KernelContext& ctx) {
+  return ctx.file_system() ? ctx.file_system() : FileSystem::Default();
+}
 
 // ------------------------------------------------------------ reader cache
 
@@ -57,7 +61,8 @@ StatusOr<std::shared_ptr<const BundleReader>> ReaderFor(KernelContext& ctx,
                                                         const std::string& prefix) {
   CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<BundleReaderCache> cache, CacheOf(ctx.resources()));
   if (std::shared_ptr<const BundleReader> reader = cache->Find(prefix)) return reader;
-  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleReader> opened, BundleReader::Open(prefix));
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleReader> opened,
+                          BundleReader::Open(prefix, {.fs = FileSystemOf(ctx)}));
   return std::shared_ptr<const BundleReader>(std::move(opened));
 }
 
@@ -126,6 +131,7 @@ StatusOr<Kernel> SaveV2Kernel(const Node& node) {
     CKFLOW_ASSIGN_OR_RETURN(auto slices, StringVector(ctx.input(2), "shape_and_slices", n));
     CKFLOW_RETURN_IF_ERROR(ForgetReader(ctx, prefix));
     BundleWriter::Options options;
+    options.fs = FileSystemOf(ctx);
     options.sync = sync;
     CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleWriter> writer,
                             BundleWriter::Create(prefix, options));
@@ -190,26 +196,18 @@ Status MergeShape(InferenceContext& c) {
 }
 
 StatusOr<Kernel> MergeKernel(const Node& node) {
-  const bool delete_old_dirs = node.attrs().GetOr<bool>("delete_old_dirs", true);
-  return Kernel([delete_old_dirs](KernelContext& ctx) -> Status {
+  MergeOptions options;
+  options.delete_old_dirs = node.attrs().GetOr<bool>("delete_old_dirs", true);
+  options.sync = node.attrs().GetOr<bool>("sync", false);
+  return Kernel([options](KernelContext& ctx) -> Status {
     CKFLOW_ASSIGN_OR_RETURN(auto inputs, StringVector(ctx.input(0), "checkpoint_prefixes"));
     CKFLOW_ASSIGN_OR_RETURN(std::string destination,
                             ScalarString(ctx.input(1), "destination_prefix"));
     std::vector<std::string> prefixes(inputs.begin(), inputs.end());
     CKFLOW_RETURN_IF_ERROR(ForgetReader(ctx, destination));
-    CKFLOW_RETURN_IF_ERROR(MergeBundles(prefixes, destination));
-    if (delete_old_dirs) {
-      // TensorFlow removes each input's directory when it differs from the
-      // destination's, ignoring errors (it only succeeds when empty).
-      namespace fs = std::filesystem;
-      const fs::path dest_dir = fs::path(destination).parent_path();
-      for (const std::string& p : prefixes) {
-        fs::path dir = fs::path(p).parent_path();
-        std::error_code ec;
-        if (dir != dest_dir) fs::remove(dir, ec);
-      }
-    }
-    return OkStatus();
+    MergeOptions run_options = options;
+    run_options.fs = FileSystemOf(ctx);
+    return MergeBundles(prefixes, destination, run_options);
   });
 }
 
@@ -435,9 +433,10 @@ std::vector<Output> RestoreV2(const Scope& scope, Output prefix, Output tensor_n
 }
 
 Output MergeV2Checkpoints(const Scope& scope, Output checkpoint_prefixes, Output destination_prefix,
-                          bool delete_old_dirs) {
+                          bool delete_old_dirs, bool sync) {
   AttrMap attrs;
   attrs.Set("delete_old_dirs", delete_old_dirs);
+  if (sync) attrs.Set("sync", true);
   return scope.AddNode(StandardOp("MergeV2Checkpoints"), {checkpoint_prefixes, destination_prefix},
                        std::move(attrs));
 }

@@ -9,6 +9,9 @@
 // restore ops run. Without a handed-over reader a kernel opens the checkpoint
 // itself for that run, as TensorFlow's do.
 //
+// Every file these kernels create, write, sync, rename, remove or read goes
+// through KernelContext::file_system() (the run's or the session's).
+//
 // Thread safety: the kernels may run concurrently (the session runs a
 // checkpoint's restore ops in parallel); each locks the variable it writes.
 
@@ -42,8 +45,12 @@ std::vector<Output> RestoreV2(const Scope& scope, Output prefix, Output tensor_n
 // Merges single-shard bundles `checkpoint_prefixes` (string vector) into one
 // checkpoint at `destination_prefix`, renaming their data files and removing
 // their indexes (and, with delete_old_dirs, their directories if empty).
+// With `sync` (ckflow's attribute; TensorFlow has none) the merged index is
+// fsynced before it is renamed into place and the destination directory
+// after, so the checkpoint survives a power loss.
 Output MergeV2Checkpoints(const Scope& scope, Output checkpoint_prefixes,
-                          Output destination_prefix, bool delete_old_dirs = true);
+                          Output destination_prefix, bool delete_old_dirs = true,
+                          bool sync = false);
 
 // Restores the variable behind each of `handles` (VarHandleOp outputs) from
 // the tensor `keys[i]` of the checkpoint at `prefix`: dtype and shape are

@@ -202,8 +202,12 @@ class NodeTask {
 class Executor {
  public:
   Executor(const ExecutionPlan& plan, RunState& state, ResourceMgr& resources,
-           tbb::task_group& group)
-      : plan_(plan), state_(state), resources_(resources), group_(group) {}
+           FileSystem* file_system, tbb::task_group& group)
+      : plan_(plan),
+        state_(state),
+        resources_(resources),
+        file_system_(file_system),
+        group_(group) {}
 
   // Runs `id`, then keeps running one successor it made ready in this same
   // task and spawns the others. Never throws.
@@ -270,7 +274,7 @@ class Executor {
     KernelContext ctx(
         *pn.node,
         std::span<const Tensor* const>(state_.inputs.data() + pn.inputs_begin, pn.num_inputs),
-        outputs, resources_);
+        outputs, resources_, file_system_);
     Status s;
     // The kernel boundary: whatever a kernel throws becomes a Status.
     try {
@@ -322,6 +326,7 @@ class Executor {
   const ExecutionPlan& plan_;
   RunState& state_;
   ResourceMgr& resources_;
+  FileSystem* const file_system_;
   tbb::task_group& group_;
   std::atomic<bool> failed_{false};
   std::mutex mu_;
@@ -334,7 +339,7 @@ void NodeTask::operator()() const {
 }
 
 Status ExecutionPlan::Run(std::span<const Feed> feeds, ResourceMgr& resources,
-                          std::vector<Tensor>* fetched) const {
+                          std::vector<Tensor>* fetched, FileSystem* file_system) const {
   CKFLOW_CHECK(feeds.size() == feeds_.size());
   std::unique_ptr<RunState> state = AcquireState();
   for (size_t i = 0; i < nodes_.size(); ++i) {
@@ -350,7 +355,7 @@ Status ExecutionPlan::Run(std::span<const Feed> feeds, ResourceMgr& resources,
   Status status;
   {
     tbb::task_group group;
-    Executor executor(*this, *state, resources, group);
+    Executor executor(*this, *state, resources, file_system, group);
     // Spawn the other roots before running the first on this thread, so a
     // first root that waits for a sibling (a rendezvous) cannot starve it.
     for (size_t r = 1; r < roots_.size(); ++r) executor.Spawn(roots_[r]);

@@ -80,8 +80,9 @@ class ExecutionPlan {
   // (already checked against its output's dtype and shape). On success
   // `*fetched` holds the fetched tensors in order. An op's error is returned
   // as "<node> (<op type>): <message>" with the kernel's code; nothing throws.
-  Status Run(std::span<const Feed> feeds, ResourceMgr& resources,
-             std::vector<Tensor>* fetched) const;
+  // Kernels see `file_system` as KernelContext::file_system().
+  Status Run(std::span<const Feed> feeds, ResourceMgr& resources, std::vector<Tensor>* fetched,
+             FileSystem* file_system = nullptr) const;
 
   // The outputs the feeds replace, in feed order.
   const std::vector<Output>& feeds() const { return feeds_; }

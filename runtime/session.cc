@@ -84,9 +84,10 @@ struct CachedPlan {
 
 class Session::Impl {
  public:
-  Impl(const Graph& graph, const OpRegistry& registry) : graph_(graph), registry_(registry) {}
+  Impl(const Graph& graph, const OpRegistry& registry, FileSystem* file_system)
+      : graph_(graph), registry_(registry), file_system_(file_system) {}
 
-  StatusOr<std::vector<Tensor>> Run(const std::vector<Feed>& feeds,
+  StatusOr<std::vector<Tensor>> Run(const RunOptions& options, const std::vector<Feed>& feeds,
                                     const std::vector<Output>& fetches,
                                     const std::vector<Output>& targets) {
     const uint64_t hash = HashSignature(feeds, fetches, targets);
@@ -97,12 +98,14 @@ class Session::Impl {
     const ExecutionPlan& plan = *cached->plan;
     CKFLOW_RETURN_IF_ERROR(CheckFeedValues(plan, feeds));
     std::vector<Tensor> fetched;
-    CKFLOW_RETURN_IF_ERROR(plan.Run(feeds, resources_, &fetched));
+    CKFLOW_RETURN_IF_ERROR(plan.Run(feeds, resources_, &fetched,
+                                    options.file_system ? options.file_system : file_system_));
     return fetched;
   }
 
   const Graph& graph() const { return graph_; }
   ResourceMgr& resources() { return resources_; }
+  FileSystem* file_system() const { return file_system_; }
 
   int num_cached_plans() const {
     std::shared_lock<std::shared_mutex> lock(cache_mu_);
@@ -267,6 +270,7 @@ class Session::Impl {
 
   const Graph& graph_;
   const OpRegistry& registry_;
+  FileSystem* const file_system_;
   ResourceMgr resources_;
 
   mutable std::mutex build_mu_;  // serializes plan building
@@ -286,16 +290,25 @@ Session::~Session() = default;
 StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph, SessionOptions options) {
   CKFLOW_RETURN_IF_ERROR(graph.status());
   const OpRegistry& registry = options.registry ? *options.registry : StandardOps();
-  return std::unique_ptr<Session>(new Session(std::make_unique<Impl>(graph, registry)));
+  return std::unique_ptr<Session>(new Session(std::make_unique<Impl>(graph, registry, options.file_system)));
 }
 
 StatusOr<std::vector<Tensor>> Session::Run(const std::vector<Feed>& feeds,
                                            const std::vector<Output>& fetches,
                                            const std::vector<Output>& targets) {
+  return Run(feeds, fetches, targets, RunOptions());
+}
+
+FileSystem* Session::file_system() const { return impl_->file_system(); }
+
+StatusOr<std::vector<Tensor>> Session::Run(const std::vector<Feed>& feeds,
+                                           const std::vector<Output>& fetches,
+                                           const std::vector<Output>& targets,
+                                           const RunOptions& options) {
   // The library boundary: allocation failures in planning or bookkeeping
   // (kernels' own are caught by the executor) become a Status.
   try {
-    return impl_->Run(feeds, fetches, targets);
+    return impl_->Run(options, feeds, fetches, targets);
   } catch (const std::bad_alloc&) {
     return ResourceExhaustedError("Session::Run: out of memory");
   } catch (const std::exception& e) {

@@ -44,9 +44,22 @@ namespace internal {
 class SessionInternals;  // counters for tests and benchmarks (session_internal.h)
 }  // namespace internal
 
+class FileSystem;  // checkpoint/file_system.h
+
 struct SessionOptions {
   // Where kernels come from; nullptr means the standard ops.
   const OpRegistry* registry = nullptr;
+  // The file layer of the kernels that touch the disk (SaveV2, RestoreV2,
+  // MergeV2Checkpoints, RestoreVariables); nullptr means
+  // FileSystem::Default(). Must outlive the session.
+  FileSystem* file_system = nullptr;
+};
+
+// Options of one Run.
+struct RunOptions {
+  // Replaces SessionOptions::file_system for this run (a Checkpoint passes
+  // its own, so its kernels write where it does); nullptr: the session's.
+  FileSystem* file_system = nullptr;
 };
 
 // A fed value: for an Output, or for a tensor named "node" / "node:1".
@@ -72,6 +85,12 @@ class Session {
   StatusOr<std::vector<Tensor>> Run(const std::vector<Feed>& feeds,
                                     const std::vector<Output>& fetches,
                                     const std::vector<Output>& targets = {});
+  StatusOr<std::vector<Tensor>> Run(const std::vector<Feed>& feeds,
+                                    const std::vector<Output>& fetches,
+                                    const std::vector<Output>& targets, const RunOptions& options);
+
+  // SessionOptions::file_system (null: the default one).
+  FileSystem* file_system() const;
 
   const Graph& graph() const;
   ResourceMgr& resources();

@@ -92,18 +92,18 @@ class FaultyWritableFile final : public WritableFile {
 
 StatusOr<std::unique_ptr<WritableFile>> FaultyFileSystem::NewWritableFile(const std::string& path) {
   CKFLOW_RETURN_IF_ERROR(Tick(path));
-  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, base_->NewWritableFile(path));
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, target()->NewWritableFile(path));
   return std::unique_ptr<WritableFile>(new FaultyWritableFile(std::move(file), this));
 }
 
 Status FaultyFileSystem::RenameFile(const std::string& from, const std::string& to) {
   CKFLOW_RETURN_IF_ERROR(Tick(from));
-  return base_->RenameFile(from, to);
+  return target()->RenameFile(from, to);
 }
 
 Status FaultyFileSystem::CreateDirs(const std::string& path) {
   CKFLOW_RETURN_IF_ERROR(Tick(path));
-  return base_->CreateDirs(path);
+  return target()->CreateDirs(path);
 }
 
 }  // namespace ckflow::testing

@@ -46,30 +46,22 @@ Status WriteBundle(const std::string& prefix, const NamedTensors& tensors,
 // The default file system, except that the `fail_at`-th mutating operation
 // (1-based: file creation, write, sync, close, rename, directory creation)
 // fails with ResourceExhausted, as a full disk would. 0 never fails.
-class FaultyFileSystem final : public FileSystem {
+class FaultyFileSystem final : public FileSystemWrapper {
  public:
-  explicit FaultyFileSystem(int fail_at) : fail_at_(fail_at) {}
+  explicit FaultyFileSystem(int fail_at)
+      : FileSystemWrapper(FileSystem::Default()), fail_at_(fail_at) {}
   // Operations counted so far.
   int operations() const { return count_.load(); }
   bool failed() const { return failed_.load(); }
 
   StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
-  StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
-      const std::string& path) override {
-    return base_->NewRandomAccessFile(path);
-  }
   Status RenameFile(const std::string& from, const std::string& to) override;
-  Status DeleteFile(const std::string& path) override { return base_->DeleteFile(path); }
   Status CreateDirs(const std::string& path) override;
-  Status DeleteDir(const std::string& path) override { return base_->DeleteDir(path); }
-  Status FileExists(const std::string& path) override { return base_->FileExists(path); }
-  bool IsDirectory(const std::string& path) override { return base_->IsDirectory(path); }
 
   // Counts one operation; its injected error, or OK.
   Status Tick(const std::string& what);
 
  private:
-  FileSystem* const base_ = FileSystem::Default();
   const int fail_at_;
   std::atomic<int> count_{0};
   std::atomic<bool> failed_{false};

@@ -1,0 +1,136 @@
+#include "checkpoint/save_files_internal.h"
+
+#include <vector>
+
+#include "checkpoint/bundle_format.h"
+#include "checkpoint/checkpoint_state.h"
+
+namespace ckflow::internal {
+namespace {
+
+// Consumes a run of at least `min` decimal digits from the front of *s.
+bool ConsumeDigits(std::string_view* s, size_t min = 1, size_t max = 32) {
+  size_t n = 0;
+  while (n < s->size() && n < max && (*s)[n] >= '0' && (*s)[n] <= '9') ++n;
+  if (n < min) return false;
+  s->remove_prefix(n);
+  return true;
+}
+
+bool Consume(std::string_view* s, std::string_view what) {
+  if (!s->starts_with(what)) return false;
+  s->remove_prefix(what.size());
+  return true;
+}
+
+// "-SSSSS-of-NNNNN" (after ".data").
+bool ConsumeShardSuffix(std::string_view* s) {
+  return Consume(s, "-") && ConsumeDigits(s, 5, 5) && Consume(s, "-of-") && ConsumeDigits(s, 5, 5);
+}
+
+// A final file name of a bundle: ".index" or ".data-SSSSS-of-NNNNN".
+bool ConsumeBundleFileSuffix(std::string_view* s) {
+  if (Consume(s, ".index")) return true;
+  return Consume(s, ".data") && ConsumeShardSuffix(s);
+}
+
+// ".tempstate<digits>" or ".old<digits>", ending the name.
+bool IsTempSuffix(std::string_view s, bool allow_old) {
+  if (Consume(&s, ".tempstate")) return ConsumeDigits(&s) && s.empty();
+  if (allow_old && Consume(&s, ".old")) return ConsumeDigits(&s) && s.empty();
+  return false;
+}
+
+// Consumes the checkpoint name (B or B-N) from the front of *s.
+bool ConsumeCheckpointName(const CheckpointNaming& naming, std::string_view* s) {
+  if (!Consume(s, naming.base)) return false;
+  if (!naming.numbered) return true;
+  return Consume(s, "-") && ConsumeDigits(s);
+}
+
+// A file a SaveV2 makes in a "_temp" directory.
+bool IsPartFileName(std::string_view s) {
+  if (!(Consume(&s, "part") && ConsumeShardSuffix(&s) && ConsumeBundleFileSuffix(&s))) {
+    return false;
+  }
+  return s.empty() || IsTempSuffix(s, /*allow_old=*/true);
+}
+
+}  // namespace
+
+bool CheckpointNaming::IsCheckpointName(std::string_view name) const {
+  return ConsumeCheckpointName(*this, &name) && name.empty();
+}
+
+bool IsDebrisName(const CheckpointNaming& naming, std::string_view name) {
+  if (IsCheckpointStateTempName(name)) return true;
+  if (!ConsumeCheckpointName(naming, &name)) return false;
+  if (name == "_temp") return true;
+  return ConsumeBundleFileSuffix(&name) && IsTempSuffix(name, /*allow_old=*/true);
+}
+
+StatusOr<DebrisRemoved> RemoveSaveDebris(FileSystem* fs, const std::string& dir,
+                                         const CheckpointNaming& naming) {
+  DebrisRemoved removed;
+  StatusOr<std::vector<std::string>> names = fs->ListDir(dir);
+  if (!names.ok()) {
+    if (IsNotFound(names.status())) return removed;  // nothing saved here yet
+    return names.status();
+  }
+  Status first_error;
+  auto remove_file = [&](const std::string& path) {
+    StatusOr<FileStat> st = fs->Stat(path);
+    Status s = fs->DeleteFile(path);
+    if (s.ok()) {
+      ++removed.files;
+      if (st.ok()) removed.bytes += st->size;
+    } else if (!IsNotFound(s) && first_error.ok()) {
+      first_error = s;
+    }
+  };
+  for (const std::string& name : *names) {
+    if (!IsDebrisName(naming, name)) continue;
+    const std::string path = JoinPath(dir, name);
+    if (!name.ends_with("_temp")) {
+      remove_file(path);
+      continue;
+    }
+    StatusOr<std::vector<std::string>> parts = fs->ListDir(path);
+    if (!parts.ok()) {
+      if (!IsNotFound(parts.status()) && first_error.ok()) first_error = parts.status();
+      continue;
+    }
+    bool foreign = false;
+    for (const std::string& part : *parts) {
+      if (IsPartFileName(part)) {
+        remove_file(JoinPath(path, part));
+      } else {
+        foreign = true;  // not ours: leave it, and so the directory
+      }
+    }
+    if (!foreign) {
+      Status s = fs->DeleteDir(path);
+      if (!s.ok() && !IsNotFound(s) && first_error.ok()) first_error = s;
+    }
+  }
+  if (!first_error.ok()) return first_error.WithContext("removing debris of dead saves");
+  return removed;
+}
+
+Status RemoveCheckpointFiles(FileSystem* fs, const std::string& prefix) {
+  Status first_error = fs->DeleteFile(IndexFilename(prefix));
+  if (IsNotFound(first_error)) first_error = OkStatus();
+  const std::string dir = Dirname(prefix);
+  StatusOr<std::vector<std::string>> names = fs->ListDir(dir);
+  if (!names.ok()) return first_error.ok() ? names.status() : first_error;
+  const std::string data = std::string(Basename(prefix)) + ".data";
+  for (const std::string& name : *names) {
+    std::string_view rest = name;
+    if (!Consume(&rest, data) || !ConsumeShardSuffix(&rest) || !rest.empty()) continue;
+    Status s = fs->DeleteFile(JoinPath(dir, name));
+    if (!s.ok() && !IsNotFound(s) && first_error.ok()) first_error = s;
+  }
+  return first_error;
+}
+
+}  // namespace ckflow::internal
