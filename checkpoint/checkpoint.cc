@@ -455,12 +455,18 @@ Status CheckpointManager::Record(const std::string& prefix, double timestamp) {
   active_ = std::move(active);
   latest_ = prefix;
   last_preserved_ = last_preserved;
-  // After the commit nothing fails the save.
+  // After the commit nothing fails the save. A checkpoint whose files
+  // could not all be deleted stays managed (and listed), so the next sweep
+  // tries again instead of leaving its files behind for good.
   Status swept;
+  std::vector<std::pair<std::string, double>> kept;
   for (const auto& [path, ts] : to_delete) {
     Status s = DeleteManaged(path);
-    if (!s.ok() && swept.ok()) swept = s.WithContext("deleting old checkpoint '" + path + "'");
+    if (s.ok()) continue;
+    kept.emplace_back(path, ts);
+    if (swept.ok()) swept = s.WithContext("deleting old checkpoint '" + path + "'");
   }
+  active_.insert(active_.begin(), kept.begin(), kept.end());
   if (!to_delete.empty()) {
     Status s = WriteCheckpointState(directory_, StateOf(latest_, active_, last_preserved_), fs,
                                     durable);

@@ -231,7 +231,8 @@ std::optional<std::string> LatestCheckpoint(const std::string& dir,
 // the new checkpoint, and its files are gone; OK means both name it. The
 // retention sweep and the second state write come after the commit; their
 // failure does not fail the save: it is logged as a warning and kept in
-// last_sweep_status(). The manager deletes only checkpoints in its own
+// last_sweep_status(), and a checkpoint that could not be deleted stays in
+// checkpoints() for the next sweep to retry. The manager deletes only checkpoints in its own
 // directory named "<checkpoint_name>-<N>"; a state-file path elsewhere is
 // never deleted (a warning names it), and is followed for reading only with
 // Options::allow_outside_directory. Creating a manager, and each Save,
