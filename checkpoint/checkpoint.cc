@@ -307,13 +307,11 @@ StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(Checkpoin
       new CheckpointManager(checkpoint, std::move(directory), std::move(options)));
   FileSystem* fs = checkpoint.file_system();
   const double now = manager->options_.clock();
-  {
-    std::lock_guard<std::mutex> lock(manager->mu_);
-    manager->RemoveDebris();
-  }
   StatusOr<std::optional<CheckpointStateData>> state = ReadCheckpointState(manager->directory_, fs);
   if (!state.ok() || !state->has_value()) {
     manager->last_preserved_ = now - 1;
+    std::lock_guard<std::mutex> lock(manager->mu_);
+    manager->RemoveDebris();
     return manager;
   }
   const CheckpointStateData& s = **state;
@@ -342,6 +340,8 @@ StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(Checkpoin
       manager->active_.emplace_back(internal::Resolve(dir, s.all_model_checkpoint_paths[i]), ts);
     }
   }
+  std::lock_guard<std::mutex> lock(manager->mu_);
+  manager->RemoveDebris();
   return manager;
 }
 
@@ -362,12 +362,52 @@ Status CheckpointManager::last_sweep_status() const {
   return sweep_status_;
 }
 
+namespace {
+
+// N of "<dir>/<name>-N"; -1 if `path` is not named so.
+int64_t CheckpointNumber(const std::string& path, const std::string& name) {
+  const std::string_view base = Basename(path);
+  if (base.size() <= name.size() + 1 || !base.starts_with(name) || base[name.size()] != '-') {
+    return -1;
+  }
+  int64_t n = 0;
+  for (char c : base.substr(name.size() + 1)) {
+    if (c < '0' || c > '9' || n > (int64_t{1} << 58)) return -1;
+    n = n * 10 + (c - '0');
+  }
+  return n;
+}
+
+}  // namespace
+
 void CheckpointManager::RemoveDebris() {
-  StatusOr<internal::DebrisRemoved> removed = internal::RemoveSaveDebris(
-      checkpoint_.file_system(), directory_, {options_.checkpoint_name, /*numbered=*/true});
-  if (!removed.ok()) {
-    Log(LogSeverity::kWarning, "CheckpointManager: " + removed.status().ToString());
-    sweep_status_ = removed.status();
+  FileSystem* fs = checkpoint_.file_system();
+  const internal::CheckpointNaming naming{options_.checkpoint_name, /*numbered=*/true};
+  StatusOr<internal::DebrisRemoved> removed = internal::RemoveSaveDebris(fs, directory_, naming);
+  Status s = removed.status();
+  // A save killed after its files were in place but before the state file
+  // named them left a whole checkpoint that never happened: numbered after
+  // the latest, and listed nowhere. (Older unlisted ones may be preserved
+  // by keep_checkpoint_every_n_hours, or the user's: they stay.)
+  const int64_t latest = latest_ ? CheckpointNumber(*latest_, options_.checkpoint_name) : -1;
+  StatusOr<std::vector<std::string>> names = fs->ListDir(directory_);
+  if (latest >= 0 && names.ok()) {
+    for (const std::string& name : *names) {
+      if (!name.ends_with(".index")) continue;
+      const std::string prefix = JoinPath(directory_, name.substr(0, name.size() - 6));
+      const int64_t n = CheckpointNumber(prefix, options_.checkpoint_name);
+      const bool listed = prefix == *latest_ || std::any_of(active_.begin(), active_.end(),
+                                                            [&](const auto& e) {
+                                                              return e.first == prefix;
+                                                            });
+      if (n <= latest || listed) continue;
+      Status r = internal::RemoveCheckpointFiles(fs, prefix);
+      if (!r.ok() && s.ok()) s = r;
+    }
+  }
+  if (!s.ok()) {
+    Log(LogSeverity::kWarning, "CheckpointManager: " + s.ToString());
+    sweep_status_ = s;
   }
 }
 

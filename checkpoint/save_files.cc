@@ -1,5 +1,7 @@
 #include "checkpoint/save_files_internal.h"
 
+#include <optional>
+#include <set>
 #include <vector>
 
 #include "checkpoint/bundle_format.h"
@@ -56,6 +58,16 @@ bool IsPartFileName(std::string_view s) {
   return s.empty() || IsTempSuffix(s, /*allow_old=*/true);
 }
 
+// For "B-N.data-SSSSS-of-NNNNN", "B-N".
+std::optional<std::string> OrphanDataPrefix(const CheckpointNaming& naming,
+                                            std::string_view name) {
+  std::string_view rest = name;
+  if (!ConsumeCheckpointName(naming, &rest)) return std::nullopt;
+  const size_t prefix_size = name.size() - rest.size();
+  if (!Consume(&rest, ".data") || !ConsumeShardSuffix(&rest) || !rest.empty()) return std::nullopt;
+  return std::string(name.substr(0, prefix_size));
+}
+
 }  // namespace
 
 bool CheckpointNaming::IsCheckpointName(std::string_view name) const {
@@ -88,9 +100,29 @@ StatusOr<DebrisRemoved> RemoveSaveDebris(FileSystem* fs, const std::string& dir,
       first_error = s;
     }
   };
+  std::set<std::string> present(names->begin(), names->end());
+  // A file set aside by a save over an existing checkpoint that died before
+  // its new file took the name goes back; otherwise it is stale.
   for (const std::string& name : *names) {
-    if (!IsDebrisName(naming, name)) continue;
+    const size_t old = name.rfind(".old");
+    if (old == std::string::npos || !IsDebrisName(naming, name)) continue;
+    const std::string final_name = name.substr(0, old);
+    if (present.count(final_name)) continue;
+    if (fs->RenameFile(JoinPath(dir, name), JoinPath(dir, final_name)).ok()) {
+      present.insert(final_name);
+      present.erase(name);
+    }
+  }
+  for (const std::string& name : *names) {
+    if (!present.count(name)) continue;
     const std::string path = JoinPath(dir, name);
+    // A data file under a final name whose index is missing: a merge that
+    // died between its renames (the index goes last). Never a checkpoint.
+    if (std::optional<std::string> prefix = OrphanDataPrefix(naming, name)) {
+      if (!present.count(*prefix + ".index")) remove_file(path);
+      continue;
+    }
+    if (!IsDebrisName(naming, name)) continue;
     if (!name.ends_with("_temp")) {
       remove_file(path);
       continue;

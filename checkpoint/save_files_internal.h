@@ -11,8 +11,9 @@
 //                                   a checkpoint saved over, set aside
 //   checkpoint.tmp<32 hex digits>                          the state file
 //
-// and finally B-N.index and B-N.data-SSSSS-of-NNNNN, and `checkpoint`. A
-// save that is killed can leave any of the first kind; they are "debris".
+// and finally B-N.data-SSSSS-of-NNNNN, then B-N.index, and `checkpoint`. A
+// save that is killed can leave any of the first kind, or data files under
+// their final names without the index; they are "debris".
 // A Checkpoint::Write of exactly D/B makes the same with B for B-N.
 //
 // Thread safety: the functions may be called concurrently, but removing
@@ -49,9 +50,10 @@ struct DebrisRemoved {
   uint64_t bytes = 0;
 };
 
-// Removes the debris of saves under `naming` from `dir`: the temp and
-// set-aside files, and each "_temp" directory's part files and then the
-// directory (kept if anything else is in it). Returns what it removed;
+// Removes the debris of saves under `naming` from `dir`: the temp files,
+// data files of a checkpoint without an index, set-aside files (put back
+// under their name if nothing took it), and each "_temp" directory's part
+// files and then the directory (kept if anything else is in it). Returns what it removed;
 // the first error, naming the file, after trying the rest.
 StatusOr<DebrisRemoved> RemoveSaveDebris(FileSystem* fs, const std::string& dir,
                                          const CheckpointNaming& naming);
