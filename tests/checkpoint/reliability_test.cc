@@ -637,9 +637,11 @@ TEST(RandomKills, NothingLostCorruptOrRegressed) {
   uint64_t left = 0;
   const std::vector<std::string> strays = testing::StrayFiles(dir, &left);
   std::printf(
-      "[ figures  ] random kills: %d runs, %d killed, seed %llu: lost %d, corrupt %d, regressed "
-      "%d; debris up to %llu bytes between saves, %llu after the next save\n",
-      kills, killed, static_cast<unsigned long long>(seed), lost, corrupt, regressed,
+      "[ figures  ] random kills: %d runs, %d killed, %lld saves committed, seed %llu: lost %d, "
+      "corrupt %d, regressed %d; debris up to %llu bytes between saves, %llu after the next "
+      "save\n",
+      kills, killed, static_cast<long long>(committed - warm.last_saved()),
+      static_cast<unsigned long long>(seed), lost, corrupt, regressed,
       static_cast<unsigned long long>(max_debris), static_cast<unsigned long long>(left));
   EXPECT_EQ(lost, 0);
   EXPECT_EQ(corrupt, 0);
