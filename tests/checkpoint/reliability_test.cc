@@ -357,6 +357,53 @@ TEST(SaveFault, ErrorsNameTheFileTheStepAndTheErrno) {
   EXPECT_EQ(LatestCheckpoint(dir), dir + "/ckpt-1");
 }
 
+// A restore with step k of the file layer (reads counted: open, stat,
+// list) failing with EIO or EACCES: an error naming the injected failure,
+// or, when the failed step did not matter, every value bit for bit.
+TEST(RestoreFault, EveryStepFailsCleanly) {
+  const std::string dir = testing::NewTempDir("rfault");
+  {
+    auto plain = NewModel(nullptr);
+    ASSERT_NE(plain, nullptr);
+    SaveSteps(*plain, dir, {.files_per_device = 2}, 7, 7);
+  }
+  RecordingFileSystem fs;
+  fs.CountReads(true);
+  int steps = 0;
+  {
+    auto model = NewModel(&fs);
+    ASSERT_NE(model, nullptr);
+    fs.Clear();
+    StatusOr<LoadStatus> status = model->checkpoint().Restore(LatestCheckpoint(dir));
+    ASSERT_TRUE(status.ok()) << status.status();
+    CKFLOW_ASSERT_OK(status->RunRestoreOps(model->session()));
+    CKFLOW_ASSERT_OK(model->CheckSessionHoldsStep(7));
+    steps = fs.steps();
+  }
+  ASSERT_GT(steps, 2);
+  int failed = 0;
+  for (int step = 1; step <= steps; ++step) {
+    for (int err : {EIO, EACCES}) {
+      SCOPED_TRACE("step " + std::to_string(step) + ", " + strerrorname_np(err));
+      auto model = NewModel(&fs);
+      ASSERT_NE(model, nullptr);
+      fs.Clear();
+      fs.FailStep(step, err);
+      StatusOr<LoadStatus> status = model->checkpoint().Restore(dir + "/ckpt-7");
+      Status s = status.ok() ? status->RunRestoreOps(model->session()) : status.status();
+      fs.FailStep(0, 0);
+      if (s.ok()) {
+        CKFLOW_EXPECT_OK(model->CheckSessionHoldsStep(7));
+      } else {
+        ++failed;
+        EXPECT_NE(s.message().find("injected"), std::string::npos) << s;
+        EXPECT_TRUE(err == EIO ? IsDataLoss(s) : IsPermissionDenied(s)) << s;
+      }
+    }
+  }
+  EXPECT_GT(failed, 0);
+}
+
 // ------------------------------------------------------------ async
 
 TEST(AsyncSave, OnDoneReportsEachSaveWithItsPath) {
