@@ -35,7 +35,8 @@ class Module : public Trackable {
 int Count(const std::string& dir) {
   int n = 0;
   if (DIR* d = ::opendir(dir.c_str())) {
-    while (const dirent* e = ::readdir(d)) n += std::strcmp(e->d_name, ".") && std::strcmp(e->d_name, "..");
+    while (const dirent* e = ::readdir(d))
+      n += std::strcmp(e->d_name, ".") && std::strcmp(e->d_name, "..");
     ::closedir(d);
   }
   return n;

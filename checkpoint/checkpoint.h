@@ -56,12 +56,12 @@
 #include <utility>
 #include <vector>
 
-#include "checkpoint/checkpoint_state.h"
-#include "checkpoint/file_system.h"
+#include "base/file_system.h"
+#include "base/status.h"
+#include "bundle/checkpoint_state.h"
 #include "graph/graph.h"
 #include "graph/trackable.h"
 #include "runtime/session.h"
-#include "base/status.h"
 
 namespace ckflow {
 

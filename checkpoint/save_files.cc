@@ -1,11 +1,10 @@
-#include "checkpoint/save_files_internal.h"
-
 #include <optional>
 #include <set>
 #include <vector>
 
-#include "checkpoint/bundle_format.h"
-#include "checkpoint/checkpoint_state.h"
+#include "bundle/bundle_format.h"
+#include "bundle/checkpoint_state.h"
+#include "checkpoint/save_files_internal.h"
 
 namespace ckflow::internal {
 namespace {
@@ -59,8 +58,7 @@ bool IsPartFileName(std::string_view s) {
 }
 
 // For "B-N.data-SSSSS-of-NNNNN", "B-N".
-std::optional<std::string> OrphanDataPrefix(const CheckpointNaming& naming,
-                                            std::string_view name) {
+std::optional<std::string> OrphanDataPrefix(const CheckpointNaming& naming, std::string_view name) {
   std::string_view rest = name;
   if (!ConsumeCheckpointName(naming, &rest)) return std::nullopt;
   const size_t prefix_size = name.size() - rest.size();

@@ -27,8 +27,8 @@
 #include <string>
 #include <string_view>
 
-#include "checkpoint/file_system.h"
-#include "runtime/status.h"
+#include "base/file_system.h"
+#include "base/status.h"
 
 namespace ckflow::internal {
 

@@ -39,7 +39,7 @@
 
 namespace ckflow {
 
-class FileSystem;  // checkpoint/file_system.h
+class FileSystem;  // base/file_system.h
 
 class Node;
 

@@ -44,7 +44,7 @@ namespace internal {
 class SessionInternals;  // counters for tests and benchmarks (session_internal.h)
 }  // namespace internal
 
-class FileSystem;  // checkpoint/file_system.h
+class FileSystem;  // base/file_system.h
 
 struct SessionOptions {
   // Where kernels come from; nullptr means the standard ops.

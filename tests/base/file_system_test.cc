@@ -20,14 +20,22 @@ TEST(ErrnoStatus, MapsEachErrnoToOneCodeAndNamesFileAndStep) {
     int err;
     StatusCode code;
   } cases[] = {
-      {ENOENT, StatusCode::kNotFound},           {ENOTDIR, StatusCode::kNotFound},
-      {EACCES, StatusCode::kPermissionDenied},   {EPERM, StatusCode::kPermissionDenied},
-      {EROFS, StatusCode::kPermissionDenied},    {ENOSPC, StatusCode::kResourceExhausted},
-      {EDQUOT, StatusCode::kResourceExhausted},  {EMFILE, StatusCode::kResourceExhausted},
-      {EEXIST, StatusCode::kAlreadyExists},      {EIO, StatusCode::kDataLoss},
-      {EFBIG, StatusCode::kOutOfRange},          {ENOTEMPTY, StatusCode::kFailedPrecondition},
-      {EXDEV, StatusCode::kFailedPrecondition},  {EISDIR, StatusCode::kInvalidArgument},
-      {ENAMETOOLONG, StatusCode::kInvalidArgument}, {EBUSY, StatusCode::kUnavailable},
+      {ENOENT, StatusCode::kNotFound},
+      {ENOTDIR, StatusCode::kNotFound},
+      {EACCES, StatusCode::kPermissionDenied},
+      {EPERM, StatusCode::kPermissionDenied},
+      {EROFS, StatusCode::kPermissionDenied},
+      {ENOSPC, StatusCode::kResourceExhausted},
+      {EDQUOT, StatusCode::kResourceExhausted},
+      {EMFILE, StatusCode::kResourceExhausted},
+      {EEXIST, StatusCode::kAlreadyExists},
+      {EIO, StatusCode::kDataLoss},
+      {EFBIG, StatusCode::kOutOfRange},
+      {ENOTEMPTY, StatusCode::kFailedPrecondition},
+      {EXDEV, StatusCode::kFailedPrecondition},
+      {EISDIR, StatusCode::kInvalidArgument},
+      {ENAMETOOLONG, StatusCode::kInvalidArgument},
+      {EBUSY, StatusCode::kUnavailable},
       {ENOTSUP, StatusCode::kUnknown},
   };
   for (const auto& c : cases) {
@@ -41,13 +49,15 @@ TEST(ErrnoStatus, MapsEachErrnoToOneCodeAndNamesFileAndStep) {
 TEST(FileSystem, PosixErrorsNameTheOperation) {
   const std::string dir = testing::NewTempDir("fs");
   FileSystem* fs = FileSystem::Default();
-  Status s = fs->RenameFile(dir + "/missing", dir + "/b");
-  EXPECT_TRUE(IsNotFound(s)) << s;
-  EXPECT_NE(s.message().find("rename to " + dir + "/b"), std::string::npos) << s;
+  EXPECT_THAT(fs->RenameFile(dir + "/missing", dir + "/b"),
+              testing::StatusIs(StatusCode::kNotFound,
+                                dir + "/missing: rename to " + dir + "/b: No such file"));
   std::ofstream(dir + "/sub_file") << "x";
-  EXPECT_TRUE(IsFailedPrecondition(fs->DeleteDir(dir))) << fs->DeleteDir(dir);
-  EXPECT_TRUE(IsNotFound(fs->ListDir(dir + "/nope").status()));
-  EXPECT_TRUE(IsNotFound(fs->SyncDir(dir + "/nope")));
+  EXPECT_THAT(fs->DeleteDir(dir),
+              testing::StatusIs(StatusCode::kFailedPrecondition, dir + ": delete directory: "));
+  EXPECT_THAT(fs->ListDir(dir + "/nope"), testing::StatusIs(StatusCode::kNotFound, ": list: "));
+  EXPECT_THAT(fs->SyncDir(dir + "/nope"),
+              testing::StatusIs(StatusCode::kNotFound, ": open directory: "));
 }
 
 TEST(FileSystem, ListStatAndSyncDir) {

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "checkpoint/bundle_reader.h"
+#include "bundle/bundle_reader.h"
 #include "checkpoint/checkpoint.h"
 #include "tests/checkpoint/stepped_model.h"
 #include "tests/test_util.h"
@@ -87,7 +87,8 @@ TEST(CheckpointConcurrency, TwoSessionsRestoreOneCheckpointAtOnce) {
 // LatestCheckpoint: whatever it names is whole, or already swept (NotFound).
 TEST(CheckpointConcurrency, ManagerSaveRacesLatestCheckpointInAnotherProcess) {
   const std::string dir = testing::NewTempDir("conc");
-  FILE* child = popen((std::string(CKFLOW_SAVE_CHILD) + " " + dir + " sync 1 60 2>&1").c_str(), "r");
+  FILE* child =
+      popen((std::string(CKFLOW_SAVE_CHILD) + " " + dir + " sync 1 60 2>&1").c_str(), "r");
   ASSERT_NE(child, nullptr);
   std::atomic<bool> done{false};
   std::string out;

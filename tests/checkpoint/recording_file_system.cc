@@ -7,19 +7,32 @@ namespace ckflow::testing {
 
 const char* FsOpName(FsOp op) {
   switch (op) {
-    case FsOp::kCreate: return "create";
-    case FsOp::kWrite: return "write";
-    case FsOp::kSync: return "sync";
-    case FsOp::kClose: return "close";
-    case FsOp::kRename: return "rename";
-    case FsOp::kDelete: return "delete";
-    case FsOp::kCreateDirs: return "mkdirs";
-    case FsOp::kDeleteDir: return "rmdir";
-    case FsOp::kSyncDir: return "syncdir";
-    case FsOp::kOpen: return "open";
-    case FsOp::kList: return "list";
-    case FsOp::kStat: return "stat";
-    case FsOp::kExists: return "exists";
+    case FsOp::kCreate:
+      return "create";
+    case FsOp::kWrite:
+      return "write";
+    case FsOp::kSync:
+      return "sync";
+    case FsOp::kClose:
+      return "close";
+    case FsOp::kRename:
+      return "rename";
+    case FsOp::kDelete:
+      return "delete";
+    case FsOp::kCreateDirs:
+      return "mkdirs";
+    case FsOp::kDeleteDir:
+      return "rmdir";
+    case FsOp::kSyncDir:
+      return "syncdir";
+    case FsOp::kOpen:
+      return "open";
+    case FsOp::kList:
+      return "list";
+    case FsOp::kStat:
+      return "stat";
+    case FsOp::kExists:
+      return "exists";
   }
   return "?";
 }
@@ -140,11 +153,11 @@ Status RecordingFileSystem::RenameFile(const std::string& from, const std::strin
   return s;
 }
 
-#define CKFLOW_RECORD(op, path, call)       \
-  FsEvent e{op, path};                      \
-  CKFLOW_RETURN_IF_ERROR(Begin(&e));        \
-  auto result = call;                       \
-  End(e, result.ok());                      \
+#define CKFLOW_RECORD(op, path, call) \
+  FsEvent e{op, path};                \
+  CKFLOW_RETURN_IF_ERROR(Begin(&e));  \
+  auto result = call;                 \
+  End(e, result.ok());                \
   return result
 
 Status RecordingFileSystem::DeleteFile(const std::string& path) {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/file_system.h"
+#include "base/file_system.h"
 
 namespace ckflow::testing {
 
@@ -41,9 +41,9 @@ bool IsMutation(FsOp op);
 struct FsEvent {
   FsOp op;
   std::string path;
-  std::string to;  // kRename only
-  int step = 0;    // 0 if not a numbered step
-  bool ok = true;  // it happened (set after the call)
+  std::string to;    // kRename only
+  int step = 0;      // 0 if not a numbered step
+  bool ok = true;    // it happened (set after the call)
   size_t index = 0;  // in events()
   std::string ToString() const;
 };
@@ -97,8 +97,7 @@ class RecordingFileSystem final : public FileSystemWrapper {
   void End(const FsEvent& event, bool ok);
 
   StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
-  StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
-      const std::string& path) override;
+  StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) override;
   Status RenameFile(const std::string& from, const std::string& to) override;
   Status DeleteFile(const std::string& path) override;
   Status CreateDirs(const std::string& path) override;
@@ -110,13 +109,13 @@ class RecordingFileSystem final : public FileSystemWrapper {
 
  private:
   mutable std::mutex mu_;
-  std::vector<FsEvent> events_;  // guarded by mu_
-  int steps_ = 0;                // guarded by mu_
-  int fail_step_ = 0;            // guarded by mu_
-  int fail_errno_ = 0;           // guarded by mu_
-  bool count_reads_ = false;     // guarded by mu_
+  std::vector<FsEvent> events_;    // guarded by mu_
+  int steps_ = 0;                  // guarded by mu_
+  int fail_step_ = 0;              // guarded by mu_
+  int fail_errno_ = 0;             // guarded by mu_
+  bool count_reads_ = false;       // guarded by mu_
   std::optional<FsEvent> failed_;  // guarded by mu_
-  Hook hook_;                    // set before use
+  Hook hook_;                      // set before use
 };
 
 // The files (paths relative to `root`, directories with a trailing '/')

@@ -7,12 +7,13 @@
 //
 //   save_child DIR MODE FIRST LAST [--kill-step K] [--kill-after] [--max-to-keep M]
 
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <unistd.h>
 
 #include "checkpoint/checkpoint.h"
 #include "tests/checkpoint/recording_file_system.h"

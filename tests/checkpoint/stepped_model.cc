@@ -4,9 +4,9 @@
 #include <filesystem>
 #include <set>
 
-#include "checkpoint/bundle_format.h"
-#include "checkpoint/bundle_reader.h"
-#include "checkpoint/checkpoint_state.h"
+#include "bundle/bundle_format.h"
+#include "bundle/bundle_reader.h"
+#include "bundle/checkpoint_state.h"
 #include "ops/array_ops.h"
 
 namespace ckflow::testing {
@@ -42,8 +42,8 @@ Status CheckStep(const std::string& where, int64_t step, int i, const Tensor& t)
   for (int64_t e = 0; e < SteppedModel::Elements(i); ++e) {
     const float want = SteppedModel::Value(step, i, e);
     if (std::memcmp(&values[e], &want, sizeof(float)) != 0) {
-      return DataLossError(where, ": ", SteppedModel::Key(i), "[", e, "] is ", values[e],
-                           ", step ", step, " has ", want);
+      return DataLossError(where, ": ", SteppedModel::Key(i), "[", e, "] is ", values[e], ", step ",
+                           step, " has ", want);
     }
   }
   return OkStatus();

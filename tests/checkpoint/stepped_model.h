@@ -28,8 +28,7 @@ class SteppedModel {
   static std::string Key(int i);
   // OK if the checkpoint `prefix` holds exactly step `step`'s values (and
   // nothing is missing); else DataLoss naming the first difference.
-  static Status CheckHoldsStep(const std::string& prefix, int64_t step,
-                               FileSystem* fs = nullptr);
+  static Status CheckHoldsStep(const std::string& prefix, int64_t step, FileSystem* fs = nullptr);
 
   static StatusOr<std::unique_ptr<SteppedModel>> Create(CheckpointOptions options = {});
 
