@@ -165,10 +165,11 @@ Status UpdateCheckpointState(const std::string& dir, const std::string& model_ch
   state.all_model_checkpoint_timestamps = options.all_model_checkpoint_timestamps;
   if (!state.all_model_checkpoint_timestamps.empty() &&
       state.all_model_checkpoint_timestamps.size() != state.all_model_checkpoint_paths.size()) {
-    return InvalidArgumentError(
-        "UpdateCheckpointState('", dir, "'): checkpoint timestamps, if provided, must match "
-        "checkpoint paths (got ", state.all_model_checkpoint_paths.size(), " paths and ",
-        state.all_model_checkpoint_timestamps.size(), " timestamps)");
+    return InvalidArgumentError("UpdateCheckpointState('", dir,
+                                "'): checkpoint timestamps, if provided, must match "
+                                "checkpoint paths (got ",
+                                state.all_model_checkpoint_paths.size(), " paths and ",
+                                state.all_model_checkpoint_timestamps.size(), " timestamps)");
   }
   state.last_preserved_timestamp = options.last_preserved_timestamp;
   const std::string state_path = JoinPath(dir, kCheckpointStateFilename);
@@ -210,7 +211,8 @@ Status RemoveCheckpoint(const std::string& prefix, FileSystem* fs) {
       return s;
     }
   }
-  if (removed == 0) return NotFoundError("RemoveCheckpoint: no checkpoint files for '", prefix, "'");
+  if (removed == 0)
+    return NotFoundError("RemoveCheckpoint: no checkpoint files for '", prefix, "'");
   return OkStatus();
 }
 

@@ -329,10 +329,10 @@ StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(Checkpoin
     // TensorFlow warns and starts its bookkeeping at `now`; every stored
     // timestamp is capped at `now` below, so old checkpoints never look new
     // and none is deleted early.
-    Log(LogSeverity::kWarning,
-        "CheckpointManager('" + manager->directory_ + "'): the clock returned a value " +
-            std::to_string(manager->last_preserved_ - now) +
-            " seconds behind the last preserved checkpoint timestamp.");
+    Log(LogSeverity::kWarning, "CheckpointManager('" + manager->directory_ +
+                                   "'): the clock returned a value " +
+                                   std::to_string(manager->last_preserved_ - now) +
+                                   " seconds behind the last preserved checkpoint timestamp.");
     manager->last_preserved_ = now;
   }
   std::vector<double> timestamps = s.all_model_checkpoint_timestamps;
@@ -401,8 +401,8 @@ namespace {
 StatusOr<int64_t> ReadStep(Session& session, const Variable& counter) {
   StatusOr<std::vector<Tensor>> value = session.Run({}, {counter.value()});
   if (!value.ok()) {
-    return value.status().WithContext("CheckpointManager: reading step_counter '" +
-                                      counter.name() + "'");
+    return value.status().WithContext("CheckpointManager: reading step_counter '" + counter.name() +
+                                      "'");
   }
   const Tensor& t = (*value)[0];
   if (t.NumElements() != 1 || (t.dtype() != DT_INT64 && t.dtype() != DT_INT32)) {

@@ -268,9 +268,7 @@ class CheckpointManager {
   std::vector<std::string> checkpoints() const;
   std::optional<std::string> latest_checkpoint() const;
   const std::string& directory() const { return directory_; }
-  const std::optional<int64_t>& checkpoint_interval() const {
-    return options_.checkpoint_interval;
-  }
+  const std::optional<int64_t>& checkpoint_interval() const { return options_.checkpoint_interval; }
   // The step counter's value at the last checkpoint saved or restored
   // (nullopt before one, or without a checkpoint_interval).
   std::optional<int64_t> last_checkpoint_step() const;

@@ -438,17 +438,17 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
     if (matched > 1) return OkStatus();
     if (owns_values) {
       return FailedPreconditionError(
-          "Nothing except the root object matched a checkpointed value (checkpoint '",
-          c.save_path,
+          "Nothing except the root object matched a checkpointed value (checkpoint '", c.save_path,
           "'). Typically this means that the checkpoint does not match the program: it was "
           "written with another root (e.g. SaveWeights vs Checkpoint{model}) or for another "
           "program; compare `ckflow tree` of the checkpoint with your objects. The following "
           "objects have no matching checkpointed value:",
           JoinLines(unmatched));
     }
-    return FailedPreconditionError("Nothing to load. No dependencies have been added to the root "
-                                   "object yet (checkpoint '",
-                                   c.save_path, "').");
+    return FailedPreconditionError(
+        "Nothing to load. No dependencies have been added to the root "
+        "object yet (checkpoint '",
+        c.save_path, "').");
   }
 
   void ExpectPartial() override { coord_->expect_partial = true; }

@@ -39,10 +39,10 @@ void Trackable::TrackImpl(std::string name, const std::shared_ptr<Trackable>& ch
   } else {
     // TensorFlow's _track_trackable raises here: a second object under one
     // name would make the checkpoint key ambiguous.
-    RecordTrackingError(InvalidArgumentError(
-        TypeName(), ": Track('", name, "', ", child->TypeName(),
-        "): a Trackable with this name is already declared as a dependency (",
-        children_[it->second].get()->TypeName(), "); names must be unique"));
+    RecordTrackingError(
+        InvalidArgumentError(TypeName(), ": Track('", name, "', ", child->TypeName(),
+                             "): a Trackable with this name is already declared as a dependency (",
+                             children_[it->second].get()->TypeName(), "); names must be unique"));
     return;
   }
   auto deferred = deferred_.find(name);
