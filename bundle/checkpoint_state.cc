@@ -73,7 +73,16 @@ StatusOr<std::optional<CheckpointStateData>> ReadCheckpointState(const std::stri
   ErrorCollector errors;
   parser.RecordErrorsTo(&errors);
   if (!parser.ParseFromString(*text, &proto)) {
-    return DataLossError(path, ": not a text CheckpointState (", errors.first(), ")");
+    return DataLossError("Invalid checkpoint state loaded from ", dir, ": ", path,
+                         " is not a text CheckpointState (", errors.first(), ")");
+  }
+  // TensorFlow's get_checkpoint_state refuses a state that names no
+  // checkpoint: an empty file is what a write cut short leaves behind, and
+  // treating it as "no checkpoints yet" would let training start over.
+  if (proto.model_checkpoint_path().empty()) {
+    return DataLossError("Invalid checkpoint state loaded from ", dir, ": ", path,
+                         " has no model_checkpoint_path",
+                         text->empty() ? " (the file is empty)" : "");
   }
   CheckpointStateData state;
   state.model_checkpoint_path = proto.model_checkpoint_path();
@@ -148,6 +157,125 @@ Status WriteCheckpointState(const std::string& dir, const CheckpointStateData& s
       return synced;
     }
   }
+  return OkStatus();
+}
+
+namespace {
+
+bool IsAbsolute(std::string_view path) { return !path.empty() && path[0] == '/'; }
+
+// `path` relative to `dir` when it lies under it (both as written: no
+// symlinks resolved, as os.path.relpath).
+std::string RelativeTo(const std::string& dir, const std::string& path) {
+  auto parts = [](const std::string& p) {
+    std::vector<std::string> out;
+    const std::string clean = CleanPath(p);
+    size_t start = 0;
+    while (start <= clean.size()) {
+      size_t end = clean.find('/', start);
+      if (end == std::string::npos) end = clean.size();
+      if (end > start && clean.compare(start, end - start, ".") != 0) {
+        out.push_back(clean.substr(start, end - start));
+      }
+      start = end + 1;
+    }
+    return out;
+  };
+  const std::vector<std::string> from = parts(dir);
+  const std::vector<std::string> to = parts(path);
+  size_t common = 0;
+  while (common < from.size() && common < to.size() && from[common] == to[common]) ++common;
+  std::string out;
+  for (size_t i = common; i < from.size(); ++i) out += out.empty() ? ".." : "/..";
+  for (size_t i = common; i < to.size(); ++i) out += (out.empty() ? "" : "/") + to[i];
+  return out.empty() ? "." : out;
+}
+
+}  // namespace
+
+StatusOr<std::optional<CheckpointStateData>> GetCheckpointState(const std::string& dir,
+                                                                FileSystem* fs) {
+  CKFLOW_ASSIGN_OR_RETURN(std::optional<CheckpointStateData> state, ReadCheckpointState(dir, fs));
+  if (!state.has_value()) return state;
+  auto absolute = [&dir](std::string& p) {
+    if (!IsAbsolute(p)) p = JoinPath(dir, p);
+  };
+  absolute(state->model_checkpoint_path);
+  for (std::string& p : state->all_model_checkpoint_paths) absolute(p);
+  return state;
+}
+
+Status UpdateCheckpointState(const std::string& dir, const std::string& model_checkpoint_path,
+                             const UpdateCheckpointStateOptions& options, FileSystem* fs) {
+  if (model_checkpoint_path.empty()) {
+    return InvalidArgumentError("UpdateCheckpointState('", dir,
+                                "'): the model checkpoint path is empty");
+  }
+  CheckpointStateData state;
+  auto relative = [&](const std::string& p) {
+    return options.save_relative_paths && IsAbsolute(p) ? RelativeTo(dir, p) : p;
+  };
+  state.model_checkpoint_path = relative(model_checkpoint_path);
+  for (const std::string& p : options.all_model_checkpoint_paths) {
+    state.all_model_checkpoint_paths.push_back(relative(p));
+  }
+  if (state.all_model_checkpoint_paths.empty() ||
+      state.all_model_checkpoint_paths.back() != state.model_checkpoint_path) {
+    state.all_model_checkpoint_paths.push_back(state.model_checkpoint_path);
+  }
+  state.all_model_checkpoint_timestamps = options.all_model_checkpoint_timestamps;
+  if (!state.all_model_checkpoint_timestamps.empty() &&
+      state.all_model_checkpoint_timestamps.size() != state.all_model_checkpoint_paths.size()) {
+    return InvalidArgumentError("UpdateCheckpointState('", dir,
+                                "'): checkpoint timestamps, if provided, must match "
+                                "checkpoint paths (got ",
+                                state.all_model_checkpoint_paths.size(), " paths and ",
+                                state.all_model_checkpoint_timestamps.size(), " timestamps)");
+  }
+  state.last_preserved_timestamp = options.last_preserved_timestamp;
+  const std::string state_path = JoinPath(dir, kCheckpointStateFilename);
+  if (model_checkpoint_path == state_path ||
+      JoinPath(dir, state.model_checkpoint_path) == state_path) {
+    return InvalidArgumentError("Save path '", model_checkpoint_path,
+                                "' conflicts with path used for checkpoint state. Please use a "
+                                "different save path.");
+  }
+  return WriteCheckpointState(dir, state, fs);
+}
+
+bool CheckpointExists(const std::string& prefix, FileSystem* fs) {
+  if (fs == nullptr) fs = FileSystem::Default();
+  if (fs->FileExists(IndexFilename(prefix)).ok()) return true;
+  return fs->FileExists(prefix).ok() && !fs->IsDirectory(prefix);
+}
+
+Status RemoveCheckpoint(const std::string& prefix, FileSystem* fs) {
+  if (fs == nullptr) fs = FileSystem::Default();
+  std::vector<std::string> paths = {IndexFilename(prefix)};
+  const std::string dir = Dirname(prefix);
+  const std::string data_prefix = std::string(Basename(prefix)) + ".data-";
+  StatusOr<std::vector<std::string>> names = fs->ListDir(dir.empty() ? "." : dir);
+  if (names.ok()) {
+    for (const std::string& name : *names) {
+      if (name.size() > data_prefix.size() && name.starts_with(data_prefix) &&
+          DataSuffixPosition(name) == Basename(prefix).size()) {
+        paths.push_back(JoinPath(dir, name));
+      }
+    }
+  } else if (!IsNotFound(names.status())) {
+    return names.status();
+  }
+  int removed = 0;
+  for (const std::string& path : paths) {
+    Status s = fs->DeleteFile(path);
+    if (s.ok()) {
+      ++removed;
+    } else if (!IsNotFound(s)) {
+      return s;
+    }
+  }
+  if (removed == 0)
+    return NotFoundError("RemoveCheckpoint: no checkpoint files for '", prefix, "'");
   return OkStatus();
 }
 

@@ -109,6 +109,61 @@ StatusOr<Graph> LoadGraph(const BundleReader& reader) {
   return g;
 }
 
+}  // namespace
+
+StatusOr<CheckpointObjectGraph> ReadCheckpointObjectGraph(const BundleReader& reader) {
+  CKFLOW_ASSIGN_OR_RETURN(Graph g, LoadGraph(reader));
+  const int n = g.proto.nodes_size();
+  CheckpointObjectGraph out;
+  out.nodes.resize(n);
+  for (int u = 0; u < n; ++u) {
+    const ProtoNode& node = g.proto.nodes(u);
+    CheckpointObjectGraph::Node& o = out.nodes[u];
+    for (const auto& c : node.children()) o.children.push_back({c.local_name(), c.node_id()});
+    for (const auto& a : node.attributes()) {
+      o.attributes.push_back({a.name(), a.full_name(), a.checkpoint_key()});
+    }
+    for (const auto& sv : node.slot_variables()) {
+      o.slot_variables.push_back(
+          {sv.original_variable_node_id(), sv.slot_variable_node_id(), sv.slot_name()});
+    }
+  }
+  // Named breadth first along the placements (iteratively: a checkpoint
+  // from elsewhere may be a chain a million nodes deep), then the slots.
+  if (n == 0) return out;
+  out.nodes[0].path = "(root)";
+  std::vector<int> order = {0};
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int u = order[i];
+    const ProtoNode& node = g.proto.nodes(u);
+    for (int k = 0; k < node.children_size(); ++k) {
+      const int v = node.children(k).node_id();
+      const Placement& p = g.placement[v];
+      if (v == 0 || p.slot || p.parent != u || p.item != k) continue;
+      out.nodes[v].path = out.nodes[u].path + "." + node.children(k).local_name();
+      order.push_back(v);
+    }
+  }
+  auto name_of = [&](int u) {
+    return out.nodes[u].path.empty() ? "(node " + std::to_string(u) + ")" : out.nodes[u].path;
+  };
+  for (int u : order) {
+    const ProtoNode& node = g.proto.nodes(u);
+    for (int j = 0; j < node.slot_variables_size(); ++j) {
+      const auto& sv = node.slot_variables(j);
+      const Placement& p = g.placement[sv.slot_variable_node_id()];
+      if (!p.slot || p.parent != u || p.item != node.children_size() + j) continue;
+      out.nodes[sv.slot_variable_node_id()].path = out.nodes[u].path + "'s state '" +
+                                                   sv.slot_name() + "' for " +
+                                                   name_of(sv.original_variable_node_id());
+    }
+  }
+  for (int u : g.unreached) out.nodes[u].path = "(unreachable node " + std::to_string(u) + ")";
+  return out;
+}
+
+namespace {
+
 // One line of the tree: a node shown in place, or an edge to a node shown
 // elsewhere.
 struct Row {

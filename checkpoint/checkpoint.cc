@@ -168,6 +168,7 @@ StatusOr<std::string> Checkpoint::WriteThen(const std::string& prefix, Session& 
                                             std::function<Status()> on_written) {
   CKFLOW_RETURN_IF_ERROR(root_->scope().status());
   internal::ObjectGraph graph = internal::BuildObjectGraph(root_);
+  CKFLOW_RETURN_IF_ERROR(graph.tracking_status);
   CKFLOW_RETURN_IF_ERROR(
       root_->saver()->Write(graph, prefix, session, options, std::move(on_written)));
   return prefix;
@@ -187,12 +188,13 @@ StatusOr<std::string> Checkpoint::Save(const std::string& prefix, Session& sessi
   });
 }
 
-StatusOr<LoadStatus> Checkpoint::Restore(const std::optional<std::string>& save_path) {
+StatusOr<LoadStatus> Checkpoint::Restore(const std::optional<std::string>& save_path,
+                                         const RestoreOptions& options) {
   CKFLOW_RETURN_IF_ERROR(root_->scope().status());
   std::shared_ptr<internal::CheckpointRoot> root = root_;
   return internal::RestoreRoot(
       root_, root_->saver(), save_path,
-      [root]() -> std::shared_ptr<Trackable> { return root->MaybeCreateSaveCounter(); });
+      [root]() -> std::shared_ptr<Trackable> { return root->MaybeCreateSaveCounter(); }, options);
 }
 
 std::optional<std::string> LatestCheckpoint(const std::string& dir,
@@ -228,17 +230,17 @@ struct WeightSavers : GraphAttachment {
   std::map<const Trackable*, std::shared_ptr<internal::Saver>> by_root;
 };
 
-// `fs` is fixed when the saver is first made for `root`.
+// The saver's ops go into the graph `session` runs: the graph of the root's
+// variables or, before there are any (LoadWeights deferred until the layers
+// build), where they will appear. Its file system is the session's, fixed
+// when the saver is first made for `root`.
 StatusOr<std::shared_ptr<internal::Saver>> SaverForRoot(const std::shared_ptr<Trackable>& root,
-                                                        FileSystem* fs) {
+                                                        Session& session) {
   if (root == nullptr) return InvalidArgumentError("SaveWeights/LoadWeights: the object is null");
-  internal::ObjectGraph graph = internal::BuildObjectGraph(root);
-  if (graph.values.empty()) {
-    return FailedPreconditionError(
-        "SaveWeights/LoadWeights: the object owns no variables yet (call the model once so its "
-        "layers build)");
-  }
-  Graph& g = graph.values[0].attribute.handle.node()->graph();
+  // A session runs a graph that keeps growing (these restore ops are added
+  // to it), so the const in Session::graph() is the session's promise not to
+  // change it, not the graph's.
+  Graph& g = const_cast<Graph&>(session.graph());
   std::shared_ptr<internal::Saver>& saver = g.Attachment<WeightSavers>().by_root[root.get()];
   if (saver == nullptr) {
     CKFLOW_ASSIGN_OR_RETURN(Scope scope, Scope::ForGraph(g));
@@ -256,16 +258,26 @@ Status SaveWeights(const std::shared_ptr<Trackable>& root, const std::string& pa
     return InvalidArgumentError("SaveWeights('", path,
                                 "'): async saves need a Checkpoint (Checkpoint::Sync waits)");
   }
-  CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<internal::Saver> saver,
-                          SaverForRoot(root, session.file_system()));
-  CKFLOW_RETURN_IF_ERROR(saver->Write(internal::BuildObjectGraph(root), path, session, options));
+  if (root == nullptr) return InvalidArgumentError("SaveWeights('", path, "'): the object is null");
+  internal::ObjectGraph graph = internal::BuildObjectGraph(root);
+  CKFLOW_RETURN_IF_ERROR(graph.tracking_status);
+  if (graph.values.empty()) {
+    return FailedPreconditionError("SaveWeights('", path,
+                                   "'): the object owns no variables yet (call the model once so "
+                                   "its layers build)");
+  }
+  if (&graph.values[0].attribute.handle.node()->graph() != &session.graph()) {
+    return InvalidArgumentError("SaveWeights('", path,
+                                "'): the object's variables are not in the session's graph");
+  }
+  CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<internal::Saver> saver, SaverForRoot(root, session));
+  CKFLOW_RETURN_IF_ERROR(saver->Write(graph, path, session, options));
   return internal::CommitStateFile(saver->file_system(), path, options.durable);
 }
 
 StatusOr<LoadStatus> LoadWeights(const std::shared_ptr<Trackable>& root, const std::string& path,
                                  Session& session) {
-  CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<internal::Saver> saver,
-                          SaverForRoot(root, session.file_system()));
+  CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<internal::Saver> saver, SaverForRoot(root, session));
   CKFLOW_ASSIGN_OR_RETURN(LoadStatus status, internal::RestoreRoot(root, saver, path, nullptr));
   CKFLOW_RETURN_IF_ERROR(status.RunRestoreOps(session));
   CKFLOW_RETURN_IF_ERROR(status.AssertNontrivialMatch());
@@ -295,6 +307,14 @@ StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(Checkpoin
         "keep every checkpoint), got ",
         *options.max_to_keep);
   }
+  if (options.checkpoint_interval.has_value() && options.step_counter == nullptr) {
+    return InvalidArgumentError(
+        "CheckpointManager: step_counter should be passed if checkpoint_interval is set");
+  }
+  if (options.checkpoint_interval.has_value() && *options.checkpoint_interval < 0) {
+    return InvalidArgumentError("CheckpointManager: checkpoint_interval must not be negative, got ",
+                                *options.checkpoint_interval);
+  }
   if (options.checkpoint_name.empty() || options.checkpoint_name.find('/') != std::string::npos) {
     return InvalidArgumentError("CheckpointManager: checkpoint_name '", options.checkpoint_name,
                                 "' must be a non-empty file name (no '/')");
@@ -305,16 +325,25 @@ StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(Checkpoin
   if (directory.empty()) directory = ".";
   std::unique_ptr<CheckpointManager> manager(
       new CheckpointManager(checkpoint, std::move(directory), std::move(options)));
+  if (manager->options_.checkpoint_interval.has_value()) {
+    manager->last_checkpoint_step_ = manager->options_.last_checkpoint_step;
+  }
   FileSystem* fs = checkpoint.file_system();
   const double now = manager->options_.clock();
-  StatusOr<std::optional<CheckpointStateData>> state = ReadCheckpointState(manager->directory_, fs);
-  if (!state.ok() || !state->has_value()) {
+  // A state file that exists but cannot be read is an error, as in
+  // TensorFlow: the manager would otherwise forget (and never delete) the
+  // checkpoints it managed, and overwrite the file on its first save.
+  CKFLOW_ASSIGN_OR_RETURN(std::optional<CheckpointStateData> state,
+                          ReadCheckpointState(manager->directory_, fs));
+  if (!state.has_value()) {
+    // Slightly in the past, so a manager re-created at once does not
+    // preserve the checkpoint its predecessor just wrote.
     manager->last_preserved_ = now - 1;
     std::lock_guard<std::mutex> lock(manager->mu_);
     manager->RemoveDebris();
     return manager;
   }
-  const CheckpointStateData& s = **state;
+  const CheckpointStateData& s = *state;
   const std::string& dir = manager->directory_;
   // The state file is input from outside: a path that leaves the directory
   // is tracked only on request (and even then never deleted).
@@ -329,14 +358,29 @@ StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(Checkpoin
     std::string latest = internal::Resolve(dir, s.model_checkpoint_path);
     if (fs->FileExists(IndexFilename(latest)).ok()) manager->latest_ = std::move(latest);
   }
-  // A clock that went backwards must not make old checkpoints look new.
-  manager->last_preserved_ = std::min(s.last_preserved_timestamp, now);
-  for (size_t i = 0; i < s.all_model_checkpoint_paths.size(); ++i) {
-    // Without a timestamp a checkpoint counts as preserved: it leaves
-    // management without being deleted, as in TensorFlow.
-    double ts = i < s.all_model_checkpoint_timestamps.size() ? s.all_model_checkpoint_timestamps[i]
-                                                             : manager->last_preserved_;
-    if (std::min(ts, now) > manager->last_preserved_ && followed(s.all_model_checkpoint_paths[i])) {
+  manager->last_preserved_ = s.last_preserved_timestamp;
+  if (now < manager->last_preserved_) {
+    // The clock went backwards (or the state came from another machine).
+    // TensorFlow warns and starts its bookkeeping at `now`; every stored
+    // timestamp is capped at `now` below, so old checkpoints never look new
+    // and none is deleted early.
+    Log(LogSeverity::kWarning, "CheckpointManager('" + manager->directory_ +
+                                   "'): the clock returned a value " +
+                                   std::to_string(manager->last_preserved_ - now) +
+                                   " seconds behind the last preserved checkpoint timestamp.");
+    manager->last_preserved_ = now;
+  }
+  std::vector<double> timestamps = s.all_model_checkpoint_timestamps;
+  // Without timestamps every checkpoint counts as preserved: it leaves
+  // management without being deleted. With too few, TensorFlow pairs them up
+  // (zip) and drops the paths left over.
+  if (timestamps.empty()) {
+    timestamps.assign(s.all_model_checkpoint_paths.size(), manager->last_preserved_);
+  }
+  const size_t n = std::min(timestamps.size(), s.all_model_checkpoint_paths.size());
+  for (size_t i = 0; i < n; ++i) {
+    const double ts = std::min(timestamps[i], now);
+    if (ts > manager->last_preserved_ && followed(s.all_model_checkpoint_paths[i])) {
       manager->active_.emplace_back(internal::Resolve(dir, s.all_model_checkpoint_paths[i]), ts);
     }
   }
@@ -435,8 +479,42 @@ Status CheckpointManager::DeleteManaged(const std::string& path) const {
   return internal::RemoveCheckpointFiles(checkpoint_.file_system(), path);
 }
 
+namespace {
+
+StatusOr<int64_t> ReadStep(Session& session, const Variable& counter) {
+  StatusOr<std::vector<Tensor>> value = session.Run({}, {counter.value()});
+  if (!value.ok()) {
+    return value.status().WithContext("CheckpointManager: reading step_counter '" + counter.name() +
+                                      "'");
+  }
+  const Tensor& t = (*value)[0];
+  if (t.NumElements() != 1 || (t.dtype() != DT_INT64 && t.dtype() != DT_INT32)) {
+    return InvalidArgumentError("CheckpointManager: step_counter '", counter.name(),
+                                "' must be an int64 or int32 scalar, got ", DataTypeName(t.dtype()),
+                                t.shape().ToString());
+  }
+  return t.dtype() == DT_INT64 ? t.scalar<int64_t>() : int64_t{t.scalar<int32_t>()};
+}
+
+}  // namespace
+
+std::optional<int64_t> CheckpointManager::last_checkpoint_step() const {
+  return last_checkpoint_step_;
+}
+
 StatusOr<std::string> CheckpointManager::Save(Session& session,
-                                              std::optional<int64_t> checkpoint_number) {
+                                              std::optional<int64_t> checkpoint_number,
+                                              bool check_interval) {
+  if (options_.checkpoint_interval.has_value()) {
+    CKFLOW_ASSIGN_OR_RETURN(int64_t step, ReadStep(session, *options_.step_counter));
+    if (last_checkpoint_step_.has_value()) {
+      if (step == *last_checkpoint_step_) return std::string();
+      if (check_interval && step < *last_checkpoint_step_ + *options_.checkpoint_interval) {
+        return std::string();
+      }
+    }
+    last_checkpoint_step_ = step;
+  }
   CKFLOW_RETURN_IF_ERROR(checkpoint_.Sync());
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -451,6 +529,24 @@ StatusOr<std::string> CheckpointManager::Save(Session& session,
   const double now = options_.clock();
   return checkpoint_.WriteThen(prefix, session, options_.save_options,
                                [this, prefix, now] { return Record(prefix, now); });
+}
+
+StatusOr<std::optional<std::string>> CheckpointManager::RestoreOrInitialize(Session& session) {
+  if (std::optional<std::string> latest = latest_checkpoint()) {
+    CKFLOW_ASSIGN_OR_RETURN(LoadStatus status, checkpoint_.Restore(*latest));
+    CKFLOW_RETURN_IF_ERROR(status.InitializeOrRestore(session));
+    if (options_.checkpoint_interval.has_value()) {
+      CKFLOW_ASSIGN_OR_RETURN(last_checkpoint_step_, ReadStep(session, *options_.step_counter));
+    }
+    return latest;
+  }
+  if (options_.init_fn) {
+    CKFLOW_RETURN_IF_ERROR(options_.init_fn(session));
+  } else {
+    CKFLOW_ASSIGN_OR_RETURN(LoadStatus status, checkpoint_.Restore(std::nullopt));
+    CKFLOW_RETURN_IF_ERROR(status.InitializeOrRestore(session));
+  }
+  return std::optional<std::string>();
 }
 
 Status CheckpointManager::Record(const std::string& prefix, double timestamp) {

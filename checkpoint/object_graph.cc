@@ -38,6 +38,10 @@ ObjectGraph BuildObjectGraph(const std::shared_ptr<Trackable>& root, ObjectGraph
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     // Copy out what we need: push_back below may move graph.nodes.
     std::shared_ptr<Trackable> object = graph.nodes[i].object;
+    if (graph.tracking_status.ok() && !object->tracking_status().ok()) {
+      graph.tracking_status = object->tracking_status().WithContext(
+          full ? graph.nodes[i].display : std::string("object graph"));
+    }
     auto children = object->Children();
     // A module of thousands of variables would otherwise rehash and move
     // the whole table many times over.

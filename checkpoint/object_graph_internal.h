@@ -55,6 +55,9 @@ struct ObjectGraph {
     int node = -1;
   };
   std::vector<Value> values;
+  // The first object's refused Track (Trackable::tracking_status), with its
+  // path: a save must not write a graph that silently lacks the child.
+  Status tracking_status;
 };
 
 // Walks the objects reachable from `root` (children, then slots). With

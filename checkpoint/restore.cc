@@ -92,9 +92,15 @@ RestoreCoordinator::RestoreCoordinator(std::string path, std::unique_ptr<google:
 
 RestoreCoordinator::~RestoreCoordinator() {
   if (expect_partial) return;
+  std::vector<bool> skipped(proto.nodes_size(), false);
+  if (skip_slot_variables) {
+    for (const auto& node : proto.nodes()) {
+      for (const auto& slot : node.slot_variables()) skipped[slot.slot_variable_node_id()] = true;
+    }
+  }
   std::vector<std::string> lines;
   for (int id = 0; id < proto.nodes_size(); ++id) {
-    if (proto.nodes(id).attributes_size() > 0 && !matched[id]) {
+    if (proto.nodes(id).attributes_size() > 0 && !matched[id] && !skipped[id]) {
       lines.push_back(
           "Value in checkpoint could not be found in the restored object: " + NodeName(id) +
           " (key '" + proto.nodes(id).attributes(0).checkpoint_key() + "')");
@@ -333,23 +339,27 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
       }
     }
     if (!stale.empty()) {
-      return FailedPreconditionError("checkpoint '", c.save_path, "':", JoinLines(stale));
+      return FailedPreconditionError("Object(s) not assigned a value from checkpoint '",
+                                     c.save_path, "':", JoinLines(stale));
     }
     ObjectGraph current = CurrentObjects(root_);
     const std::unordered_set<const Trackable*> bound_objects = c.BoundObjects();
     std::vector<std::string> unmatched;
     for (const ObjectGraphNode& node : current.nodes) {
       if (node.attributes.empty() || bound_objects.count(node.object.get())) continue;
+      if (node.is_slot && c.skip_slot_variables) continue;
       std::string line = ObjectDescription(node);
       for (const std::string& key : node.keys) line += ", would be key '" + key + "'";
       unmatched.push_back(line);
     }
     if (!unmatched.empty()) {
       return FailedPreconditionError(
-          "checkpoint '", c.save_path, "': ", unmatched.size(),
-          " object(s) that own values were not matched to anything in the checkpoint (the "
-          "program has objects the checkpoint does not; if that is expected, don't assert, or "
-          "restore a checkpoint written by this program):",
+          "Found ", unmatched.size(),
+          " object(s) that were not bound to checkpointed values, likely due to changes in the "
+          "program (checkpoint '",
+          c.save_path,
+          "'; the program has objects the checkpoint does not: if that is expected, don't "
+          "assert, or restore a checkpoint written by this program):",
           JoinLines(unmatched));
     }
     return OkStatus();
@@ -358,16 +368,26 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
   Status AssertConsumed() override {
     CKFLOW_RETURN_IF_ERROR(AssertExistingObjectsMatched());
     RestoreCoordinator& c = *coord_;
+    // With skip_slot_variables the checkpoint's slots are expected to stay
+    // unmatched, as TensorFlow's assert_consumed ignores them then.
+    std::unordered_set<int> skipped_slots;
+    if (c.skip_slot_variables) {
+      for (const auto& node : c.proto.nodes()) {
+        for (const auto& slot : node.slot_variables()) {
+          skipped_slots.insert(slot.slot_variable_node_id());
+        }
+      }
+    }
     std::vector<std::string> unresolved;
     for (int id = 0; id < c.proto.nodes_size(); ++id) {
       const auto& node = c.proto.nodes(id);
-      if (node.attributes_size() == 0) continue;
+      if (node.attributes_size() == 0 || skipped_slots.count(id)) continue;
       if (c.bound[id] && !c.object_by_proto_id[id].expired()) continue;
       unresolved.push_back(c.NodeName(id) + " (key '" + node.attributes(0).checkpoint_key() + "')");
     }
     if (!unresolved.empty()) {
       return FailedPreconditionError(
-          "checkpoint '", c.save_path, "': ", unresolved.size(),
+          "Unresolved object(s) in checkpoint '", c.save_path, "': ", unresolved.size(),
           " checkpointed value(s) were not matched to any object (create these objects — e.g. "
           "call the layer or run Minimize — before asserting, or call ExpectPartial() if they "
           "are not needed):",
@@ -381,7 +401,8 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
       }
     }
     if (!slots.empty()) {
-      return FailedPreconditionError("checkpoint '", c.save_path, "': ", slots.size(),
+      return FailedPreconditionError("Unresolved slot restorations in checkpoint '", c.save_path,
+                                     "': ", slots.size(),
                                      " slot variable(s) could not be restored because their "
                                      "variable was never matched:",
                                      JoinLines(slots));
@@ -393,10 +414,10 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
       }
     }
     if (!unused.empty()) {
-      return FailedPreconditionError("checkpoint '", c.save_path,
-                                     "': values exist in the checkpoint for attributes the "
-                                     "matched objects do not have:",
-                                     JoinLines(unused));
+      return FailedPreconditionError(
+          "Unused attributes in these objects (the attributes exist in the checkpoint but were "
+          "not restored), checkpoint '",
+          c.save_path, "': the matched objects do not have these attributes:", JoinLines(unused));
     }
     return OkStatus();
   }
@@ -404,10 +425,12 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
   Status AssertNontrivialMatch() override {
     RestoreCoordinator& c = *coord_;
     ObjectGraph current = CurrentObjects(root_);
-    bool owns_values = false;
+    // TensorFlow lists the objects that have no matching value.
+    std::vector<std::string> unmatched;
     for (const ObjectGraphNode& node : current.nodes) {
-      owns_values = owns_values || !node.attributes.empty();
+      if (!node.attributes.empty()) unmatched.push_back(ObjectDescription(node));
     }
+    const bool owns_values = !unmatched.empty();
     int matched = 0;
     for (size_t id = 0; id < c.bound.size(); ++id) {
       if (c.bound[id] && !c.object_by_proto_id[id].expired()) ++matched;
@@ -415,14 +438,17 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
     if (matched > 1) return OkStatus();
     if (owns_values) {
       return FailedPreconditionError(
-          "checkpoint '", c.save_path,
-          "': nothing except the root object matched a checkpointed value. Typically the "
-          "checkpoint was written with another root (e.g. SaveWeights vs Checkpoint{model}) or "
-          "for another program; compare `ckflow tree` of the checkpoint with your objects.");
+          "Nothing except the root object matched a checkpointed value (checkpoint '", c.save_path,
+          "'). Typically this means that the checkpoint does not match the program: it was "
+          "written with another root (e.g. SaveWeights vs Checkpoint{model}) or for another "
+          "program; compare `ckflow tree` of the checkpoint with your objects. The following "
+          "objects have no matching checkpointed value:",
+          JoinLines(unmatched));
     }
-    return FailedPreconditionError("checkpoint '", c.save_path,
-                                   "': nothing to load: no dependencies have been added to the "
-                                   "root object yet.");
+    return FailedPreconditionError(
+        "Nothing to load. No dependencies have been added to the root "
+        "object yet (checkpoint '",
+        c.save_path, "').");
   }
 
   void ExpectPartial() override { coord_->expect_partial = true; }
@@ -631,7 +657,8 @@ StatusOr<std::shared_ptr<RestoreCoordinator>> ReadObjectGraph(const std::string&
 StatusOr<LoadStatus> RestoreRoot(
     const std::shared_ptr<Trackable>& root, const std::shared_ptr<Saver>& saver,
     const std::optional<std::string>& save_path,
-    const std::function<std::shared_ptr<Trackable>()>& make_save_counter) {
+    const std::function<std::shared_ptr<Trackable>()>& make_save_counter,
+    const RestoreOptions& options) {
   if (!save_path.has_value()) {
     auto status = std::make_shared<InitializationOnlyStatusImpl>(root);
     if (make_save_counter) make_save_counter();
@@ -664,6 +691,10 @@ StatusOr<LoadStatus> RestoreRoot(
     return LoadStatusImpl::Wrap(status);
   }
   (*coordinator)->reader = *std::move(reader);
+  if (options.skip_slot_variables) {
+    (*coordinator)->skip_slot_variables = true;
+    (*coordinator)->slot_restorations.clear();
+  }
   CheckpointPosition(*coordinator, 0).Restore(root);
   auto status = std::make_shared<CheckpointLoadStatusImpl>(*std::move(coordinator), root);
   if (make_save_counter) make_save_counter();

@@ -42,6 +42,16 @@ struct RestoreItem {
   int64_t position = -1;  // of key among the checkpoint's entries, once found
 };
 
+// What a Saver's files hold and how values are spread over them: an
+// object-based checkpoint (the object graph, one SaveV2 per task, as
+// TensorFlow's MultiDeviceSaver) or a TF1 Saver's name-based one (no object
+// graph; with `shard_per_device`, one SaveV2 per device string, as
+// tf.compat.v1.train.Saver(sharded=True) groups them).
+struct SaverFormat {
+  bool object_graph = true;
+  bool shard_per_device = false;
+};
+
 // Cached save and restore ops of one Checkpoint (or SaveWeights root), shared
 // by every status restored through it.
 class Saver {
@@ -53,10 +63,11 @@ class Saver {
   //
   // Every file the saver's ops and its caller touch goes through `fs`
   // (null: FileSystem::Default()), handed to the kernels with each run.
-  explicit Saver(const Scope& scope, FileSystem* fs = nullptr)
+  explicit Saver(const Scope& scope, FileSystem* fs = nullptr, SaverFormat format = {})
       : graph_(scope.shared_graph()),
         scope_(scope.Unowned()),
-        fs_(fs ? fs : FileSystem::Default()) {}
+        fs_(fs ? fs : FileSystem::Default()),
+        format_(format) {}
 
   FileSystem* file_system() const { return fs_; }
 
@@ -116,6 +127,7 @@ class Saver {
   const std::weak_ptr<Graph> graph_;
   const Scope scope_;  // Unowned: see the constructor
   FileSystem* const fs_;
+  const SaverFormat format_;
   Output restore_prefix_;
   std::unordered_map<std::string, Output> restore_ops_;  // by item signature
   std::unordered_map<std::string, std::unique_ptr<SaveGraph>> save_graphs_;
@@ -168,6 +180,9 @@ class RestoreCoordinator : public std::enable_shared_from_this<RestoreCoordinato
   // RunRestoreOps reports them.
   std::vector<Status> problems;
   bool expect_partial = false;
+  // RestoreOptions::skip_slot_variables: slot_restorations stays empty, and
+  // neither the checkpoint's slot nodes nor the program's slots need match.
+  bool skip_slot_variables = false;
 
   // Binds proto_id to object; false if it was bound already (to it or to
   // another object, which is warned about).
@@ -237,7 +252,8 @@ std::shared_ptr<LoadStatusImpl> NewInitializationOnlyStatus(std::shared_ptr<Trac
 StatusOr<LoadStatus> RestoreRoot(
     const std::shared_ptr<Trackable>& root, const std::shared_ptr<Saver>& saver,
     const std::optional<std::string>& save_path,
-    const std::function<std::shared_ptr<Trackable>()>& make_save_counter);
+    const std::function<std::shared_ptr<Trackable>()>& make_save_counter,
+    const RestoreOptions& options = {});
 
 }  // namespace ckflow::internal
 

@@ -1,6 +1,7 @@
 // Saver: the cached save and restore ops of one checkpoint root.
 
 #include <algorithm>
+#include <cctype>
 #include <limits>
 #include <map>
 #include <unordered_set>
@@ -48,6 +49,35 @@ std::string Signature(const std::vector<RestoreItem>& items, size_t begin, size_
 
 Tensor StringVector(const std::vector<std::string>& values) {
   return Tensor::FromVector<std::string>(values);
+}
+
+// The device a task's save runs on, as TensorFlow's set_cpu0 maps a
+// variable's device: the same job, replica and task, device CPU:0
+// ("/job:w/replica:0/task:1/device:GPU:0" -> "/job:w/replica:0/task:1/
+// device:CPU:0"; "/cpu:1" -> "/device:CPU:0"). TensorFlow writes one data
+// file per such host, so devices of one task share a file. "" stays "".
+std::string HostDevice(std::string_view device) {
+  if (device.empty()) return "";
+  std::string host;
+  size_t start = 0;
+  while (start < device.size()) {
+    size_t end = device.find('/', start);
+    if (end == std::string_view::npos) end = device.size();
+    std::string_view part = device.substr(start, end - start);
+    start = end + 1;
+    if (part.empty()) continue;
+    // Everything but the device's type and number: "device:GPU:0" and the
+    // legacy "cpu:1", "gpu:0", "CPU:0" forms.
+    std::string lower(part);
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (lower.starts_with("device:") || lower.starts_with("cpu:") || lower.starts_with("gpu:") ||
+        lower.starts_with("tpu:") || lower == "cpu" || lower == "gpu") {
+      continue;
+    }
+    host += "/";
+    host += part;
+  }
+  return host + "/device:CPU:0";
 }
 
 // A save of at least this much per file is spread over the pool's threads,
@@ -214,22 +244,23 @@ StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const ObjectGraph& graph,
   for (size_t g = 0; g < groups.size(); ++g) {
     std::vector<std::string> names;
     std::vector<Output> tensors;
-    std::string device;
+    std::string device;  // the group's host (see HostDevice)
     for (int v : groups[g]) {
       const ObjectGraph::Value& value = graph.values[v];
-      if (!value.attribute.device.empty()) device = value.attribute.device;
+      if (!value.attribute.device.empty()) device = HostDevice(value.attribute.device);
       names.push_back(value.key);
       int handle_id = value.attribute.handle.node()->id();
       auto read = reads_.find(handle_id);
       if (read == reads_.end()) {
-        Output r = ops::ReadVariableOp(scope.WithDevice(device), value.attribute.handle,
-                                       value.attribute.dtype);
+        // Read where the variable lives; SaveV2 runs on its task's host.
+        Output r = ops::ReadVariableOp(scope.WithDevice(value.attribute.device),
+                                       value.attribute.handle, value.attribute.dtype);
         read = reads_.emplace(handle_id, r).first;
       }
       if (read_once.insert(handle_id).second) save->reads.push_back(read->second);
       tensors.push_back(read->second);
     }
-    if (g == 0) {
+    if (g == 0 && format_.object_graph) {
       names.push_back(std::string(kObjectGraphKey));
       tensors.push_back(save->object_graph);
     }
@@ -331,13 +362,16 @@ Status Saver::Write(const ObjectGraph& graph, const std::string& prefix, Session
                     const SaveOptions& options, std::function<Status()> on_written) {
   CKFLOW_RETURN_IF_ERROR(CheckOptions(options, "saving checkpoint '" + prefix + "'"));
   CKFLOW_RETURN_IF_ERROR(WaitForPendingWrite());
-  // One SaveV2 per device, in order of first appearance. Values without a
-  // device (save_counter, say) and the object graph go with the first.
+  // One SaveV2 per task (its host device, as TensorFlow groups them), in
+  // order of first appearance. Values without a device (save_counter, say)
+  // and the object graph go with the first.
   std::vector<std::string> devices;
   std::vector<std::vector<int>> groups;
   std::vector<int> default_group;
   for (size_t v = 0; v < graph.values.size(); ++v) {
-    const std::string& device = graph.values[v].attribute.device;
+    const std::string device = format_.shard_per_device
+                                   ? graph.values[v].attribute.device
+                                   : HostDevice(graph.values[v].attribute.device);
     if (device.empty()) {
       default_group.push_back(static_cast<int>(v));
       continue;
@@ -352,7 +386,7 @@ Status Saver::Write(const ObjectGraph& graph, const std::string& prefix, Session
   }
   if (groups.empty()) groups.emplace_back();
   groups[0].insert(groups[0].begin(), default_group.begin(), default_group.end());
-  // Then each device's values over as many files as write in parallel.
+  // Then each task's values over as many files as write in parallel.
   std::vector<std::vector<int>> files;
   for (std::vector<int>& group : groups) {
     const int count = FilesFor(graph, group, options);
@@ -364,7 +398,7 @@ Status Saver::Write(const ObjectGraph& graph, const std::string& prefix, Session
   CKFLOW_ASSIGN_OR_RETURN(SaveGraph * save, SaveGraphFor(graph, groups, options.durable));
 
   std::string serialized;
-  if (!ToProto(graph).SerializeToString(&serialized)) {
+  if (format_.object_graph && !ToProto(graph).SerializeToString(&serialized)) {
     return InternalError("serializing the object graph for '", prefix, "'");
   }
   const int n = static_cast<int>(groups.size());
@@ -374,7 +408,7 @@ Status Saver::Write(const ObjectGraph& graph, const std::string& prefix, Session
     shard_prefixes.push_back(ShardPrefix(prefix, i, n));
     feeds.emplace_back(save->shard_prefixes[i], Tensor::Scalar(shard_prefixes.back()));
   }
-  feeds.emplace_back(save->object_graph, Tensor::Scalar(serialized));
+  if (format_.object_graph) feeds.emplace_back(save->object_graph, Tensor::Scalar(serialized));
   feeds.emplace_back(save->merge_inputs, StringVector(shard_prefixes));
   feeds.emplace_back(save->merge_destination, Tensor::Scalar(prefix));
 

@@ -16,14 +16,34 @@ void RunNewestFirst(std::vector<std::shared_ptr<DeferredRestore>> restores,
 
 }  // namespace
 
-void Trackable::TrackImpl(std::string name, const std::shared_ptr<Trackable>& child, bool owned) {
-  CKFLOW_CHECK(child != nullptr);
+void Trackable::RecordTrackingError(Status error) {
+  if (tracking_status_.ok()) tracking_status_ = std::move(error);
+}
+
+void Trackable::TrackImpl(std::string name, const std::shared_ptr<Trackable>& child, bool owned,
+                          bool overwrite) {
+  if (child == nullptr) {
+    RecordTrackingError(
+        InvalidArgumentError(TypeName(), ": Track('", name, "'): the object to track is null"));
+    return;
+  }
   TrackedChild entry{.name = name, .owned = owned ? child : nullptr, .reference = child};
   auto [it, inserted] = child_index_.emplace(name, children_.size());
   if (inserted) {
     children_.push_back(std::move(entry));
-  } else {
+  } else if (children_[it->second].get() == child) {
+    return;  // declared already; nothing can be deferred under a taken name
+  } else if (overwrite || children_[it->second].get() == nullptr) {
+    // An expired reference no longer declares the name.
     children_[it->second] = std::move(entry);
+  } else {
+    // TensorFlow's _track_trackable raises here: a second object under one
+    // name would make the checkpoint key ambiguous.
+    RecordTrackingError(
+        InvalidArgumentError(TypeName(), ": Track('", name, "', ", child->TypeName(),
+                             "): a Trackable with this name is already declared as a dependency (",
+                             children_[it->second].get()->TypeName(), "); names must be unique"));
+    return;
   }
   auto deferred = deferred_.find(name);
   if (deferred != deferred_.end()) {

@@ -82,19 +82,29 @@ class Trackable : public std::enable_shared_from_this<Trackable> {
   Trackable(const Trackable&) = delete;
   Trackable& operator=(const Trackable&) = delete;
 
-  // Adds `child` under `name`, or replaces the child of that name in place
-  // (the order of children stays the order of first registration). Hands
-  // the child to restores deferred under `name`, newest first. Returns the
-  // child, typed, so a member can be set in the same line.
+  // Adds `child` under `name` and hands it to restores deferred under
+  // `name`, newest first. Returns the child, typed, so a member can be set in
+  // the same line.
+  //
+  // A name is declared once, as in TensorFlow: tracking a second object
+  // under a name already taken is refused (the first child stays) and
+  // recorded as this object's tracking_status(), InvalidArgument naming the
+  // object and the name; tracking the same object again is a no-op. A null
+  // child is refused the same way.
   template <typename T>
   std::shared_ptr<T> Track(std::string name, std::shared_ptr<T> child) {
-    TrackImpl(std::move(name), child, /*owned=*/true);
+    TrackImpl(std::move(name), child, /*owned=*/true, /*overwrite=*/false);
     return child;
   }
   // Like Track, without ownership: for edges that close a cycle.
   void TrackReference(std::string name, const std::shared_ptr<Trackable>& child) {
-    TrackImpl(std::move(name), child, /*owned=*/false);
+    TrackImpl(std::move(name), child, /*owned=*/false, /*overwrite=*/false);
   }
+
+  // The first refused Track or TrackReference (see Track), OK if none. Layer
+  // calls, Checkpoint saves and SaveWeights report it (the object graph
+  // would silently miss the refused child); a program may check it at once.
+  const Status& tracking_status() const { return tracking_status_; }
 
   // Children in tracking order (checkpoints number them in this order).
   // Subclasses may override to reorder the tracked children, not to add any.
@@ -127,9 +137,20 @@ class Trackable : public std::enable_shared_from_this<Trackable> {
   // For subclasses whose children are not all Track()ed (e.g. an optimizer
   // listing its non-slot variables first).
   const std::vector<TrackedChild>& tracked_children() const { return children_; }
+  // Tracks `child` under `name`, replacing the child of that name in place
+  // (the order of children stays the order of first registration): Keras'
+  // overwrite=True, for a subclass that deliberately reassigns a child (a
+  // layer attribute set anew) or renumbers its own edges (Sequential's
+  // "layer_with_weights-K").
+  void TrackReplacing(std::string name, const std::shared_ptr<Trackable>& child) {
+    TrackImpl(std::move(name), child, /*owned=*/true, /*overwrite=*/true);
+  }
+  // Records `error` as tracking_status() unless an earlier one is there.
+  void RecordTrackingError(Status error);
 
  private:
-  void TrackImpl(std::string name, const std::shared_ptr<Trackable>& child, bool owned);
+  void TrackImpl(std::string name, const std::shared_ptr<Trackable>& child, bool owned,
+                 bool overwrite);
 
   std::vector<TrackedChild> children_;
   // Looks names up as string_views without building a string.
@@ -141,6 +162,7 @@ class Trackable : public std::enable_shared_from_this<Trackable> {
       child_index_;  // name -> position in children_
   std::map<std::string, std::vector<std::shared_ptr<DeferredRestore>>, std::less<>> deferred_;
   int64_t update_uid_ = -1;
+  Status tracking_status_;
 };
 
 // An object that keeps slot variables per (variable, slot name): optimizers.

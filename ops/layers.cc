@@ -37,6 +37,10 @@ Output Layer::operator()(const Scope& scope, Output input) {
     scope.UpdateStatus(InvalidArgumentError(context, ": the input is invalid"));
     return Output();
   }
+  if (!tracking_status().ok()) {
+    scope.UpdateStatus(Status(tracking_status()).WithContext(context));
+    return Output();
+  }
   Scope layer_scope = scope.NewSubScope(name_);
   if (!built_) {
     Status s = Build(layer_scope, input);
@@ -45,6 +49,10 @@ Output Layer::operator()(const Scope& scope, Output input) {
       return Output();
     }
     if (!scope.ok()) return Output();
+    if (!tracking_status().ok()) {
+      scope.UpdateStatus(Status(tracking_status()).WithContext(context));
+      return Output();
+    }
     built_ = true;
   }
   return Call(layer_scope, input);
@@ -55,6 +63,15 @@ Status Layer::Build(const Scope&, const Output&) { return OkStatus(); }
 std::shared_ptr<Variable> Layer::AddWeight(const Scope& scope, const std::string& name,
                                            DataType dtype, const TensorShape& shape,
                                            const Initializer& initializer, bool trainable) {
+  if (!scope.ok()) return nullptr;
+  if (LookupChild(name) != nullptr) {
+    // As TensorFlow's Trackable refuses a second dependency of one name:
+    // replacing the first weight would orphan the ops that already read it.
+    scope.UpdateStatus(InvalidArgumentError(
+        "layer '", name_, "': AddWeight('", name,
+        "'): a weight or dependency with this name is already declared; names must be unique"));
+    return nullptr;
+  }
   std::shared_ptr<Variable> v =
       Variable::Create(scope, name, dtype, shape, initializer, {.trainable = trainable});
   if (v != nullptr) Track(name, v);
@@ -155,7 +172,7 @@ void Sequential::TrackWeightedLayers() {
       weighted_[k] = layer.get();
       // Hands the layer to a restore waiting under this name (Keras'
       // _handle_deferred_layer_dependencies).
-      Track(std::string(kWeightedLayerEdge) + std::to_string(k), layer);
+      TrackReplacing(std::string(kWeightedLayerEdge) + std::to_string(k), layer);
     }
     ++k;
   }

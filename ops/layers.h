@@ -25,7 +25,9 @@
 // "bias"), so a checkpoint restore requested before the first call restores
 // it the moment it exists. A model tracks its layers with Track(name, layer):
 // the names are the edges of the object graph a checkpoint saves, in
-// registration order; re-registering a name replaces the layer in place.
+// registration order. A name is declared once: a second AddWeight or Track
+// of a name already taken is InvalidArgument naming the layer and the name
+// (AddWeight's in the scope at once, Track's by the layer's next call).
 //
 // Names in the graph: a layer's first call opens the name scope of its name
 // ("dense", made unique: "dense_1"), which holds its variables
@@ -86,7 +88,8 @@ class Layer : public Trackable {
   virtual Output Call(const Scope& scope, Output input) = 0;
 
   // A variable `name` of `dtype` and `shape` in the layer's name scope,
-  // initialized by `initializer` and tracked as the child `name`.
+  // initialized by `initializer` and tracked as the child `name`. Null, and
+  // InvalidArgument in the scope, if the layer already has a child `name`.
   std::shared_ptr<Variable> AddWeight(const Scope& scope, const std::string& name, DataType dtype,
                                       const TensorShape& shape, const Initializer& initializer,
                                       bool trainable = true);

@@ -220,7 +220,7 @@ TEST_F(DescribeTest, CheckpointSaveDecodesToTheObjectTree) {
 
 TEST_F(DescribeTest, ShardedSaveWeightsAndManagerCheckpointsDecode) {
   Scope scope = Scope::NewRootScope();
-  Build(scope, "/cpu:");
+  Build(scope, "/job:worker/task:");  // a data file per task
   Checkpoint checkpoint(scope, {{"model", model_}});
   auto session = NewSession(scope);
   RunOrFail(*session, {GlobalVariablesInitializer(scope)});
@@ -241,7 +241,7 @@ TEST_F(DescribeTest, ShardedSaveWeightsAndManagerCheckpointsDecode) {
 
 TEST_F(DescribeTest, AsyncShardedSaveDecodes) {
   Scope scope = Scope::NewRootScope();
-  BuildAndTrain(scope, "/cpu:");
+  BuildAndTrain(scope, "/job:worker/task:");  // a data file per task
   std::string path =
       checkpoint_->Save(dir_ + "/async/ckpt", *session_, {.durable = true, .async = true}).value();
   CKFLOW_ASSERT_OK(checkpoint_->Sync());

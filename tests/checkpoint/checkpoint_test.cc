@@ -484,7 +484,9 @@ TEST_F(CheckpointTest, FailedSaveLeavesThePreviousCheckpointIntact) {
   EXPECT_TRUE(BundleReader::Open(path).ok());
 }
 
-TEST_F(CheckpointTest, ShardedSaveWritesOneShardPerDeviceAndRestores) {
+// TensorFlow writes one data file per task (its host CPU); these variables
+// are on three tasks.
+TEST_F(CheckpointTest, ShardedSaveWritesOneShardPerTaskAndRestores) {
   std::string path;
   std::vector<Tensor> saved;
   {
@@ -493,8 +495,10 @@ TEST_F(CheckpointTest, ShardedSaveWritesOneShardPerDeviceAndRestores) {
     std::vector<std::shared_ptr<Variable>> vars;
     for (int d = 0; d < 3; ++d) {
       std::string name = "w" + std::to_string(d);
-      vars.push_back(model->Track(name, CountingVariable(scope, name, {4, 5}, 10.0f * d,
-                                                         {.device = "/cpu:" + std::to_string(d)})));
+      vars.push_back(model->Track(
+          name, CountingVariable(scope, name, {4, 5}, 10.0f * d,
+                                 {.device = "/job:worker/replica:0/task:" + std::to_string(d) +
+                                            "/device:CPU:0"})));
     }
     Checkpoint checkpoint(scope, {{"model", model}});
     auto session = NewSession(scope);
@@ -620,8 +624,10 @@ TEST_F(CheckpointTest, ASaveFailingInOneOfItsFilesLeavesNoneBehind) {
   CKFLOW_EXPECT_OK(status.AssertConsumed());
 }
 
-TEST_F(CheckpointTest, EachDeviceGetsItsOwnDataFiles) {
-  VectorsModel saved({64, 32, 16, 8}, 0, {"/cpu:0", "/cpu:1"});
+TEST_F(CheckpointTest, EachTaskGetsItsOwnDataFiles) {
+  const std::string task0 = "/job:worker/replica:0/task:0/device:CPU:0";
+  const std::string task1 = "/job:worker/replica:0/task:1/device:CPU:0";
+  VectorsModel saved({64, 32, 16, 8}, 0, {task0, task1});
   const std::string path =
       saved.checkpoint->Write(dir_ + "/ckpt", *saved.session, {.files_per_device = 2}).value();
   auto reader = BundleReader::Open(path).value();
@@ -631,7 +637,7 @@ TEST_F(CheckpointTest, EachDeviceGetsItsOwnDataFiles) {
   for (const BundleEntry& e : reader->entries()) {
     for (size_t i = 0; i < saved.vars.size(); ++i) {
       if (e.key.rfind("model/v" + std::to_string(i) + "/", 0) == 0) {
-        devices_of_file[e.shard_id].insert(i % 2 == 0 ? "/cpu:0" : "/cpu:1");
+        devices_of_file[e.shard_id].insert(i % 2 == 0 ? task0 : task1);
       }
     }
   }
@@ -790,7 +796,9 @@ TEST_F(CheckpointTest, SaveWeightsUsesTheModelAsRootAndDoesNotMatchACheckpoint) 
   q.MakeCheckpoint();
   CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, q.checkpoint->Restore(weights));
   Status nontrivial = status.AssertNontrivialMatch();
-  EXPECT_THAT(nontrivial, testing::StatusIs(StatusCode::kFailedPrecondition, "nothing except the root"));
+  EXPECT_THAT(nontrivial,
+              testing::StatusIs(StatusCode::kFailedPrecondition,
+                                "Nothing except the root object matched a checkpointed value"));
   status.ExpectPartial();
 }
 

@@ -162,6 +162,27 @@ void CheckObjectGraph(const BundleReader& reader, Findings& findings) {
     StatusOr<std::string> rendered = RenderObjectGraph(reader, format);
     if (!rendered.ok()) findings.ExpectInputError("RenderObjectGraph", rendered.status());
   }
+  // The same graph as data: every id it hands out must index its nodes.
+  StatusOr<CheckpointObjectGraph> graph = ReadCheckpointObjectGraph(reader);
+  if (!graph.ok()) {
+    findings.ExpectInputError("ReadCheckpointObjectGraph", graph.status());
+    return;
+  }
+  const int n = static_cast<int>(graph->nodes.size());
+  auto in_range = [n](int id) { return id >= 0 && id < n; };
+  for (const CheckpointObjectGraph::Node& node : graph->nodes) {
+    for (const auto& child : node.children) {
+      if (!in_range(child.node_id)) {
+        findings.Add("ReadCheckpointObjectGraph: child id out of range");
+      }
+    }
+    for (const auto& slot : node.slot_variables) {
+      if (!in_range(slot.original_variable_node_id) || !in_range(slot.slot_variable_node_id)) {
+        findings.Add("ReadCheckpointObjectGraph: slot id out of range");
+      }
+    }
+    if (node.path.empty()) findings.Add("ReadCheckpointObjectGraph: a node without a name");
+  }
 }
 
 StatusOr<std::string> SaveProgramCheckpoint(const std::string& dir);

@@ -11,6 +11,7 @@ namespace {
 class Obj : public Trackable {
  public:
   std::string TypeName() const override { return "Obj"; }
+  using Trackable::TrackReplacing;  // as Sequential renumbers its edges
 };
 
 std::string ChildNames(const Trackable& t) {
@@ -34,11 +35,48 @@ TEST(Trackable, ChildrenKeepFirstRegistrationOrderAndReplaceInPlace) {
   auto root = std::make_shared<Obj>();
   auto a = root->Track("a", std::make_shared<Obj>());
   root->Track("b", std::make_shared<Obj>());
-  auto a2 = root->Track("a", std::make_shared<Obj>());
+  auto a2 = std::make_shared<Obj>();
+  root->TrackReplacing("a", a2);
   EXPECT_EQ(ChildNames(*root), "a,b,");
   EXPECT_EQ(root->LookupChild("a"), a2);
   EXPECT_NE(root->LookupChild("a"), a);
   EXPECT_EQ(root->LookupChild("missing"), nullptr);
+  EXPECT_TRUE(root->tracking_status().ok()) << root->tracking_status();
+}
+
+// TensorFlow's _track_trackable raises ValueError ("... a Trackable with this
+// name is already declared as a dependency. Names must be unique") for a
+// second object under a taken name, and accepts the same object again.
+TEST(Trackable, ASecondObjectUnderATakenNameIsRefusedNamingTheName) {
+  auto root = std::make_shared<Obj>();
+  auto a = root->Track("a", std::make_shared<Obj>());
+  root->Track("a", a);  // the same object: fine
+  EXPECT_TRUE(root->tracking_status().ok()) << root->tracking_status();
+  root->Track("a", std::make_shared<Obj>());
+  root->TrackReference("a", std::make_shared<Obj>());  // a later error keeps the first
+  EXPECT_EQ(root->LookupChild("a"), a);                // the first stays
+  EXPECT_EQ(ChildNames(*root), "a,");
+  const Status& s = root->tracking_status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(s.message(),
+            "Obj: Track('a', Obj): a Trackable with this name is already declared as a "
+            "dependency (Obj); names must be unique");
+}
+
+TEST(Trackable, ANullChildIsRefusedNotACrash) {
+  auto root = std::make_shared<Obj>();
+  root->Track("gone", std::shared_ptr<Obj>());
+  EXPECT_EQ(root->tracking_status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ChildNames(*root), "");
+}
+
+// An expired reference no longer holds its name.
+TEST(Trackable, AnExpiredReferenceFreesItsName) {
+  auto root = std::make_shared<Obj>();
+  root->TrackReference("weak", std::make_shared<Obj>());  // expires at once
+  auto b = root->Track("weak", std::make_shared<Obj>());
+  EXPECT_EQ(root->LookupChild("weak"), b);
+  EXPECT_TRUE(root->tracking_status().ok()) << root->tracking_status();
 }
 
 // A restore passes each checkpointed edge's position as a hint; the name
@@ -51,7 +89,8 @@ TEST(Trackable, LookupChildByPositionFallsBackToTheName) {
   EXPECT_EQ(root->LookupChild("b", 0), b);  // "a" is there
   EXPECT_EQ(root->LookupChild("a", 7), a);  // past the end
   EXPECT_EQ(root->LookupChild("c", 1), nullptr);
-  auto b2 = root->Track("b", std::make_shared<Obj>());  // replaced in place
+  auto b2 = std::make_shared<Obj>();
+  root->TrackReplacing("b", b2);  // replaced in place
   EXPECT_EQ(root->LookupChild("b", 1), b2);
   {
     auto gone = std::make_shared<Obj>();
@@ -70,7 +109,7 @@ TEST(Trackable, DeferredRestoresRunOnTrackNewestFirstAndOnce) {
   root->AddDeferredRestore("other", std::make_shared<RecordingRestore>(2, &log));
   root->Track("late", std::make_shared<Obj>());
   EXPECT_EQ(log, (std::vector<int64_t>{3, 1}));
-  root->Track("late", std::make_shared<Obj>());  // already handed over
+  root->TrackReplacing("late", std::make_shared<Obj>());  // already handed over
   EXPECT_EQ(log.size(), 2u);
   EXPECT_TRUE(root->HasDeferredRestores());  // "other" still waits
 }

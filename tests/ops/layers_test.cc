@@ -167,6 +167,59 @@ TEST_F(LayersTest, BadInputIsAStickyErrorNamingTheLayer) {
   }
 }
 
+// A layer whose Build declares "w" twice, as TensorFlow refuses.
+class TwiceLayer : public Layer {
+ public:
+  TwiceLayer() : Layer("TwiceLayer", "twice") {}
+  std::shared_ptr<Variable> first, second;
+
+ protected:
+  Status Build(const Scope& scope, const Output&) override {
+    first = AddWeight(scope, "w", DT_FLOAT, TensorShape({2}), initializers::Zeros());
+    second = AddWeight(scope, "w", DT_FLOAT, TensorShape({2}), initializers::Zeros());
+    return OkStatus();
+  }
+  Output Call(const Scope&, Output x) override { return x; }
+};
+
+TEST_F(LayersTest, AddWeightTwiceUnderOneNameIsInvalidArgumentNamingLayerAndName) {
+  auto layer = std::make_shared<TwiceLayer>();
+  EXPECT_FALSE((*layer)(root_, Input(2)).valid());
+  EXPECT_EQ(root_.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(root_.status().message()),
+              HasSubstr("layer 'twice': AddWeight('w'): a weight or dependency with this name is "
+                        "already declared"));
+  ASSERT_NE(layer->first, nullptr);
+  EXPECT_EQ(layer->second, nullptr);
+  EXPECT_EQ(layer->LookupChild("w"), layer->first);  // the first weight is kept
+  EXPECT_FALSE(layer->built());
+}
+
+// A model that tracks two layers under one name: the model's first call
+// reports it (TensorFlow raises at the Track), naming the model and name.
+TEST_F(LayersTest, AModelTrackingTwoLayersUnderOneNameFailsItsCall) {
+  class Clash : public Model {
+   public:
+    Clash() : Model("clash") {
+      first_ = Track("dense", Dense::Make(2));
+      Track("dense", Dense::Make(3));
+    }
+
+   protected:
+    Output Call(const Scope& scope, Output x) override { return (*first_)(scope, x); }
+
+   private:
+    std::shared_ptr<Dense> first_;
+  };
+  auto model = std::make_shared<Clash>();
+  EXPECT_EQ(model->tracking_status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE((*model)(root_, Input(2)).valid());
+  EXPECT_EQ(root_.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(root_.status().message()),
+              HasSubstr("layer 'clash': Model: Track('dense', Dense): a Trackable with this name "
+                        "is already declared as a dependency"));
+}
+
 TEST_F(LayersTest, SequentialNamesItsChildrenAsKeras) {
   auto seq = Sequential::Make({Dense::Make(4), std::make_shared<ReluLayer>(), Dense::Make(1)});
   EXPECT_THAT(ChildNames(*seq), ElementsAre("layer-0", "layer-1", "layer-2"));
@@ -206,7 +259,12 @@ class Regress : public Model {
     hidden_ = Track("hidden", Dense::Make(8, {.activation = ops::Relu}));
     output_ = Track("output", Dense::Make(1));
   }
-  void ReplaceHidden(std::shared_ptr<Dense> layer) { hidden_ = Track("hidden", std::move(layer)); }
+  // Keras' attribute reassignment (self.hidden = Dense(6)) overwrites; a
+  // plain Track of a taken name is refused.
+  void ReplaceHidden(std::shared_ptr<Dense> layer) {
+    hidden_ = layer;
+    TrackReplacing("hidden", std::move(layer));
+  }
 
  protected:
   Output Call(const Scope& scope, Output x) override {

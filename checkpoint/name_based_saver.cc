@@ -1,0 +1,229 @@
+#include "checkpoint/name_based_saver.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <unordered_map>
+
+#include "base/logging.h"
+#include "bundle/bundle_format.h"
+#include "bundle/bundle_reader.h"
+#include "bundle/checkpoint_state.h"
+#include "bundle/object_tree.h"
+#include "checkpoint/restore_internal.h"
+#include "ops/checkpoint_ops_internal.h"
+#include "ops/variables.h"
+
+namespace ckflow {
+namespace {
+
+double WallClock() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+StatusOr<int64_t> ReadGlobalStep(Session& session, const Variable& step) {
+  StatusOr<std::vector<Tensor>> value = session.Run({}, {step.value()});
+  if (!value.ok()) {
+    return value.status().WithContext("NameBasedSaver: reading global_step '" + step.name() + "'");
+  }
+  const Tensor& t = (*value)[0];
+  if (t.NumElements() != 1 || (t.dtype() != DT_INT64 && t.dtype() != DT_INT32)) {
+    return InvalidArgumentError("NameBasedSaver: global_step '", step.name(),
+                                "' must be an int64 or int32 scalar, got ", DataTypeName(t.dtype()),
+                                t.shape().ToString());
+  }
+  return t.dtype() == DT_INT64 ? t.scalar<int64_t>() : int64_t{t.scalar<int32_t>()};
+}
+
+}  // namespace
+
+NameBasedSaver::NameBasedSaver(const Scope& scope, std::vector<Entry> entries, Options options)
+    : entries_(std::move(entries)),
+      options_(std::move(options)),
+      saver_(std::make_shared<internal::Saver>(
+          scope.NewSubScope("save"), /*fs=*/nullptr,
+          internal::SaverFormat{.object_graph = false, .shard_per_device = options_.sharded})) {
+  next_keep_time_ = options_.clock() + options_.keep_checkpoint_every_n_hours * 3600.0;
+}
+
+NameBasedSaver::~NameBasedSaver() = default;
+
+StatusOr<std::unique_ptr<NameBasedSaver>> NameBasedSaver::Make(const Scope& scope,
+                                                               std::vector<Entry> entries,
+                                                               Options options) {
+  CKFLOW_RETURN_IF_ERROR(scope.status());
+  if (entries.empty()) return InvalidArgumentError("NameBasedSaver: no variables to save");
+  if (options.max_to_keep.has_value() && *options.max_to_keep < 0) {
+    return InvalidArgumentError("NameBasedSaver: max_to_keep must not be negative, got ",
+                                *options.max_to_keep);
+  }
+  if (!options.clock) options.clock = WallClock;
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.key < b.key; });
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i].variable == nullptr) {
+      return InvalidArgumentError("NameBasedSaver: variable '", entries[i].key, "' is null");
+    }
+    if (entries[i].key.empty()) {
+      return InvalidArgumentError("NameBasedSaver: a variable (", entries[i].variable->name(),
+                                  ") has an empty name");
+    }
+    if (i > 0 && entries[i - 1].key == entries[i].key) {
+      return InvalidArgumentError("NameBasedSaver: at least two variables have the same name: ",
+                                  entries[i].key);
+    }
+    if (entries[i].key == kObjectGraphKey) {
+      return InvalidArgumentError("NameBasedSaver: '", kObjectGraphKey,
+                                  "' is reserved for object-based checkpoints");
+    }
+  }
+  return std::unique_ptr<NameBasedSaver>(
+      new NameBasedSaver(scope, std::move(entries), std::move(options)));
+}
+
+StatusOr<std::unique_ptr<NameBasedSaver>> NameBasedSaver::Create(
+    const Scope& scope, const std::vector<std::shared_ptr<Variable>>& variables, Options options) {
+  std::vector<std::shared_ptr<Variable>> list = variables;
+  if (list.empty()) list = GlobalVariables(scope.graph());
+  std::vector<Entry> entries;
+  for (const auto& v : list) {
+    if (v == nullptr) return InvalidArgumentError("NameBasedSaver: a variable is null");
+    entries.push_back({v->name(), v});
+  }
+  return Make(scope, std::move(entries), std::move(options));
+}
+
+StatusOr<std::unique_ptr<NameBasedSaver>> NameBasedSaver::CreateFromMap(
+    const Scope& scope, const std::map<std::string, std::shared_ptr<Variable>>& variables,
+    Options options) {
+  std::vector<Entry> entries;
+  for (const auto& [name, v] : variables) entries.push_back({name, v});
+  return Make(scope, std::move(entries), std::move(options));
+}
+
+StatusOr<std::string> NameBasedSaver::Save(Session& session, const std::string& save_path,
+                                           const Variable& global_step, bool write_state) {
+  CKFLOW_ASSIGN_OR_RETURN(int64_t step, ReadGlobalStep(session, global_step));
+  return Save(session, save_path, step, write_state);
+}
+
+StatusOr<std::string> NameBasedSaver::Save(Session& session, const std::string& save_path,
+                                           std::optional<int64_t> global_step, bool write_state) {
+  if (save_path.empty()) return InvalidArgumentError("NameBasedSaver::Save: empty save path");
+  const std::string path =
+      global_step.has_value() ? save_path + "-" + std::to_string(*global_step) : save_path;
+  const std::string dir = Dirname(path);
+  if (write_state && Basename(path) == kCheckpointStateFilename) {
+    return InvalidArgumentError("NameBasedSaver::Save: '", path,
+                                "' collides with the checkpoint state file's name");
+  }
+  internal::ObjectGraph values;
+  for (const Entry& e : entries_) {
+    std::vector<SaveableAttribute> attributes = e.variable->Attributes();
+    SaveableAttribute attribute = std::move(attributes.at(0));
+    // Unsharded: one file whatever the devices.
+    if (!options_.sharded) attribute.device.clear();
+    values.values.push_back({e.key, std::move(attribute), -1});
+  }
+  CKFLOW_RETURN_IF_ERROR(saver_->Write(values, path, session, {.files_per_device = 1}));
+  if (!write_state) return path;
+  Record(path);
+  std::vector<std::string> all;
+  for (const auto& [p, t] : last_checkpoints_) all.push_back(p);
+  CKFLOW_RETURN_IF_ERROR(UpdateCheckpointState(
+      dir, path,
+      {.all_model_checkpoint_paths = all, .save_relative_paths = options_.save_relative_paths}));
+  // TensorFlow deletes after the state file no longer names the checkpoint.
+  while (!to_delete_.empty()) {
+    auto [old_path, time] = to_delete_.front();
+    to_delete_.erase(to_delete_.begin());
+    if (time > next_keep_time_) {
+      next_keep_time_ += options_.keep_checkpoint_every_n_hours * 3600.0;
+      continue;
+    }
+    Status removed = RemoveCheckpoint(old_path);
+    if (!removed.ok()) Log(LogSeverity::kWarning, "NameBasedSaver: ignoring " + removed.ToString());
+  }
+  return path;
+}
+
+void NameBasedSaver::Record(const std::string& path) {
+  if (!options_.max_to_keep.has_value() || *options_.max_to_keep == 0) return;
+  last_checkpoints_.erase(std::remove_if(last_checkpoints_.begin(), last_checkpoints_.end(),
+                                         [&](const auto& e) { return e.first == path; }),
+                          last_checkpoints_.end());
+  last_checkpoints_.emplace_back(path, options_.clock());
+  if (last_checkpoints_.size() > static_cast<size_t>(*options_.max_to_keep)) {
+    to_delete_.push_back(last_checkpoints_.front());
+    last_checkpoints_.erase(last_checkpoints_.begin());
+  }
+}
+
+std::vector<std::string> NameBasedSaver::last_checkpoints() const {
+  std::vector<std::string> out;
+  for (const auto& [p, t] : last_checkpoints_) out.push_back(p);
+  return out;
+}
+
+void NameBasedSaver::SetLastCheckpoints(const std::vector<std::string>& paths) {
+  last_checkpoints_.clear();
+  const double now = options_.clock();
+  for (const std::string& p : paths) last_checkpoints_.emplace_back(p, now);
+}
+
+Status NameBasedSaver::Restore(Session& session, const std::string& save_path) {
+  CKFLOW_RETURN_IF_ERROR(saver_->CheckGraphAlive());
+  CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<const BundleReader> reader,
+                          BundleReader::Open(save_path));
+  // An object-based checkpoint keys values by object path; its object graph
+  // records each value's variable name, which TensorFlow's Saver falls back
+  // to.
+  std::unordered_map<std::string, std::string> key_by_name;
+  bool has_object_graph = reader->Contains(kObjectGraphKey);
+  if (has_object_graph) {
+    CKFLOW_ASSIGN_OR_RETURN(CheckpointObjectGraph graph, ReadCheckpointObjectGraph(*reader));
+    for (const auto& node : graph.nodes) {
+      for (const auto& a : node.attributes) {
+        if (!a.full_name.empty()) key_by_name.emplace(a.full_name, a.checkpoint_key);
+      }
+    }
+  }
+  std::vector<internal::RestoreItem> items;
+  for (const Entry& e : entries_) {
+    std::string key = e.key;
+    const BundleEntry* entry = reader->FindEntry(key);
+    if (entry == nullptr && has_object_graph) {
+      if (auto it = key_by_name.find(e.key); it != key_by_name.end()) {
+        key = it->second;
+        entry = reader->FindEntry(key);
+      }
+    }
+    if (entry == nullptr) {
+      return NotFoundError("Key ", e.key, " not found in checkpoint '", save_path, "' (variable '",
+                           e.variable->name(), "'",
+                           has_object_graph ? ", nor among its object graph's variable names" : "",
+                           ")");
+    }
+    SaveableAttribute attribute = std::move(e.variable->Attributes().at(0));
+    if (entry->num_slices > 0) {
+      return UnimplementedError("'", key, "' in '", save_path, "' is a partitioned variable (",
+                                entry->num_slices, " slices); reading slices is not supported");
+    }
+    if (entry->dtype != attribute.dtype || !attribute.shape.IsCompatibleWith(entry->shape)) {
+      return InvalidArgumentError("checkpoint '", save_path, "': key '", key, "' is ",
+                                  StoredDataTypeName(entry->dtype), entry->shape.ToString(),
+                                  " but variable '", e.variable->name(), "' is ",
+                                  DataTypeName(attribute.dtype), attribute.shape.ToString());
+    }
+    items.push_back({key, std::move(attribute), entry - reader->entries().data()});
+  }
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<Output> ops, saver_->RestoreOps(std::move(items)));
+  // The restore kernels read through this reader instead of opening the
+  // checkpoint again, as an object-based restore's do.
+  CKFLOW_RETURN_IF_ERROR(internal::HandOverBundleReader(session.resources(), std::move(reader)));
+  StatusOr<std::vector<Tensor>> ran =
+      session.Run({Feed(saver_->restore_prefix(), Tensor::Scalar(save_path))}, {}, ops);
+  return ran.status().WithContext("restoring '" + save_path + "'");
+}
+
+}  // namespace ckflow

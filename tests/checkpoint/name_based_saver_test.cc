@@ -1,0 +1,305 @@
+// TensorFlow 1's name-based Saver: the scenarios of TensorFlow's
+// python/training/saver_test.py (save and restore by name, var_list as a
+// list or a map, global_step, max_to_keep, keep_checkpoint_every_n_hours,
+// sharded), plus restoring TensorFlow's own TF1 checkpoint and an
+// object-based checkpoint through it.
+#include "checkpoint/name_based_saver.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bundle/bundle_format.h"
+#include "bundle/bundle_reader.h"
+#include "bundle/checkpoint_state.h"
+#include "checkpoint/checkpoint.h"
+#include "ops/array_ops.h"
+#include "ops/initializers.h"
+#include "ops/variables.h"
+#include "tests/checkpoint/checkpoint_test_util.h"
+#include "tests/test_util.h"
+
+namespace ckflow {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CountingVariable;
+using ::testing::HasSubstr;
+using testing::Module;
+using testing::NewSession;
+using testing::RunOrFail;
+using testing::SameTensor;
+using testing::SetValue;
+using testing::ValueOf;
+
+class NameBasedSaverTest : public ::testing::Test {
+ protected:
+  std::vector<std::string> Files() const {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir_))
+      names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+  std::string dir_ = testing::NewTempDir("name_saver");
+};
+
+Tensor Filled(const TensorShape& shape, float value) {
+  Tensor t(DT_FLOAT, shape);
+  for (float& x : t.flat<float>()) x = value;
+  return t;
+}
+
+// saver_test.testBasic: save v0 and v1 by name, change them, restore.
+TEST_F(NameBasedSaverTest, SavesByNameWithoutAnObjectGraphAndRestores) {
+  Scope scope = Scope::NewRootScope();
+  auto v0 = CountingVariable(scope, "v0", {2}, 10);
+  auto v1 = CountingVariable(scope, "v1", {3}, 20);
+  auto session = NewSession(scope);
+  RunOrFail(*session, {GlobalVariablesInitializer(scope)});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto saver, NameBasedSaver::Create(scope, {v0, v1}));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string path, saver->Save(*session, dir_ + "/model.ckpt"));
+  EXPECT_EQ(path, dir_ + "/model.ckpt");
+
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto reader, BundleReader::Open(path));
+  std::vector<std::string> keys;
+  for (const BundleEntry& e : reader->entries()) keys.push_back(e.key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"v0", "v1"}));  // no _CHECKPOINTABLE_OBJECT_GRAPH
+  EXPECT_EQ(reader->num_shards(), 1);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::optional<CheckpointStateData> state, ReadCheckpointState(dir_));
+  EXPECT_EQ(state->model_checkpoint_path, path);
+  EXPECT_EQ(state->all_model_checkpoint_paths, std::vector<std::string>{path});
+
+  const Tensor saved0 = ValueOf(*session, *v0);
+  SetValue(*session, *v0, Filled(TensorShape({2}), -1));
+  SetValue(*session, *v1, Filled(TensorShape({3}), -1));
+  CKFLOW_ASSERT_OK(saver->Restore(*session, path));
+  EXPECT_TRUE(SameTensor(ValueOf(*session, *v0), saved0));
+  EXPECT_EQ(ValueOf(*session, *v1).flat<float>()[2], 22.0f);
+
+  // A fresh program restores into uninitialized variables of the same names.
+  Scope scope2 = Scope::NewRootScope();
+  auto w0 = CountingVariable(scope2, "v0", {2}, 0);
+  auto session2 = NewSession(scope2);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto saver2, NameBasedSaver::Create(scope2, {w0}));
+  CKFLOW_ASSERT_OK(saver2->Restore(*session2, path));
+  EXPECT_TRUE(SameTensor(ValueOf(*session2, *w0), saved0));
+}
+
+// saver_test.testSaveRestoreWithDict: var_list as a dict keys the values by
+// the names given, whatever the variables are called.
+TEST_F(NameBasedSaverTest, AMapKeysValuesByTheNamesGiven) {
+  Scope scope = Scope::NewRootScope();
+  auto a = CountingVariable(scope, "a", {2}, 1);
+  auto session = NewSession(scope);
+  RunOrFail(*session, {GlobalVariablesInitializer(scope)});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto saver,
+                              NameBasedSaver::CreateFromMap(scope, {{"layer/weights", a}}));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string path, saver->Save(*session, dir_ + "/ckpt"));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto reader, BundleReader::Open(path));
+  EXPECT_TRUE(reader->Contains("layer/weights"));
+  EXPECT_FALSE(reader->Contains("a"));
+
+  Scope scope2 = Scope::NewRootScope();
+  auto b = CountingVariable(scope2, "b", {2}, 100);
+  auto session2 = NewSession(scope2);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto saver2,
+                              NameBasedSaver::CreateFromMap(scope2, {{"layer/weights", b}}));
+  CKFLOW_ASSERT_OK(saver2->Restore(*session2, path));
+  EXPECT_TRUE(SameTensor(ValueOf(*session2, *b), ValueOf(*session, *a)));
+}
+
+// saver_test: "At least two variables have the same name"; an empty
+// var_list in an empty graph has nothing to save.
+TEST_F(NameBasedSaverTest, RefusesDuplicateNamesAndNothingToSave) {
+  Scope scope = Scope::NewRootScope();
+  EXPECT_EQ(NameBasedSaver::Create(scope, {}).status().code(), StatusCode::kInvalidArgument);
+  auto a = CountingVariable(scope, "a", {2}, 1);
+  auto dup = NameBasedSaver::Create(scope, {a, a});
+  EXPECT_EQ(dup.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(dup.status().message()),
+              HasSubstr("at least two variables have the same name: a"));
+  auto null = NameBasedSaver::CreateFromMap(scope, {{"x", std::shared_ptr<Variable>()}});
+  EXPECT_EQ(null.status().code(), StatusCode::kInvalidArgument);
+  // With no var_list: every variable of the graph.
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto all, NameBasedSaver::Create(scope, {}));
+  auto session = NewSession(scope);
+  RunOrFail(*session, {GlobalVariablesInitializer(scope)});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string path, all->Save(*session, dir_ + "/all"));
+  EXPECT_TRUE(BundleReader::Open(path).value()->Contains("a"));
+}
+
+// save(sess, path, global_step=...): "<path>-<step>", from a number or from
+// the step variable; max_to_keep deletes the oldest (saver_test's
+// MaxToKeepTest.testNonSharded), and the state file lists what is kept.
+TEST_F(NameBasedSaverTest, GlobalStepSuffixAndMaxToKeep) {
+  Scope scope = Scope::NewRootScope();
+  auto v = CountingVariable(scope, "v", {2}, 1);
+  auto step =
+      Variable::Create(scope, "global_step", ops::Const(scope, int64_t{7}), {.trainable = false});
+  auto session = NewSession(scope);
+  RunOrFail(*session, {GlobalVariablesInitializer(scope)});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto saver, NameBasedSaver::Create(scope, {v}, {.max_to_keep = 2}));
+  const std::string base = dir_ + "/model.ckpt";
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string s1, saver->Save(*session, base, *step));
+  EXPECT_EQ(s1, base + "-7");
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string s2, saver->Save(*session, base, 8));
+  EXPECT_EQ(saver->last_checkpoints(), (std::vector<std::string>{s1, s2}));
+  // Saving s1 again moves it to the end.
+  CKFLOW_ASSERT_OK(saver->Save(*session, base, 7).status());
+  EXPECT_EQ(saver->last_checkpoints(), (std::vector<std::string>{s2, s1}));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string s3, saver->Save(*session, base, 9));
+  EXPECT_EQ(saver->last_checkpoints(), (std::vector<std::string>{s1, s3}));
+  EXPECT_FALSE(CheckpointExists(s2));
+  EXPECT_TRUE(CheckpointExists(s1));
+  EXPECT_TRUE(CheckpointExists(s3));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::optional<CheckpointStateData> state, ReadCheckpointState(dir_));
+  EXPECT_EQ(state->model_checkpoint_path, s3);
+  EXPECT_EQ(state->all_model_checkpoint_paths, (std::vector<std::string>{s1, s3}));
+  EXPECT_EQ(LatestCheckpoint(dir_), s3);
+  // write_state=false writes the files only.
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string s4, saver->Save(*session, base, 10, false));
+  EXPECT_TRUE(CheckpointExists(s4));
+  EXPECT_EQ(LatestCheckpoint(dir_), s3);
+}
+
+// KeepCheckpointEveryNHoursTest: with max_to_keep=2 and N=0.7 hours, a
+// checkpoint leaving the window is kept if it is more than N hours after
+// the saver started (and then N hours after the last one so kept).
+TEST_F(NameBasedSaverTest, KeepsOneCheckpointEveryNHours) {
+  Scope scope = Scope::NewRootScope();
+  auto v = CountingVariable(scope, "v", {2}, 1);
+  auto session = NewSession(scope);
+  RunOrFail(*session, {GlobalVariablesInitializer(scope)});
+  double now = 1000;
+  NameBasedSaver::Options options{.max_to_keep = 2, .keep_checkpoint_every_n_hours = 0.7};
+  options.clock = [&now] { return now; };
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto saver, NameBasedSaver::Create(scope, {v}, options));
+  const std::string base = dir_ + "/s";
+  for (auto [step, time] :
+       std::vector<std::pair<int, double>>{{1, 1100}, {2, 1200}, {3, 3600}, {4, 3700}, {5, 3800}}) {
+    now = time;
+    CKFLOW_ASSERT_OK(saver->Save(*session, base, step).status());
+  }
+  // s1 (1100) and s2 (1200) left the window before 1000 + 2520; s3 (3600)
+  // after it, so it stays.
+  EXPECT_FALSE(CheckpointExists(base + "-1"));
+  EXPECT_FALSE(CheckpointExists(base + "-2"));
+  EXPECT_TRUE(CheckpointExists(base + "-3"));
+  EXPECT_EQ(saver->last_checkpoints(), (std::vector<std::string>{base + "-4", base + "-5"}));
+}
+
+// sharded=True: one data file per device; unsharded: one file.
+TEST_F(NameBasedSaverTest, ShardedWritesAFilePerDevice) {
+  Scope scope = Scope::NewRootScope();
+  auto a = CountingVariable(scope, "a", {2}, 1, {.device = "/cpu:0"});
+  auto b = CountingVariable(scope, "b", {2}, 5, {.device = "/cpu:1"});
+  auto session = NewSession(scope);
+  RunOrFail(*session, {GlobalVariablesInitializer(scope)});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto sharded,
+                              NameBasedSaver::Create(scope, {a, b}, {.sharded = true}));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string s, sharded->Save(*session, dir_ + "/sharded"));
+  EXPECT_EQ(BundleReader::Open(s).value()->num_shards(), 2);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto single, NameBasedSaver::Create(scope, {a, b}));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string u, single->Save(*session, dir_ + "/single"));
+  EXPECT_EQ(BundleReader::Open(u).value()->num_shards(), 1);
+  SetValue(*session, *b, Filled(TensorShape({2}), 0));
+  CKFLOW_ASSERT_OK(single->Restore(*session, s));  // either restores into either
+  EXPECT_EQ(ValueOf(*session, *b).flat<float>()[1], 6.0f);
+}
+
+// A checkpoint TensorFlow 1 wrote (tensor2tensor's transformer, two
+// shards): values restore by their names.
+TEST_F(NameBasedSaverTest, RestoresTensorFlowsOwnTf1Checkpoint) {
+  const std::string path = testing::FixturesDir() + "/tf1_t2t_transformer_two_shards/model.ckpt-1";
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto reader, BundleReader::Open(path));
+  Scope scope = Scope::NewRootScope();
+  std::map<std::string, std::shared_ptr<Variable>> vars;
+  for (const BundleEntry& e : reader->entries()) {
+    if (e.dtype != DT_FLOAT || vars.size() == 5) continue;
+    vars[e.key] = Variable::Create(scope, "v" + std::to_string(vars.size()), DT_FLOAT, e.shape,
+                                   initializers::Zeros());
+  }
+  ASSERT_EQ(vars.size(), 5u);
+  auto session = NewSession(scope);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto saver, NameBasedSaver::CreateFromMap(scope, vars));
+  CKFLOW_ASSERT_OK(saver->Restore(*session, path));
+  for (const auto& [key, v] : vars) {
+    CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor expected, reader->Lookup(key));
+    EXPECT_TRUE(SameTensor(ValueOf(*session, *v), expected)) << key;
+  }
+}
+
+// saver_test's object-based compatibility: a name-based Saver restores an
+// object-based checkpoint by the variable names its object graph records.
+TEST_F(NameBasedSaverTest, RestoresAnObjectBasedCheckpointByItsVariableNames) {
+  std::string path;
+  Tensor kernel_value;
+  {
+    Scope scope = Scope::NewRootScope();
+    auto model = std::make_shared<Module>();
+    auto kernel = model->Track("kernel", CountingVariable(scope, "dense/kernel", {2, 3}, 5));
+    Checkpoint checkpoint(scope, {{"model", model}});
+    auto session = NewSession(scope);
+    RunOrFail(*session, {GlobalVariablesInitializer(scope)});
+    CKFLOW_ASSERT_OK_AND_ASSIGN(path, checkpoint.Save(dir_ + "/object", *session));
+    kernel_value = ValueOf(*session, *kernel);
+  }
+  Scope scope = Scope::NewRootScope();
+  auto kernel = CountingVariable(scope, "dense/kernel", {2, 3}, 0);
+  auto other = CountingVariable(scope, "other", {1}, 0);
+  auto session = NewSession(scope);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto saver, NameBasedSaver::Create(scope, {kernel}));
+  CKFLOW_ASSERT_OK(saver->Restore(*session, path));
+  EXPECT_TRUE(SameTensor(ValueOf(*session, *kernel), kernel_value));
+  // A name in neither the bundle nor the object graph: NotFound naming it.
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto missing, NameBasedSaver::Create(scope, {other}));
+  Status s = missing->Restore(*session, path);
+  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("Key other not found in checkpoint"));
+}
+
+TEST_F(NameBasedSaverTest, AShapeMismatchIsInvalidArgumentNamingTheKey) {
+  Scope scope = Scope::NewRootScope();
+  auto v = CountingVariable(scope, "v", {2}, 1);
+  auto session = NewSession(scope);
+  RunOrFail(*session, {GlobalVariablesInitializer(scope)});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto saver, NameBasedSaver::Create(scope, {v}));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string path, saver->Save(*session, dir_ + "/ckpt"));
+  Scope scope2 = Scope::NewRootScope();
+  auto wrong = CountingVariable(scope2, "v", {3}, 1);
+  auto session2 = NewSession(scope2);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto saver2, NameBasedSaver::Create(scope2, {wrong}));
+  Status s = saver2->Restore(*session2, path);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("key 'v'"));
+}
+
+// The independent reader (../shared/tools/describe.py) reads what the saver
+// writes: every entry, checksums and all, and no object graph.
+TEST_F(NameBasedSaverTest, DescribePyReadsWhatItWrites) {
+  Scope scope = Scope::NewRootScope();
+  auto a = CountingVariable(scope, "layer/kernel", {3, 2}, 1, {.device = "/cpu:0"});
+  auto b = CountingVariable(scope, "layer/bias", {2}, 5, {.device = "/cpu:1"});
+  auto session = NewSession(scope);
+  RunOrFail(*session, {GlobalVariablesInitializer(scope)});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto saver, NameBasedSaver::Create(scope, {a, b}, {.sharded = true}));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string path, saver->Save(*session, dir_ + "/model.ckpt", 3));
+  std::string out;
+  const int rc = testing::RunCommand(
+      "python3 " + testing::SharedDir() + "/tools/describe.py " + path + " 2>&1", &out);
+  ASSERT_EQ(rc, 0) << out;
+  for (const char* expected : {"all checks passed", "num_shards=2", "layer/kernel", "layer/bias"}) {
+    EXPECT_NE(out.find(expected), std::string::npos) << expected << "\n" << out;
+  }
+  EXPECT_EQ(out.find("_CHECKPOINTABLE_OBJECT_GRAPH"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace ckflow
