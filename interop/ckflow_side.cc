@@ -8,10 +8,12 @@
 //       "out") and an optimizer, restored before the model is built (so the
 //       layers' variables and the slots restore as they appear), trained,
 //       saved.
+//   interop_ckflow weights [--load P] [--load-via-checkpoint P] [--save P] ...
+//       Keras' Sequential([Dense(4), Dense(2)]) and its weights files.
 //   interop_ckflow generic --spec F [--restore PATH|--restore-latest D] ...
 //       A tree of modules and variables made from the keys of a values file
 //       ("a/b/.ATTRIBUTES/VARIABLE_VALUE" is variable b of module a), for
-//       dtypes, devices, save_weights and structure checks.
+//       dtypes, devices, managers and structure checks.
 //
 // Both print what they did as "name: value" lines on stdout (kind,
 // assert_consumed, save_counter, saved, ...), and dump the live values of
@@ -183,6 +185,7 @@ struct TrainOptions {
   std::string optimizer = "adam";
   float learning_rate = 0.01f;
   std::string restored_dump, trained_dump;
+  std::string trajectory;  // dump after every step to "<trajectory>.<step>"
   std::string save = "checkpoint";  // checkpoint | manager | none
   int max_to_keep = 3;
   bool expect_restore = false;
@@ -239,6 +242,10 @@ Status Train(const TrainOptions& o) {
           session->Run({{x, Rows(*xs, begin, o.batch)}, {y, Rows(*ys, begin, o.batch)}}, {loss},
                        {train_op}));
       last_loss = out[0].scalar<float>();
+      if (!o.trajectory.empty()) {
+        CKFLOW_RETURN_IF_ERROR(DumpValues(*session, checkpoint.root(),
+                                          o.trajectory + "." + std::to_string(step + 1)));
+      }
     }
     char buf[32];
     std::snprintf(buf, sizeof(buf), "%.9g", last_loss);
@@ -396,6 +403,45 @@ Status Generic(const GenericOptions& o) {
   return OkStatus();
 }
 
+struct WeightsOptions {
+  std::string load, load_via_checkpoint, save, dump;
+};
+
+// Keras' Sequential([Dense(4), Dense(2)]) called on [batch, 3] inputs, and
+// its weights through LoadWeights / SaveWeights (the model is the root), or
+// through a Checkpoint whose child "model" it is.
+Status Weights(const WeightsOptions& o) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, {.shape = {-1, 3}});
+  auto model = Sequential::Make({Dense::Make(4), Dense::Make(2)});
+  (*model)(root, x);
+  std::optional<Checkpoint> checkpoint;
+  std::optional<LoadStatus> status;
+  if (!o.load_via_checkpoint.empty()) {
+    checkpoint.emplace(root, Checkpoint::Dependencies{{"model", model}});
+    CKFLOW_ASSIGN_OR_RETURN(status, checkpoint->Restore(o.load_via_checkpoint));
+  }
+  CKFLOW_RETURN_IF_ERROR(root.status());
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(root.graph()));
+  CKFLOW_RETURN_IF_ERROR(session->Run({}, {}, {GlobalVariablesInitializer(root)}).status());
+  if (!o.load.empty()) {
+    StatusOr<LoadStatus> loaded = LoadWeights(model, o.load, *session);
+    Report("load_weights", Outcome(loaded.status()));
+    if (loaded.ok()) status = *loaded;
+  }
+  if (status) {
+    Report("restore", Outcome(status->RunRestoreOps(*session)));
+    ReportAssertions(*status);
+    status->ExpectPartial();
+  }
+  if (!o.dump.empty()) CKFLOW_RETURN_IF_ERROR(DumpValues(*session, model, o.dump));
+  if (!o.save.empty()) {
+    CKFLOW_RETURN_IF_ERROR(SaveWeights(model, o.save, *session));
+    Report("saved", o.save);
+  }
+  return OkStatus();
+}
+
 }  // namespace
 }  // namespace ckflow::interop
 
@@ -416,6 +462,7 @@ int main(int argc, char** argv) {
   train->add_option("--learning-rate", t.learning_rate, "learning rate");
   train->add_option("--restored", t.restored_dump, "dump the values after the restore here");
   train->add_option("--trained", t.trained_dump, "dump the values after training here");
+  train->add_option("--trajectory", t.trajectory, "dump the values after every step to PATH.N");
   train->add_option("--save", t.save, "checkpoint (Checkpoint::Save), manager or none");
   train->add_option("--max-to-keep", t.max_to_keep, "the manager's max_to_keep");
 
@@ -433,9 +480,18 @@ int main(int argc, char** argv) {
   generic->add_option("--max-to-keep", g.max_to_keep, "the manager's max_to_keep");
   generic->add_option("--devices", g.devices, "spread the variables over this many CPU devices");
   generic->add_option("--files-per-device", g.files_per_device, "SaveOptions::files_per_device");
+  WeightsOptions w;
+  CLI::App* weights = app.add_subcommand("weights", "Keras' Sequential, through its weights");
+  weights->add_option("--load", w.load, "LoadWeights from this prefix");
+  weights->add_option("--load-via-checkpoint", w.load_via_checkpoint,
+                      "restore this prefix through Checkpoint{model}");
+  weights->add_option("--save", w.save, "SaveWeights to this prefix");
+  weights->add_option("--dump", w.dump, "dump the model's values here");
   CLI11_PARSE(app, argc, argv);
 
-  ckflow::Status status = train->parsed() ? Train(t) : Generic(g);
+  ckflow::Status status = train->parsed()   ? Train(t)
+                          : weights->parsed() ? Weights(w)
+                                              : Generic(g);
   std::fflush(stdout);
   if (!status.ok()) {
     std::fprintf(stderr, "interop_ckflow: %s\n", status.ToString().c_str());

@@ -95,11 +95,13 @@ def train(
     max_to_keep=3,
     saver=False,
     restore_with_saver=False,
+    trajectory=False,
 ):
     """The graph-mode example of tf.compat.v1.train.Checkpoint: restore
     (deferred: before the model is built), build, initialize_or_restore,
     train `steps` steps, save. Returns a report like interop_ckflow's, with
-    the dumps under "restored" and "trained". With saver=True it saves with a
+    the dumps under "restored" and "trained" (and with trajectory=True, one
+    after every step under "trajectory"). With saver=True it saves with a
     TF1 tf.compat.v1.train.Saver instead (a name-based checkpoint); with
     restore_with_saver=True it restores with one."""
     report = {}
@@ -133,12 +135,15 @@ def train(
             )
             report["restored"] = dump(session, variables)
             xs, ys = data
+            report["trajectory"] = []
             for step in range(steps):
                 begin = (step % (len(xs) // batch)) * batch
                 last = session.run(
                     [loss, train_op], {x: xs[begin : begin + batch], y: ys[begin : begin + batch]}
                 )[0]
                 report["loss"] = repr(float(last))
+                if trajectory:
+                    report["trajectory"].append(dump(session, variables))
             with session.as_default():
                 if saver:
                     report["saved"] = tf.compat.v1.train.Saver().save(
