@@ -276,6 +276,7 @@ struct GenericOptions {
   std::string restore;
   std::string restore_latest;
   bool weights = false;
+  bool expect_partial = false;
   std::string dump;
   std::string write, save, manager;
   int max_to_keep = 5;
@@ -363,7 +364,7 @@ Status Generic(const GenericOptions& o) {
   if (status) {
     Report("restore", Outcome(status->RunRestoreOps(*session)));
     ReportAssertions(*status);
-    status->ExpectPartial();
+    if (o.expect_partial) status->ExpectPartial();
   }
   if (checkpoint) {
     CKFLOW_ASSIGN_OR_RETURN(int64_t counter, SaveCounter(*session, *checkpoint));
@@ -473,6 +474,7 @@ int main(int argc, char** argv) {
   generic->add_option("--restore", g.restore, "restore this checkpoint");
   generic->add_option("--restore-latest", g.restore_latest, "restore the latest checkpoint here");
   generic->add_flag("--weights", g.weights, "the tree is the root: SaveWeights / LoadWeights");
+  generic->add_flag("--expect-partial", g.expect_partial, "call ExpectPartial on the status");
   generic->add_option("--dump", g.dump, "dump the values (after any restore) here");
   generic->add_option("--write", g.write, "Checkpoint::Write (or SaveWeights) to this prefix");
   generic->add_option("--save", g.save, "Checkpoint::Save with this prefix");
