@@ -280,6 +280,8 @@ struct GenericOptions {
   std::string dump;
   std::string write, save, manager;
   int max_to_keep = 5;
+  std::optional<double> keep_every_hours;
+  std::string checkpoint_name = "ckpt";
   int devices = 1;
   int files_per_device = 0;
 };
@@ -390,6 +392,8 @@ Status Generic(const GenericOptions& o) {
     CKFLOW_ASSIGN_OR_RETURN(auto manager, CheckpointManager::Create(
                                               *checkpoint, o.manager,
                                               {.max_to_keep = o.max_to_keep,
+                                               .keep_checkpoint_every_n_hours = o.keep_every_hours,
+                                               .checkpoint_name = o.checkpoint_name,
                                                .save_options = save_options}));
     CKFLOW_ASSIGN_OR_RETURN(std::string saved, manager->Save(*session));
     Report("saved", saved);
@@ -480,6 +484,9 @@ int main(int argc, char** argv) {
   generic->add_option("--save", g.save, "Checkpoint::Save with this prefix");
   generic->add_option("--manager", g.manager, "CheckpointManager::Save in this directory");
   generic->add_option("--max-to-keep", g.max_to_keep, "the manager's max_to_keep");
+  generic->add_option("--keep-every-hours", g.keep_every_hours,
+                      "the manager's keep_checkpoint_every_n_hours");
+  generic->add_option("--checkpoint-name", g.checkpoint_name, "the manager's checkpoint_name");
   generic->add_option("--devices", g.devices, "spread the variables over this many CPU devices");
   generic->add_option("--files-per-device", g.files_per_device, "SaveOptions::files_per_device");
   WeightsOptions w;

@@ -8,6 +8,7 @@ checkpoint key, to values files (values.py) that the test compares."""
 import gc
 import json
 import os
+import time
 
 import numpy as np
 import pytest
@@ -509,27 +510,41 @@ def test_hundred_training_steps_agree(tmp_path, ckflow, optimizer):
 
 
 # (9) TensorFlow's and ckflow's CheckpointManagers taking turns on one
-# directory: numbering continues, each keeps max_to_keep of the other's.
-def test_checkpoint_managers_take_turns(tmp_path, ckflow):
+# directory: numbering continues, each keeps max_to_keep of the other's and
+# deletes the files of the ones it drops, or with
+# keep_checkpoint_every_n_hours (36 ms here; the turns are 100 ms apart)
+# keeps every dropped one's files, as the state file's timestamps say.
+@pytest.mark.parametrize("keep_every_hours, name", [(None, "ckpt"), (1e-5, "model")])
+def test_checkpoint_managers_take_turns(tmp_path, ckflow, keep_every_hours, name):
     d = tmp_path / "ckpts"
     spec = float_spec(["model/w", "model/b"], 8)
     values.write(tmp_path / "spec", spec)
 
     def tf_turn():
+        if keep_every_hours:
+            time.sleep(0.1)
         roots, variables = tf_module(zeros_spec(spec))
         checkpoint = tf.train.Checkpoint(**roots)
-        manager = tf.train.CheckpointManager(checkpoint, str(d), max_to_keep=2)
+        manager = tf.train.CheckpointManager(
+            checkpoint, str(d), max_to_keep=2, keep_checkpoint_every_n_hours=keep_every_hours,
+            checkpoint_name=name,
+        )
         if manager.latest_checkpoint:
             checkpoint.restore(manager.latest_checkpoint).assert_consumed()
+            assert eager_dump(variables) == expected_dump(spec)
         else:
             for key, var in variables.items():
                 var.assign(spec[key][1])
         return manager.save(), manager.checkpoints
 
     def ck_turn():
+        if keep_every_hours:
+            time.sleep(0.1)
+        flags = ["--keep-every-hours", keep_every_hours] if keep_every_hours else []
         ck = ckflow.side(
             "generic", "--spec", tmp_path / "spec", "--zeros", "--restore-latest", d,
-            "--manager", d, "--max-to-keep", 2, "--dump", tmp_path / "ck",
+            "--manager", d, "--max-to-keep", 2, "--checkpoint-name", name,
+            "--dump", tmp_path / "ck", *flags,
         )
         assert ck["assert_consumed"] == "ok"
         got = read(tmp_path / "ck")
@@ -538,13 +553,16 @@ def test_checkpoint_managers_take_turns(tmp_path, ckflow):
         return ck["saved"], ck["kept"].split(" ")
 
     def ckpt(n):
-        return str(d / f"ckpt-{n}")
+        return str(d / f"{name}-{n}")
 
     assert tf_turn() == (ckpt(1), [ckpt(1)])
     assert ck_turn() == (ckpt(2), [ckpt(1), ckpt(2)])
     assert tf_turn() == (ckpt(3), [ckpt(2), ckpt(3)])
     assert ck_turn() == (ckpt(4), [ckpt(3), ckpt(4)])
     assert tf_turn() == (ckpt(5), [ckpt(4), ckpt(5)])
-    assert sorted(f for f in os.listdir(d) if f.endswith(".index")) == ["ckpt-4.index", "ckpt-5.index"]
+    kept_files = [4, 5] if keep_every_hours is None else [1, 2, 3, 4, 5]
+    assert sorted(f for f in os.listdir(d) if f.endswith(".index")) == [
+        f"{name}-{n}.index" for n in kept_files
+    ]
     state = tf.train.get_checkpoint_state(str(d))
     assert list(state.all_model_checkpoint_paths) == [ckpt(4), ckpt(5)]
