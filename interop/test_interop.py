@@ -86,10 +86,9 @@ def test_seed_example_alternates_tf_ckflow_tf(tmp_path, ckflow):
     assert tf.train.latest_checkpoint(str(d)) == str(d / "ckpt-4")
 
 
-# (8) Every dtype both share (all of ckflow's but resource and variant;
-# ckflow has no complex types), with the awkward values of each: NaN payloads,
-# -0, infinities, subnormals, integer extremes, strings with NULs and bytes
-# that are not UTF-8.
+# (8) Every dtype both share (all of ckflow's but resource), with the awkward values of each: NaN payloads,
+# -0, infinities, subnormals, integer extremes, complex parts, strings with
+# NULs and bytes that are not UTF-8.
 def dtype_values(seed):
     rng = np.random.default_rng(seed)
     out = {}
@@ -110,6 +109,11 @@ def dtype_values(seed):
         array[:2] = info.min, info.max
         out[dtype.name] = (dtype, array.reshape(2, 3))
     out["bool"] = (tf.bool, np.array([True, False, False, True, seed % 2 == 0]))
+    for dtype in (tf.complex64, tf.complex128):
+        array = (rng.normal(size=4) + 1j * rng.normal(size=4)).astype(dtype.as_numpy_dtype)
+        array[0] = complex(-0.0, np.inf)
+        array.view(np.float32 if dtype == tf.complex64 else np.float64)[3] = np.nan
+        out[dtype.name] = (dtype, array)
     out["string"] = (
         tf.string,
         np.array([[b"", b"\x00\xff\xfe", "λ ckflow".encode()], [bytes(range(256)), b"a" * (1000 + seed), b"\n"]],
