@@ -5,7 +5,8 @@
 #
 #   ./run.sh demo    build (Release) and run the example, then inspect its checkpoint
 #   ./run.sh test    build with ASan+UBSan and run the whole suite through ctest
-#   ./run.sh bench   build (Release) and run the benchmarks, PyTorch side by side
+#   ./run.sh bench   build (Release) and run the benchmarks, PyTorch and TensorFlow
+#                    side by side
 #   ./run.sh tsan    build with ThreadSanitizer and run the concurrency tests
 #   ./run.sh fuzz [SECONDS]  build the libFuzzer targets (clang) and run each for
 #                    SECONDS (default 300): checkpoint readers, state file, round trip
@@ -49,6 +50,18 @@ configure() {
 release_build() {
   configure build/release -DCMAKE_BUILD_TYPE=Release -DCKFLOW_BUILD_TESTS=OFF "$@"
   "$CMAKE" --build build/release -j "$JOBS"
+}
+
+# build/venv: TensorFlow and the rest of interop/requirements.txt, made anew
+# from Debian's python3 whenever the pins change.
+venv=build/venv
+interop_venv() {
+  if ! cmp -s interop/requirements.txt "$venv/requirements.txt"; then
+    rm -rf "$venv"
+    "$PYTHON" -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check -r interop/requirements.txt
+    cp interop/requirements.txt "$venv/requirements.txt"
+  fi
 }
 
 export CCACHE_DIR=${CCACHE_DIR:-$ROOT/.ccache}
@@ -111,7 +124,8 @@ case "$cmd" in
     echo "run.sh fuzz: no findings in ${seconds}s per target; corpus kept in $work/corpus"
     ;;
   bench)
-    install_packages "${PACKAGES[@]}" python3-torch python3-matplotlib libtorch-dev
+    install_packages "${PACKAGES[@]}" python3-torch python3-matplotlib libtorch-dev python3-venv
+    interop_venv
     release_build -DCKFLOW_BUILD_BENCH=ON
     for b in build/release/bench/*_bench; do
       [ -x "$b" ] && "$b" "$@"
@@ -119,16 +133,11 @@ case "$cmd" in
     if [ -f bench/side_by_side.py ]; then
       "$PYTHON" bench/side_by_side.py --build build/release
     fi
+    "$venv/bin/python" bench/tf_side_by_side.py --ckflow build/release/tools/ckflow
     ;;
   interop)
     install_packages "${PACKAGES[@]}" python3-venv
-    venv=build/venv
-    if ! cmp -s interop/requirements.txt "$venv/requirements.txt"; then
-      rm -rf "$venv"
-      "$PYTHON" -m venv "$venv"
-      "$venv/bin/pip" install -q --disable-pip-version-check -r interop/requirements.txt
-      cp interop/requirements.txt "$venv/requirements.txt"
-    fi
+    interop_venv
     configure build/release -DCMAKE_BUILD_TYPE=Release -DCKFLOW_BUILD_TESTS=OFF \
       -DCKFLOW_BUILD_BENCH=OFF -DCKFLOW_BUILD_INTEROP=ON
     "$CMAKE" --build build/release -j "$JOBS" --target interop_ckflow ckflow_cli
@@ -136,7 +145,7 @@ case "$cmd" in
       interop "$@"
     ;;
   *)
-    sed -n '2,13p' "$0"
+    sed -n '2,14p' "$0"
     exit 2
     ;;
 esac
