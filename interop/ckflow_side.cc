@@ -275,7 +275,6 @@ struct GenericOptions {
   bool zeros = false;
   std::string restore;
   std::string restore_latest;
-  bool weights = false;
   bool expect_partial = false;
   std::string dump;
   std::string write, save, manager;
@@ -341,9 +340,7 @@ Status Generic(const GenericOptions& o) {
 
   Checkpoint::Dependencies dependencies;
   for (const auto& [name, child] : top->Children()) dependencies.emplace_back(name, child);
-  std::optional<Checkpoint> checkpoint;
-  if (!o.weights) checkpoint.emplace(root, dependencies);
-  const std::shared_ptr<Trackable> object_root = o.weights ? top : checkpoint->root();
+  Checkpoint checkpoint(root, dependencies);
 
   std::optional<std::string> path;
   if (!o.restore.empty()) path = o.restore;
@@ -352,45 +349,33 @@ Status Generic(const GenericOptions& o) {
     if (!path) return NotFoundError("no checkpoint in ", o.restore_latest);
   }
   std::optional<LoadStatus> status;
-  if (path && !o.weights) {
-    CKFLOW_ASSIGN_OR_RETURN(status, checkpoint->Restore(path));
+  if (path) {
+    CKFLOW_ASSIGN_OR_RETURN(status, checkpoint.Restore(path));
   }
   CKFLOW_RETURN_IF_ERROR(root.status());
   CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(root.graph()));
   CKFLOW_RETURN_IF_ERROR(session->Run({}, {}, {GlobalVariablesInitializer(root)}).status());
-  if (path && o.weights) {
-    StatusOr<LoadStatus> loaded = LoadWeights(top, *path, *session);
-    Report("load_weights", Outcome(loaded.status()));
-    if (loaded.ok()) status = *loaded;
-  }
   if (status) {
     Report("restore", Outcome(status->RunRestoreOps(*session)));
     ReportAssertions(*status);
     if (o.expect_partial) status->ExpectPartial();
   }
-  if (checkpoint) {
-    CKFLOW_ASSIGN_OR_RETURN(int64_t counter, SaveCounter(*session, *checkpoint));
-    Report("restored_save_counter", std::to_string(counter));
-  }
-  if (!o.dump.empty()) CKFLOW_RETURN_IF_ERROR(DumpValues(*session, object_root, o.dump));
+  CKFLOW_ASSIGN_OR_RETURN(int64_t counter, SaveCounter(*session, checkpoint));
+  Report("restored_save_counter", std::to_string(counter));
+  if (!o.dump.empty()) CKFLOW_RETURN_IF_ERROR(DumpValues(*session, checkpoint.root(), o.dump));
 
   const SaveOptions save_options{.files_per_device = o.files_per_device};
   if (!o.write.empty()) {
-    if (o.weights) {
-      CKFLOW_RETURN_IF_ERROR(SaveWeights(top, o.write, *session, save_options));
-      Report("saved", o.write);
-    } else {
-      CKFLOW_ASSIGN_OR_RETURN(std::string saved, checkpoint->Write(o.write, *session, save_options));
-      Report("saved", saved);
-    }
+    CKFLOW_ASSIGN_OR_RETURN(std::string saved, checkpoint.Write(o.write, *session, save_options));
+    Report("saved", saved);
   }
   if (!o.save.empty()) {
-    CKFLOW_ASSIGN_OR_RETURN(std::string saved, checkpoint->Save(o.save, *session, save_options));
+    CKFLOW_ASSIGN_OR_RETURN(std::string saved, checkpoint.Save(o.save, *session, save_options));
     Report("saved", saved);
   }
   if (!o.manager.empty()) {
     CKFLOW_ASSIGN_OR_RETURN(auto manager, CheckpointManager::Create(
-                                              *checkpoint, o.manager,
+                                              checkpoint, o.manager,
                                               {.max_to_keep = o.max_to_keep,
                                                .keep_checkpoint_every_n_hours = o.keep_every_hours,
                                                .checkpoint_name = o.checkpoint_name,
@@ -401,10 +386,8 @@ Status Generic(const GenericOptions& o) {
     for (const std::string& p : manager->checkpoints()) kept += (kept.empty() ? "" : " ") + p;
     Report("kept", kept);
   }
-  if (checkpoint) {
-    CKFLOW_ASSIGN_OR_RETURN(int64_t counter, SaveCounter(*session, *checkpoint));
-    Report("save_counter", std::to_string(counter));
-  }
+  CKFLOW_ASSIGN_OR_RETURN(counter, SaveCounter(*session, checkpoint));
+  Report("save_counter", std::to_string(counter));
   return OkStatus();
 }
 
@@ -477,10 +460,9 @@ int main(int argc, char** argv) {
   generic->add_flag("--zeros", g.zeros, "initialize with zeros instead of the spec's values");
   generic->add_option("--restore", g.restore, "restore this checkpoint");
   generic->add_option("--restore-latest", g.restore_latest, "restore the latest checkpoint here");
-  generic->add_flag("--weights", g.weights, "the tree is the root: SaveWeights / LoadWeights");
   generic->add_flag("--expect-partial", g.expect_partial, "call ExpectPartial on the status");
   generic->add_option("--dump", g.dump, "dump the values (after any restore) here");
-  generic->add_option("--write", g.write, "Checkpoint::Write (or SaveWeights) to this prefix");
+  generic->add_option("--write", g.write, "Checkpoint::Write to this prefix");
   generic->add_option("--save", g.save, "Checkpoint::Save with this prefix");
   generic->add_option("--manager", g.manager, "CheckpointManager::Save in this directory");
   generic->add_option("--max-to-keep", g.max_to_keep, "the manager's max_to_keep");

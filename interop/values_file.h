@@ -20,8 +20,8 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/status.h"
-#include "runtime/tensor.h"
+#include "base/status.h"
+#include "base/tensor.h"
 
 namespace ckflow::interop {
 
