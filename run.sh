@@ -5,14 +5,22 @@
 #
 #   ./run.sh demo    build (Release) and run the example, then inspect its checkpoint
 #   ./run.sh test    build with ASan+UBSan and run the whole suite through ctest
-#   ./run.sh bench   build (Release) and run the benchmarks, PyTorch side by side
+#   ./run.sh bench   build (Release) and run the benchmarks, PyTorch and TensorFlow
+#                    side by side
 #   ./run.sh tsan    build with ThreadSanitizer and run the concurrency tests
 #   ./run.sh fuzz [SECONDS]  build the libFuzzer targets (clang) and run each for
 #                    SECONDS (default 300): checkpoint readers, state file, round trip
+#   ./run.sh interop  TensorFlow 2.21 (pinned in a venv under build/) and ckflow
+#                    take turns on the same checkpoints (interop/)
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
 JOBS=${JOBS:-$(nproc)}
+# Debian's, whatever PATH says (a pip-installed cmake 4 or a pyenv python may
+# come first there).
+CMAKE=/usr/bin/cmake
+PYTHON=/usr/bin/python3
+CTEST=/usr/bin/ctest
 
 PACKAGES=(build-essential cmake ninja-build ccache pkg-config python3
   libeigen3-dev libprotobuf-dev protobuf-compiler libtbb-dev
@@ -36,12 +44,24 @@ install_packages() {
 # configure DIR [cmake args...]
 configure() {
   local dir=$1; shift
-  cmake -S "$ROOT" -B "$dir" -G Ninja "$@" >/dev/null
+  "$CMAKE" -S "$ROOT" -B "$dir" -G Ninja "$@" >/dev/null
 }
 
 release_build() {
   configure build/release -DCMAKE_BUILD_TYPE=Release -DCKFLOW_BUILD_TESTS=OFF "$@"
-  cmake --build build/release -j "$JOBS"
+  "$CMAKE" --build build/release -j "$JOBS"
+}
+
+# build/venv: TensorFlow and the rest of interop/requirements.txt, made anew
+# from Debian's python3 whenever the pins change.
+venv=build/venv
+interop_venv() {
+  if ! cmp -s interop/requirements.txt "$venv/requirements.txt"; then
+    rm -rf "$venv"
+    "$PYTHON" -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check -r interop/requirements.txt
+    cp interop/requirements.txt "$venv/requirements.txt"
+  fi
 }
 
 export CCACHE_DIR=${CCACHE_DIR:-$ROOT/.ccache}
@@ -66,16 +86,16 @@ case "$cmd" in
     install_packages "${PACKAGES[@]}"
     configure build/test -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
       -DCKFLOW_SANITIZE="address;undefined" -DCKFLOW_BUILD_BENCH=ON
-    cmake --build build/test -j "$JOBS"
+    "$CMAKE" --build build/test -j "$JOBS"
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
-    cd build/test && ctest --output-on-failure -j "$JOBS" "$@"
+    cd build/test && "$CTEST" --output-on-failure -j "$JOBS" "$@"
     ;;
   tsan)
     install_packages "${PACKAGES[@]}"
     configure build/tsan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
       -DCKFLOW_SANITIZE=thread -DCKFLOW_BUILD_BENCH=OFF -DCKFLOW_BUILD_EXAMPLES=OFF
-    cmake --build build/tsan -j "$JOBS"
-    cd build/tsan && ctest --output-on-failure -j "$JOBS" -R 'Concurren|Parallel|Thread|Session' "$@"
+    "$CMAKE" --build build/tsan -j "$JOBS"
+    cd build/tsan && "$CTEST" --output-on-failure -j "$JOBS" -R 'Concurren|Parallel|Thread|Session' "$@"
     ;;
   fuzz)
     # libclang-rt-dev holds libFuzzer; clang only recommends it.
@@ -83,7 +103,7 @@ case "$cmd" in
     CC=clang CXX=clang++ configure build/fuzz -DCMAKE_BUILD_TYPE=Debug \
       -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DCKFLOW_SANITIZE="address;undefined" -DCKFLOW_FUZZ=ON \
       -DCKFLOW_BUILD_BENCH=OFF -DCKFLOW_BUILD_EXAMPLES=OFF
-    cmake --build build/fuzz -j "$JOBS" --target checkpoint_fuzzer state_fuzzer roundtrip_fuzzer \
+    "$CMAKE" --build build/fuzz -j "$JOBS" --target checkpoint_fuzzer state_fuzzer roundtrip_fuzzer \
       write_seeds
     seconds=${1:-300}
     work=build/fuzz/run
@@ -104,17 +124,28 @@ case "$cmd" in
     echo "run.sh fuzz: no findings in ${seconds}s per target; corpus kept in $work/corpus"
     ;;
   bench)
-    install_packages "${PACKAGES[@]}" python3-torch python3-matplotlib libtorch-dev
+    install_packages "${PACKAGES[@]}" python3-torch python3-matplotlib libtorch-dev python3-venv
+    interop_venv
     release_build -DCKFLOW_BUILD_BENCH=ON
     for b in build/release/bench/*_bench; do
       [ -x "$b" ] && "$b" "$@"
     done
     if [ -f bench/side_by_side.py ]; then
-      python3 bench/side_by_side.py --build build/release
+      "$PYTHON" bench/side_by_side.py --build build/release
     fi
+    "$venv/bin/python" bench/tf_side_by_side.py --ckflow build/release/tools/ckflow
+    ;;
+  interop)
+    install_packages "${PACKAGES[@]}" python3-venv
+    interop_venv
+    configure build/release -DCMAKE_BUILD_TYPE=Release -DCKFLOW_BUILD_TESTS=OFF \
+      -DCKFLOW_BUILD_BENCH=OFF -DCKFLOW_BUILD_INTEROP=ON
+    "$CMAKE" --build build/release -j "$JOBS" --target interop_ckflow ckflow_cli
+    CKFLOW_BUILD="$ROOT/build/release" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+      interop "$@"
     ;;
   *)
-    sed -n '2,11p' "$0"
+    sed -n '2,14p' "$0"
     exit 2
     ;;
 esac

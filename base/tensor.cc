@@ -217,6 +217,17 @@ double Tensor::ElementAsDouble(int64_t i) const {
   }
 }
 
+std::pair<double, double> Tensor::ComplexElement(int64_t i) const {
+  CKFLOW_CHECK(i >= 0 && i < NumElements());
+  if (dtype_ == DT_COMPLEX64) {
+    const float* p = static_cast<const float*>(data_) + 2 * i;
+    return {p[0], p[1]};
+  }
+  CKFLOW_CHECK(dtype_ == DT_COMPLEX128);
+  const double* p = static_cast<const double*>(data_) + 2 * i;
+  return {p[0], p[1]};
+}
+
 std::string Tensor::DebugString(int max_values) const {
   if (!IsValid()) return "<invalid tensor>";
   std::ostringstream os;
@@ -229,6 +240,9 @@ std::string Tensor::DebugString(int max_values) const {
       os << '"' << (s.size() > 40 ? s.substr(0, 40) + "..." : s) << '"';
     } else if (dtype_ == DT_RESOURCE) {
       os << "<resource " << static_cast<const ResourceHandle*>(data_)[i].name << ">";
+    } else if (dtype_ == DT_COMPLEX64 || dtype_ == DT_COMPLEX128) {
+      const auto [re, im] = ComplexElement(i);
+      os << "(" << re << "," << im << ")";
     } else {
       os << ElementAsDouble(i);
     }

@@ -21,6 +21,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -136,7 +137,10 @@ class Tensor {
   // "float32[2,3] {1, 2, 3, 4, 5, 6}" with at most `max_values` values.
   std::string DebugString(int max_values = 8) const;
   // Element i as a double, for numeric and bool types (tests and tools).
+  // Complex values are pairs: use ComplexElement.
   double ElementAsDouble(int64_t i) const;
+  // Element i of a complex64 or complex128 tensor as (real, imaginary).
+  std::pair<double, double> ComplexElement(int64_t i) const;
 
  private:
   struct Buffer;

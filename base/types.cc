@@ -15,7 +15,7 @@ struct TypeInfo {
   size_t size;
 };
 
-constexpr std::array<TypeInfo, 16> kTypes = {{
+constexpr std::array<TypeInfo, 18> kTypes = {{
     {DT_FLOAT, "float32", "DT_FLOAT", 4},
     {DT_DOUBLE, "float64", "DT_DOUBLE", 8},
     {DT_INT32, "int32", "DT_INT32", 4},
@@ -23,6 +23,10 @@ constexpr std::array<TypeInfo, 16> kTypes = {{
     {DT_INT16, "int16", "DT_INT16", 2},
     {DT_INT8, "int8", "DT_INT8", 1},
     {DT_STRING, "string", "DT_STRING", 0},
+    // Held and checkpointed (bit for bit, as TensorFlow's pairs of floats);
+    // no op computes with them.
+    {DT_COMPLEX64, "complex64", "DT_COMPLEX64", 8},
+    {DT_COMPLEX128, "complex128", "DT_COMPLEX128", 16},
     {DT_INT64, "int64", "DT_INT64", 8},
     {DT_BOOL, "bool", "DT_BOOL", 1},
     {DT_BFLOAT16, "bfloat16", "DT_BFLOAT16", 2},

@@ -40,13 +40,13 @@ enum DataType : int {
   DT_UINT64 = 23,
 };
 
-// "float32", "float64", "int32", ..., "bfloat16", "float16", "string",
-// "resource"; "invalid" for anything else.
+// "float32", "float64", "int32", ..., "bfloat16", "float16", "complex64",
+// "complex128", "string", "resource"; "invalid" for anything else.
 std::string_view DataTypeName(DataType dtype);
 // Inverse of DataTypeName; also accepts TensorFlow's "DT_FLOAT" spelling.
 std::optional<DataType> DataTypeFromName(std::string_view name);
-// True for the types a Tensor can hold (everything above but DT_INVALID,
-// complex and variant).
+// True for the types a Tensor can hold (everything above but DT_INVALID and
+// variant). Complex values are held and checkpointed, not computed with.
 bool IsSupportedDataType(DataType dtype);
 // Bytes per element of a fixed-size type; 0 for string, resource, invalid.
 size_t DataTypeSize(DataType dtype);

@@ -594,7 +594,9 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl {
         if (entry == nullptr) {
           // save_counter and the like are optional; everything else is reported by
           // AssertConsumed, as TensorFlow records unused attributes.
-          if (!optional_.count(node.object.get())) {
+          if (optional_.count(node.object.get())) {
+            optional_missing_.push_back(node.object);
+          } else {
             unused_.push_back(ObjectDescription(node) + ": no key '" + attr.full_name + "'");
           }
           continue;
@@ -616,8 +618,20 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl {
     return RunTargets(session, {Feed(saver_->restore_prefix(), Tensor::Scalar(save_path_))},
                       restore_ops_, saver_->file_system());
   }
-  // TensorFlow's NameBasedSaverStatus does not initialize anything.
-  Status InitializeOrRestore(Session& session) override { return RunRestoreOps(session); }
+  // TensorFlow's NameBasedSaverStatus initializes nothing, which leaves a
+  // save_counter the TF1 checkpoint lacks uninitialized, and the loop's
+  // next Save failing on it. (TensorFlow 2.21 fails earlier: its graph-mode
+  // name-based restore asks the checkpoint for save_counter.) ckflow
+  // initializes the optional values the checkpoint lacks; nothing else.
+  Status InitializeOrRestore(Session& session) override {
+    CKFLOW_RETURN_IF_ERROR(RunRestoreOps(session));
+    std::vector<Output> initializers;
+    for (const auto& object : optional_missing_) {
+      if (Output init = object->initializer(); init.valid()) initializers.push_back(init);
+    }
+    optional_missing_.clear();
+    return RunTargets(session, {}, initializers);
+  }
 
  private:
   std::string save_path_;
@@ -626,6 +640,8 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl {
   std::shared_ptr<Trackable> root_;
   int64_t uid_;
   std::unordered_set<const Trackable*> optional_;
+  // Optional objects whose values the checkpoint lacks (save_counter).
+  std::vector<std::shared_ptr<Trackable>> optional_missing_;
   std::vector<std::string> unused_;
   std::vector<Output> restore_ops_;
 };

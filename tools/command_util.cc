@@ -59,6 +59,13 @@ std::string FormatElement(const Tensor& t, int64_t i, size_t max_string) {
       return std::to_string(t.flat<int64_t>()[i]);
     case DT_UINT64:
       return std::to_string(t.flat<uint64_t>()[i]);
+    case DT_COMPLEX64:
+    case DT_COMPLEX128: {  // as Python prints them: (1+2j)
+      const auto [re, im] = t.ComplexElement(i);
+      std::snprintf(buf, sizeof(buf), t.dtype() == DT_COMPLEX64 ? "(%.7g%+.7gj)" : "(%.17g%+.17gj)",
+                    re, im);
+      return buf;
+    }
     default:
       break;
   }

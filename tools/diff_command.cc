@@ -35,6 +35,18 @@ ValueDiff CompareValues(const Tensor& a, const Tensor& b) {
   const auto* y = static_cast<const char*>(b.raw_data());
   for (int64_t i = 0; i < n; ++i) {
     if (std::memcmp(x + i * size, y + i * size, size) == 0) continue;
+    if (a.dtype() == DT_COMPLEX64 || a.dtype() == DT_COMPLEX128) {
+      const auto [ur, ui] = a.ComplexElement(i);
+      const auto [vr, vi] = b.ComplexElement(i);
+      if ((ur == vr || (std::isnan(ur) && std::isnan(vr))) &&
+          (ui == vi || (std::isnan(ui) && std::isnan(vi)))) {
+        continue;
+      }
+      ++d.differing;
+      const double diff = std::hypot(ur - vr, ui - vi);
+      d.max_abs = std::isnan(diff) ? NAN : std::max(d.max_abs, diff);
+      continue;
+    }
     const double u = a.ElementAsDouble(i), v = b.ElementAsDouble(i);
     if (std::isnan(u) && std::isnan(v)) continue;
     ++d.differing;

@@ -25,9 +25,20 @@ bool CanHold(const BundleEntry& e) {
          e.dtype != DT_RESOURCE;
 }
 
+// A number as JSON at full precision for its type; non-finite as a string.
+std::string JsonNumber(double v, bool is_double) {
+  char buf[40];
+  if (!std::isfinite(v)) {
+    std::snprintf(buf, sizeof(buf), "%g", v);
+    return internal::JsonQuote(buf);
+  }
+  std::snprintf(buf, sizeof(buf), is_double ? "%.17g" : "%.9g", v);
+  return buf;
+}
+
 // A value as JSON: numbers at full precision, non-finite ones as strings,
-// bools as true/false; UTF-8 strings as strings, other bytes (a serialized
-// proto) as {"base64": ...}.
+// bools as true/false, complex numbers as [real, imaginary]; UTF-8 strings
+// as strings, other bytes (a serialized proto) as {"base64": ...}.
 std::string JsonElement(const Tensor& t, int64_t i) {
   if (t.dtype() == DT_STRING) {
     const std::string& s = t.flat<std::string>()[i];
@@ -37,6 +48,11 @@ std::string JsonElement(const Tensor& t, int64_t i) {
   if (t.dtype() == DT_BOOL) return t.flat<bool>()[i] ? "true" : "false";
   if (t.dtype() == DT_INT64) return std::to_string(t.flat<int64_t>()[i]);
   if (t.dtype() == DT_UINT64) return std::to_string(t.flat<uint64_t>()[i]);
+  if (t.dtype() == DT_COMPLEX64 || t.dtype() == DT_COMPLEX128) {
+    const auto [re, im] = t.ComplexElement(i);
+    const bool is_double = t.dtype() == DT_COMPLEX128;
+    return "[" + JsonNumber(re, is_double) + "," + JsonNumber(im, is_double) + "]";
+  }
   const double v = t.ElementAsDouble(i);
   if (!std::isfinite(v)) return internal::JsonQuote(FormatElement(t, i));
   char buf[40];

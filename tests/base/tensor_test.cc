@@ -103,13 +103,30 @@ TEST(Tensor, CopyFromChecksDtypeAndCount) {
 
 TEST(Types, NamesRoundTrip) {
   for (DataType t : {DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_INT8, DT_INT16, DT_UINT8,
-                     DT_UINT16, DT_BOOL, DT_STRING, DT_BFLOAT16, DT_HALF}) {
+                     DT_UINT16, DT_BOOL, DT_STRING, DT_BFLOAT16, DT_HALF, DT_COMPLEX64,
+                     DT_COMPLEX128}) {
     auto back = DataTypeFromName(DataTypeName(t));
     ASSERT_TRUE(back.has_value()) << DataTypeName(t);
     EXPECT_EQ(*back, t);
   }
   EXPECT_EQ(DataTypeName(DT_HALF), "float16");
   EXPECT_EQ(DataTypeName(DT_FLOAT), "float32");
+}
+
+TEST(Tensor, ComplexValuesArePairsOfFloats) {
+  Tensor c64(DT_COMPLEX64, TensorShape({2}));
+  const float parts[] = {1.5f, -2.0f, 0.0f, INFINITY};
+  std::memcpy(c64.raw_data(), parts, sizeof(parts));
+  EXPECT_EQ(c64.TotalBytes(), 16u);
+  EXPECT_EQ(c64.ComplexElement(0), std::make_pair(1.5, -2.0));
+  EXPECT_EQ(c64.DebugString(), "complex64[2] {(1.5,-2), (0,inf)}");
+  Tensor c128(DT_COMPLEX128, TensorShape({1}));
+  const double pair[] = {0.25, 1e300};
+  std::memcpy(c128.raw_data(), pair, sizeof(pair));
+  EXPECT_EQ(c128.TotalBytes(), 16u);
+  EXPECT_EQ(c128.ComplexElement(0), std::make_pair(0.25, 1e300));
+  EXPECT_EQ(DataTypeSize(DT_COMPLEX128), 16u);
+  EXPECT_FALSE(IsNumericType(DT_COMPLEX64));  // held, not computed with
 }
 
 TEST(Types, HalfAndBfloat16ConvertWithRounding) {

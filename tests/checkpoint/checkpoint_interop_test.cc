@@ -132,6 +132,24 @@ TEST(NameBasedRestore, Tf1SaverCheckpointMatchesVariablesByName) {
   EXPECT_FLOAT_EQ(ValueOf(*session, *b).scalar<float>(), 1.049525f);
 }
 
+// A TF1 checkpoint has no save_counter: InitializeOrRestore initializes it,
+// so the training loop that restored it can save and number from 1.
+TEST(NameBasedRestore, InitializeOrRestoreLetsTheLoopSave) {
+  Scope scope = Scope::NewRootScope();
+  auto model = std::make_shared<Module>();
+  model->Track("weight", Variable::Create(scope, "W", ops::Const(scope, 0.0f)));
+  model->Track("bias", Variable::Create(scope, "b", ops::Const(scope, 0.0f)));
+  Checkpoint checkpoint(scope, {{"model", model}});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(
+      LoadStatus status, checkpoint.Restore(Fixture("tf1_onnx_regression/model")));
+  auto session = NewSession(scope);
+  CKFLOW_ASSERT_OK(status.InitializeOrRestore(*session));
+  EXPECT_EQ(ValueOf(*session, *checkpoint.save_counter()).scalar<int64_t>(), 0);
+  const std::string dir = testing::NewTempDir("tf1");
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string saved, checkpoint.Save(dir + "/ckpt", *session));
+  EXPECT_EQ(saved, dir + "/ckpt-1");
+}
+
 TEST(NameBasedRestore, TwoShardTransformerReportsVariablesItLacks) {
   Scope scope = Scope::NewRootScope();
   auto model = std::make_shared<Module>();

@@ -85,7 +85,7 @@ class RestorePathsTest : public ::testing::Test {
     std::mt19937_64 rng(7);
     const DataType dtypes[] = {DT_FLOAT, DT_DOUBLE, DT_INT32, DT_UINT8,    DT_INT16,
                                DT_INT8,  DT_INT64,  DT_BOOL,  DT_BFLOAT16, DT_UINT16,
-                               DT_HALF,  DT_UINT32, DT_UINT64};
+                               DT_HALF,  DT_UINT32, DT_UINT64, DT_COMPLEX64, DT_COMPLEX128};
     for (DataType dtype : dtypes) {
       // Every element size gets the large sizes; the rest only the small.
       const bool large = dtype == DT_FLOAT || dtype == DT_DOUBLE || dtype == DT_INT8 ||

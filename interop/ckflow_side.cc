@@ -1,0 +1,492 @@
+// The ckflow half of the TensorFlow interop suite (interop/test_interop.py
+// is the other half and the judge): small steps the suite runs in turn with
+// TensorFlow's, each reading what the other side wrote.
+//
+//   interop_ckflow train   --dir D [--restore latest|none|PATH] --data F --steps N ...
+//       The graph-mode example of tf.compat.v1.train.Checkpoint: a Regress
+//       model (Dense "input_transform", Dense "hidden" with ReLU, Dense
+//       "out") and an optimizer, restored before the model is built (so the
+//       layers' variables and the slots restore as they appear), trained,
+//       saved.
+//   interop_ckflow weights [--load P] [--load-via-checkpoint P] [--save P] ...
+//       Keras' Sequential([Dense(4), Dense(2)]) and its weights files.
+//   interop_ckflow generic --spec F [--restore PATH|--restore-latest D] ...
+//       A tree of modules and variables made from the keys of a values file
+//       ("a/b/.ATTRIBUTES/VARIABLE_VALUE" is variable b of module a), for
+//       dtypes, devices, managers and structure checks.
+//
+// Both print what they did as "name: value" lines on stdout (kind,
+// assert_consumed, save_counter, saved, ...), and dump the live values of
+// every variable, keyed by checkpoint key, to values files
+// (interop/values_file.h).
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint.h"
+#include "interop/values_file.h"
+#include "ops/array_ops.h"
+#include "ops/layers.h"
+#include "ops/losses.h"
+#include "ops/nn_ops.h"
+#include "ops/optimizers.h"
+#include "ops/variables.h"
+#include "runtime/session.h"
+
+namespace ckflow::interop {
+namespace {
+
+constexpr char kValueSuffix[] = "/.ATTRIBUTES/VARIABLE_VALUE";
+
+// tf.Module.
+class Module : public Trackable {
+ public:
+  std::string TypeName() const override { return "Module"; }
+};
+
+class Regress : public Model {
+ public:
+  Regress() : Model("regress") {
+    input_transform_ = Track("input_transform", Dense::Make(10));
+    hidden_ = Track("hidden", Dense::Make(10, {.activation = ops::Relu}));
+    out_ = Track("out", Dense::Make(1));
+  }
+
+ protected:
+  Output Call(const Scope& scope, Output x) override {
+    return (*out_)(scope, (*hidden_)(scope, (*input_transform_)(scope, x)));
+  }
+
+ private:
+  std::shared_ptr<Dense> input_transform_, hidden_, out_;
+};
+
+// TensorFlow's escaping of an object name in a key (trackable/base.py).
+std::string EscapeName(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    if (c == '.') {
+      out += "..";
+    } else if (c == '/') {
+      out += ".S";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// Every variable reachable from `root`, with the checkpoint key its value is
+// saved under: breadth first, as the object graph is numbered, so a shared
+// object gets its first path; slots keyed by variable and optimizer path.
+std::vector<std::pair<std::string, std::shared_ptr<Variable>>> VariablesByKey(
+    const std::shared_ptr<Trackable>& root) {
+  std::vector<std::pair<std::string, std::shared_ptr<Variable>>> out;
+  std::map<const Trackable*, std::string> seen = {{root.get(), ""}};
+  std::deque<std::shared_ptr<Trackable>> queue = {root};
+  std::vector<std::pair<std::string, std::shared_ptr<Trackable>>> visited;
+  while (!queue.empty()) {
+    std::shared_ptr<Trackable> node = queue.front();
+    queue.pop_front();
+    const std::string& path = seen[node.get()];
+    visited.emplace_back(path, node);
+    for (const auto& [name, child] : node->Children()) {
+      if (child == nullptr || seen.count(child.get())) continue;
+      seen[child.get()] = (path.empty() ? "" : path + "/") + EscapeName(name);
+      queue.push_back(child);
+    }
+  }
+  for (const auto& [path, node] : visited) {
+    if (auto v = std::dynamic_pointer_cast<Variable>(node)) out.emplace_back(path + kValueSuffix, v);
+  }
+  for (const auto& [opt_path, node] : visited) {
+    auto owner = std::dynamic_pointer_cast<SlotOwner>(node);
+    if (owner == nullptr) continue;
+    for (const auto& [var_path, var_node] : visited) {
+      if (std::dynamic_pointer_cast<Variable>(var_node) == nullptr) continue;
+      for (const std::string& slot_name : owner->SlotNames()) {
+        auto slot = std::dynamic_pointer_cast<Variable>(owner->GetSlot(*var_node, slot_name));
+        if (slot == nullptr) continue;
+        out.emplace_back(var_path + "/.OPTIMIZER_SLOT/" + opt_path + "/" + EscapeName(slot_name) +
+                             kValueSuffix,
+                         slot);
+      }
+    }
+  }
+  return out;
+}
+
+Status DumpValues(Session& session, const std::shared_ptr<Trackable>& root,
+                  const std::string& path) {
+  auto vars = VariablesByKey(root);
+  std::vector<Output> fetches;
+  for (const auto& [key, v] : vars) fetches.push_back(v->value());
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> values, session.Run({}, fetches));
+  NamedTensors named;
+  for (size_t i = 0; i < vars.size(); ++i) named.emplace_back(vars[i].first, values[i]);
+  return WriteValues(path, named);
+}
+
+void Report(const std::string& name, const std::string& value) {
+  std::printf("%s: %s\n", name.c_str(), value.c_str());
+}
+
+// "ok", or "failed: " and the message's first line.
+std::string Outcome(const Status& s) {
+  if (s.ok()) return "ok";
+  std::string message = s.ToString();
+  return "failed: " + message.substr(0, message.find('\n'));
+}
+
+void ReportAssertions(const LoadStatus& status) {
+  Report("kind", std::string(status.kind_name()));
+  Report("assert_consumed", Outcome(status.AssertConsumed()));
+  Report("assert_existing_objects_matched", Outcome(status.AssertExistingObjectsMatched()));
+  Report("assert_nontrivial_match", Outcome(status.AssertNontrivialMatch()));
+}
+
+StatusOr<int64_t> SaveCounter(Session& session, const Checkpoint& checkpoint) {
+  if (checkpoint.save_counter() == nullptr) return int64_t{0};
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> out,
+                          session.Run({}, {checkpoint.save_counter()->value()}));
+  return out[0].scalar<int64_t>();
+}
+
+std::optional<std::string> RestorePath(const std::string& restore, const std::string& dir) {
+  if (restore == "none" || restore.empty()) return std::nullopt;
+  if (restore == "latest") return LatestCheckpoint(dir);
+  return restore;
+}
+
+// Rows [begin, begin + count) of a [rows, ...] float tensor.
+Tensor Rows(const Tensor& t, int64_t begin, int64_t count) {
+  std::vector<int64_t> dims = t.shape().dims();
+  const int64_t row = t.NumElements() / dims[0];
+  dims[0] = count;
+  Tensor out(DT_FLOAT, TensorShape(dims));
+  std::memcpy(out.raw_data(), t.flat<float>().data() + begin * row,
+              static_cast<size_t>(count * row) * sizeof(float));
+  return out;
+}
+
+struct TrainOptions {
+  std::string dir;
+  std::string restore = "latest";
+  std::string data;
+  int64_t steps = 0;
+  int64_t batch = 8;
+  std::string optimizer = "adam";
+  float learning_rate = 0.01f;
+  std::string restored_dump, trained_dump;
+  std::string trajectory;  // dump after every step to "<trajectory>.<step>"
+  std::string save = "checkpoint";  // checkpoint | manager | none
+  int max_to_keep = 3;
+  bool expect_restore = false;
+};
+
+Status Train(const TrainOptions& o) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, {.shape = {-1, 4}});
+  Output y = ops::Placeholder(root.WithOpName("y"), DT_FLOAT, {.shape = {-1, 1}});
+  auto model = std::make_shared<Regress>();
+  std::shared_ptr<Optimizer> optimizer;
+  if (o.optimizer == "adam") {
+    optimizer = Adam::Make({.learning_rate = o.learning_rate});
+  } else if (o.optimizer == "momentum") {
+    optimizer = Momentum::Make({.learning_rate = o.learning_rate, .momentum = 0.9f});
+  } else if (o.optimizer == "sgd") {
+    optimizer = GradientDescent::Make(o.learning_rate);
+  } else {
+    return InvalidArgumentError("unknown optimizer '", o.optimizer, "'");
+  }
+  Checkpoint checkpoint(root, {{"optimizer", optimizer}, {"model", model}});
+  const std::optional<std::string> path = RestorePath(o.restore, o.dir);
+  if (o.expect_restore && !path) return NotFoundError("no checkpoint to restore in ", o.dir);
+  Report("restore", path.value_or("none"));
+  // Before the model is built: every restore below is deferred.
+  CKFLOW_ASSIGN_OR_RETURN(LoadStatus status, checkpoint.Restore(path));
+
+  Output loss = losses::MeanSquaredError(root, y, (*model)(root, x));
+  Output train_op = optimizer->Minimize(root, loss);
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(root.graph()));
+  CKFLOW_RETURN_IF_ERROR(status.InitializeOrRestore(*session));
+  if (path) ReportAssertions(status);
+  CKFLOW_ASSIGN_OR_RETURN(int64_t counter, SaveCounter(*session, checkpoint));
+  Report("restored_save_counter", std::to_string(counter));
+  if (!o.restored_dump.empty()) {
+    CKFLOW_RETURN_IF_ERROR(DumpValues(*session, checkpoint.root(), o.restored_dump));
+  }
+
+  if (o.steps > 0) {
+    CKFLOW_ASSIGN_OR_RETURN(NamedTensors data, ReadValues(o.data));
+    const Tensor* xs = nullptr;
+    const Tensor* ys = nullptr;
+    for (const auto& [key, t] : data) {
+      if (key == "x") xs = &t;
+      if (key == "y") ys = &t;
+    }
+    if (xs == nullptr || ys == nullptr) return InvalidArgumentError(o.data, ": needs x and y");
+    const int64_t batches = xs->shape().dim(0) / o.batch;
+    float last_loss = 0;
+    for (int64_t step = 0; step < o.steps; ++step) {
+      const int64_t begin = (step % batches) * o.batch;
+      CKFLOW_ASSIGN_OR_RETURN(
+          std::vector<Tensor> out,
+          session->Run({{x, Rows(*xs, begin, o.batch)}, {y, Rows(*ys, begin, o.batch)}}, {loss},
+                       {train_op}));
+      last_loss = out[0].scalar<float>();
+      if (!o.trajectory.empty()) {
+        CKFLOW_RETURN_IF_ERROR(DumpValues(*session, checkpoint.root(),
+                                          o.trajectory + "." + std::to_string(step + 1)));
+      }
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.9g", last_loss);
+    Report("loss", buf);
+  }
+
+  std::unique_ptr<CheckpointManager> manager;
+  if (o.save == "manager") {
+    CKFLOW_ASSIGN_OR_RETURN(manager, CheckpointManager::Create(checkpoint, o.dir,
+                                                               {.max_to_keep = o.max_to_keep}));
+    CKFLOW_ASSIGN_OR_RETURN(std::string saved, manager->Save(*session));
+    Report("saved", saved);
+  } else if (o.save == "checkpoint") {
+    CKFLOW_ASSIGN_OR_RETURN(std::string saved, checkpoint.Save(o.dir + "/ckpt", *session));
+    Report("saved", saved);
+  }
+  CKFLOW_ASSIGN_OR_RETURN(counter, SaveCounter(*session, checkpoint));
+  Report("save_counter", std::to_string(counter));
+  if (!o.trained_dump.empty()) {
+    CKFLOW_RETURN_IF_ERROR(DumpValues(*session, checkpoint.root(), o.trained_dump));
+  }
+  return OkStatus();
+}
+
+struct GenericOptions {
+  std::string spec;
+  bool zeros = false;
+  std::string restore;
+  std::string restore_latest;
+  bool expect_partial = false;
+  std::string dump;
+  std::string write, save, manager;
+  int max_to_keep = 5;
+  std::optional<double> keep_every_hours;
+  std::string checkpoint_name = "ckpt";
+  int devices = 1;
+  int files_per_device = 0;
+};
+
+// A zero (false, empty) tensor like `t`.
+Tensor ZerosLike(const Tensor& t) {
+  Tensor out(t.dtype(), t.shape());
+  if (t.dtype() == DT_STRING) {
+    for (std::string& s : out.flat<std::string>()) s.clear();
+  } else {
+    std::memset(out.raw_data(), 0, out.TotalBytes());
+  }
+  return out;
+}
+
+Status Generic(const GenericOptions& o) {
+  CKFLOW_ASSIGN_OR_RETURN(NamedTensors spec, ReadValues(o.spec));
+  Scope root = Scope::NewRootScope();
+  auto top = std::make_shared<Module>();
+  std::map<std::string, std::shared_ptr<Trackable>> modules = {{"", top}};
+  int index = 0;
+  for (const auto& [key, value] : spec) {
+    if (key == std::string("save_counter") + kValueSuffix) continue;
+    const size_t suffix = key.rfind(kValueSuffix);
+    if (suffix == std::string::npos || suffix + std::strlen(kValueSuffix) != key.size() ||
+        key.find("/.") != suffix) {
+      return InvalidArgumentError("spec key '", key, "' is not a plain variable's");
+    }
+    const std::string object_path = key.substr(0, suffix);
+    const size_t slash = object_path.rfind('/');
+    const std::string parent_path = slash == std::string::npos ? "" : object_path.substr(0, slash);
+    const std::string name = object_path.substr(slash == std::string::npos ? 0 : slash + 1);
+    // The parent chain, made as needed.
+    std::shared_ptr<Trackable> parent = top;
+    std::string at;
+    for (size_t begin = 0; begin < parent_path.size();) {
+      size_t end = parent_path.find('/', begin);
+      if (end == std::string::npos) end = parent_path.size();
+      const std::string part = parent_path.substr(begin, end - begin);
+      at += (at.empty() ? "" : "/") + part;
+      auto& module = modules[at];
+      if (module == nullptr) module = parent->Track(part, std::make_shared<Module>());
+      parent = module;
+      begin = end + 1;
+    }
+    VariableOptions options;
+    if (o.devices > 1) {
+      options.device =
+          "/job:localhost/replica:0/task:0/device:CPU:" + std::to_string(index % o.devices);
+    }
+    ++index;
+    auto var = Variable::Create(root, object_path,
+                                ops::Const(root, o.zeros ? ZerosLike(value) : value), options);
+    if (var == nullptr) return root.status();
+    parent->Track(name, var);
+  }
+
+  Checkpoint::Dependencies dependencies;
+  for (const auto& [name, child] : top->Children()) dependencies.emplace_back(name, child);
+  Checkpoint checkpoint(root, dependencies);
+
+  std::optional<std::string> path;
+  if (!o.restore.empty()) path = o.restore;
+  if (!o.restore_latest.empty()) {
+    path = LatestCheckpoint(o.restore_latest);
+    if (!path) return NotFoundError("no checkpoint in ", o.restore_latest);
+  }
+  std::optional<LoadStatus> status;
+  if (path) {
+    CKFLOW_ASSIGN_OR_RETURN(status, checkpoint.Restore(path));
+  }
+  CKFLOW_RETURN_IF_ERROR(root.status());
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(root.graph()));
+  CKFLOW_RETURN_IF_ERROR(session->Run({}, {}, {GlobalVariablesInitializer(root)}).status());
+  if (status) {
+    Report("restore", Outcome(status->RunRestoreOps(*session)));
+    ReportAssertions(*status);
+    if (o.expect_partial) status->ExpectPartial();
+  }
+  CKFLOW_ASSIGN_OR_RETURN(int64_t counter, SaveCounter(*session, checkpoint));
+  Report("restored_save_counter", std::to_string(counter));
+  if (!o.dump.empty()) CKFLOW_RETURN_IF_ERROR(DumpValues(*session, checkpoint.root(), o.dump));
+
+  const SaveOptions save_options{.files_per_device = o.files_per_device};
+  if (!o.write.empty()) {
+    CKFLOW_ASSIGN_OR_RETURN(std::string saved, checkpoint.Write(o.write, *session, save_options));
+    Report("saved", saved);
+  }
+  if (!o.save.empty()) {
+    CKFLOW_ASSIGN_OR_RETURN(std::string saved, checkpoint.Save(o.save, *session, save_options));
+    Report("saved", saved);
+  }
+  if (!o.manager.empty()) {
+    CKFLOW_ASSIGN_OR_RETURN(auto manager, CheckpointManager::Create(
+                                              checkpoint, o.manager,
+                                              {.max_to_keep = o.max_to_keep,
+                                               .keep_checkpoint_every_n_hours = o.keep_every_hours,
+                                               .checkpoint_name = o.checkpoint_name,
+                                               .save_options = save_options}));
+    CKFLOW_ASSIGN_OR_RETURN(std::string saved, manager->Save(*session));
+    Report("saved", saved);
+    std::string kept;
+    for (const std::string& p : manager->checkpoints()) kept += (kept.empty() ? "" : " ") + p;
+    Report("kept", kept);
+  }
+  CKFLOW_ASSIGN_OR_RETURN(counter, SaveCounter(*session, checkpoint));
+  Report("save_counter", std::to_string(counter));
+  return OkStatus();
+}
+
+struct WeightsOptions {
+  std::string load, load_via_checkpoint, save, dump;
+};
+
+// Keras' Sequential([Dense(4), Dense(2)]) called on [batch, 3] inputs, and
+// its weights through LoadWeights / SaveWeights (the model is the root), or
+// through a Checkpoint whose child "model" it is.
+Status Weights(const WeightsOptions& o) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, {.shape = {-1, 3}});
+  auto model = Sequential::Make({Dense::Make(4), Dense::Make(2)});
+  (*model)(root, x);
+  std::optional<Checkpoint> checkpoint;
+  std::optional<LoadStatus> status;
+  if (!o.load_via_checkpoint.empty()) {
+    checkpoint.emplace(root, Checkpoint::Dependencies{{"model", model}});
+    CKFLOW_ASSIGN_OR_RETURN(status, checkpoint->Restore(o.load_via_checkpoint));
+  }
+  CKFLOW_RETURN_IF_ERROR(root.status());
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(root.graph()));
+  CKFLOW_RETURN_IF_ERROR(session->Run({}, {}, {GlobalVariablesInitializer(root)}).status());
+  if (!o.load.empty()) {
+    StatusOr<LoadStatus> loaded = LoadWeights(model, o.load, *session);
+    Report("load_weights", Outcome(loaded.status()));
+    if (loaded.ok()) status = *loaded;
+  }
+  if (status) {
+    Report("restore", Outcome(status->RunRestoreOps(*session)));
+    ReportAssertions(*status);
+    status->ExpectPartial();
+  }
+  if (!o.dump.empty()) CKFLOW_RETURN_IF_ERROR(DumpValues(*session, model, o.dump));
+  if (!o.save.empty()) {
+    CKFLOW_RETURN_IF_ERROR(SaveWeights(model, o.save, *session));
+    Report("saved", o.save);
+  }
+  return OkStatus();
+}
+
+}  // namespace
+}  // namespace ckflow::interop
+
+int main(int argc, char** argv) {
+  using namespace ckflow::interop;  // NOLINT
+  CLI::App app{"ckflow's side of the TensorFlow interop suite"};
+  app.require_subcommand(1);
+
+  TrainOptions t;
+  CLI::App* train = app.add_subcommand("train", "restore, train and save the Regress example");
+  train->add_option("--dir", t.dir, "checkpoint directory")->required();
+  train->add_option("--restore", t.restore, "latest (of --dir), none, or a checkpoint prefix");
+  train->add_flag("--expect-restore", t.expect_restore, "fail if there is nothing to restore");
+  train->add_option("--data", t.data, "values file with x [N,4] and y [N,1]");
+  train->add_option("--steps", t.steps, "training steps");
+  train->add_option("--batch", t.batch, "rows per step");
+  train->add_option("--optimizer", t.optimizer, "adam, momentum or sgd");
+  train->add_option("--learning-rate", t.learning_rate, "learning rate");
+  train->add_option("--restored", t.restored_dump, "dump the values after the restore here");
+  train->add_option("--trained", t.trained_dump, "dump the values after training here");
+  train->add_option("--trajectory", t.trajectory, "dump the values after every step to PATH.N");
+  train->add_option("--save", t.save, "checkpoint (Checkpoint::Save), manager or none");
+  train->add_option("--max-to-keep", t.max_to_keep, "the manager's max_to_keep");
+
+  GenericOptions g;
+  CLI::App* generic = app.add_subcommand("generic", "modules and variables from a values file");
+  generic->add_option("--spec", g.spec, "values file: the variables and their values")->required();
+  generic->add_flag("--zeros", g.zeros, "initialize with zeros instead of the spec's values");
+  generic->add_option("--restore", g.restore, "restore this checkpoint");
+  generic->add_option("--restore-latest", g.restore_latest, "restore the latest checkpoint here");
+  generic->add_flag("--expect-partial", g.expect_partial, "call ExpectPartial on the status");
+  generic->add_option("--dump", g.dump, "dump the values (after any restore) here");
+  generic->add_option("--write", g.write, "Checkpoint::Write to this prefix");
+  generic->add_option("--save", g.save, "Checkpoint::Save with this prefix");
+  generic->add_option("--manager", g.manager, "CheckpointManager::Save in this directory");
+  generic->add_option("--max-to-keep", g.max_to_keep, "the manager's max_to_keep");
+  generic->add_option("--keep-every-hours", g.keep_every_hours,
+                      "the manager's keep_checkpoint_every_n_hours");
+  generic->add_option("--checkpoint-name", g.checkpoint_name, "the manager's checkpoint_name");
+  generic->add_option("--devices", g.devices, "spread the variables over this many CPU devices");
+  generic->add_option("--files-per-device", g.files_per_device, "SaveOptions::files_per_device");
+  WeightsOptions w;
+  CLI::App* weights = app.add_subcommand("weights", "Keras' Sequential, through its weights");
+  weights->add_option("--load", w.load, "LoadWeights from this prefix");
+  weights->add_option("--load-via-checkpoint", w.load_via_checkpoint,
+                      "restore this prefix through Checkpoint{model}");
+  weights->add_option("--save", w.save, "SaveWeights to this prefix");
+  weights->add_option("--dump", w.dump, "dump the model's values here");
+  CLI11_PARSE(app, argc, argv);
+
+  ckflow::Status status = train->parsed()   ? Train(t)
+                          : weights->parsed() ? Weights(w)
+                                              : Generic(g);
+  std::fflush(stdout);
+  if (!status.ok()) {
+    std::fprintf(stderr, "interop_ckflow: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

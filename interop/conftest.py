@@ -1,0 +1,57 @@
+"""Shared setup of the interop suite: TensorFlow quiet and with two logical
+CPU devices (set before anything touches a device), and the ckflow programs
+built by ./run.sh interop."""
+
+import os
+import subprocess
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+_cpus = tf.config.list_physical_devices("CPU")
+tf.config.set_logical_device_configuration(
+    _cpus[0], [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()]
+)
+
+BUILD = os.environ.get("CKFLOW_BUILD", os.path.join(os.path.dirname(__file__), "..", "build", "release"))
+
+
+def _program(*parts):
+    path = os.path.join(BUILD, *parts)
+    if not os.access(path, os.X_OK):
+        pytest.exit(f"{path} is missing: build it with ./run.sh interop", returncode=2)
+    return path
+
+
+class Ckflow:
+    """Runs the ckflow programs; .side(...) parses their "name: value" lines."""
+
+    def __init__(self):
+        self.side_program = _program("interop", "interop_ckflow")
+        self.cli_program = _program("tools", "ckflow")
+
+    def side(self, *args, check=True):
+        proc = subprocess.run(
+            [self.side_program, *map(str, args)], capture_output=True, text=True, check=False
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"interop_ckflow {' '.join(map(str, args))}:\n{proc.stderr}")
+        report = {}
+        for line in proc.stdout.splitlines():
+            name, _, value = line.partition(": ")
+            report[name] = value
+        report["returncode"] = proc.returncode
+        report["stderr"] = proc.stderr
+        return report
+
+    def cli(self, *args):
+        return subprocess.run(
+            [self.cli_program, *map(str, args)], capture_output=True, text=True, check=True
+        ).stdout
+
+
+@pytest.fixture(scope="session")
+def ckflow():
+    return Ckflow()

@@ -1,0 +1,572 @@
+"""TensorFlow 2.21 as the judge: ckflow and TensorFlow take turns on the
+same checkpoints, and every value they hand over must arrive bit for bit.
+
+Each test runs TensorFlow here and ckflow's programs (interop/ckflow_side.cc,
+the ckflow CLI) as subprocesses; both dump their live variables, keyed by
+checkpoint key, to values files (values.py) that the test compares."""
+
+import gc
+import json
+import os
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_side
+import values
+
+SUFFIX = tf_side.SUFFIX
+
+
+def assert_same_bits(got, want, what):
+    """Two dumps {key: entry}: the same keys, dtypes, shapes and bytes."""
+    assert sorted(got) == sorted(want), f"{what}: keys differ"
+    differ = [k for k in want if got[k] != want[k]]
+    assert not differ, f"{what}: values differ in {differ}"
+
+
+def read(path):
+    return values.read(str(path))
+
+
+# (1), (3): the seed's graph-mode example, alternating TF -> ckflow -> TF ->
+# ckflow in one directory. Each side restores the other's latest checkpoint
+# through the state file before its model is built (deferred: the layers'
+# variables and Adam's slots restore as they appear), asserts it consumed
+# everything, holds exactly the bits the other side saved, trains and saves
+# the next checkpoint.
+def test_seed_example_alternates_tf_ckflow_tf(tmp_path, ckflow):
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    data_file = tmp_path / "data"
+    data = tf_side.make_data(data_file)
+
+    tf1 = tf_side.train(str(d), data, restore="latest", steps=5)
+    assert tf1["restore"] == "none"
+    assert tf1["saved"] == str(d / "ckpt-1")
+
+    ck2 = ckflow.side(
+        "train", "--dir", d, "--expect-restore", "--data", data_file, "--steps", 5,
+        "--restored", tmp_path / "ck2.restored", "--trained", tmp_path / "ck2.trained",
+    )
+    assert ck2["restore"] == str(d / "ckpt-1")
+    assert ck2["kind"] == "CheckpointLoadStatus"
+    assert ck2["assert_consumed"] == "ok"
+    assert ck2["restored_save_counter"] == "1"
+    assert ck2["saved"] == str(d / "ckpt-2")
+    assert ck2["save_counter"] == "2"
+    assert_same_bits(read(tmp_path / "ck2.restored"), tf1["trained"], "ckflow restoring ckpt-1")
+    slots = [k for k in tf1["trained"] if "/.OPTIMIZER_SLOT/optimizer/" in k]
+    assert len(slots) == 12  # m and v of 6 variables
+    assert "optimizer/beta1_power" + SUFFIX in tf1["trained"]
+
+    tf3 = tf_side.train(str(d), data, restore="latest", steps=5)
+    assert tf3["restore"] == str(d / "ckpt-2")
+    assert tf3["assert_consumed"] == "ok"
+    assert tf3["restored_save_counter"] == "2"
+    assert tf3["saved"] == str(d / "ckpt-3")
+    assert tf3["save_counter"] == "3"
+    assert_same_bits(tf3["restored"], read(tmp_path / "ck2.trained"), "TensorFlow restoring ckpt-2")
+
+    ck4 = ckflow.side(
+        "train", "--dir", d, "--expect-restore", "--data", data_file, "--steps", 5,
+        "--restored", tmp_path / "ck4.restored",
+    )
+    assert ck4["restore"] == str(d / "ckpt-3")
+    assert ck4["assert_consumed"] == "ok"
+    assert ck4["saved"] == str(d / "ckpt-4")
+    assert ck4["save_counter"] == "4"
+    assert_same_bits(read(tmp_path / "ck4.restored"), tf3["trained"], "ckflow restoring ckpt-3")
+
+    # The state file ckflow wrote last, as TensorFlow reads it.
+    state = tf.train.get_checkpoint_state(str(d))
+    assert state.model_checkpoint_path == str(d / "ckpt-4")
+    assert tf.train.latest_checkpoint(str(d)) == str(d / "ckpt-4")
+
+
+# (8) Every dtype both share (all of ckflow's but resource), with the awkward values of each: NaN payloads,
+# -0, infinities, subnormals, integer extremes, complex parts, strings with
+# NULs and bytes that are not UTF-8.
+def dtype_values(seed):
+    rng = np.random.default_rng(seed)
+    out = {}
+    for dtype in (tf.float16, tf.bfloat16, tf.float32, tf.float64):
+        np_type = dtype.as_numpy_dtype
+        special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -2.5], dtype=np.float64)
+        array = np.concatenate([special, rng.normal(0, 1e3, 9)]).astype(np_type)
+        array.view(f"u{array.itemsize}")[-1] = 1  # the smallest subnormal
+        out[dtype.name] = (dtype, array.reshape(4, 4))
+    # A NaN with a payload, and a negative one.
+    f32 = out["float32"][1].reshape(-1).view(np.uint32)
+    f32[8], f32[9] = 0x7FC12345, 0xFFC00001
+    f64 = out["float64"][1].reshape(-1).view(np.uint64)
+    f64[8] = 0x7FF8000000ABCDEF
+    for dtype in (tf.int8, tf.uint8, tf.int16, tf.uint16, tf.int32, tf.uint32, tf.int64, tf.uint64):
+        info = np.iinfo(dtype.as_numpy_dtype)
+        array = rng.integers(info.min, info.max, size=6, dtype=dtype.as_numpy_dtype, endpoint=True)
+        array[:2] = info.min, info.max
+        out[dtype.name] = (dtype, array.reshape(2, 3))
+    out["bool"] = (tf.bool, np.array([True, False, False, True, seed % 2 == 0]))
+    for dtype in (tf.complex64, tf.complex128):
+        array = (rng.normal(size=4) + 1j * rng.normal(size=4)).astype(dtype.as_numpy_dtype)
+        array[0] = complex(-0.0, np.inf)
+        array.view(np.float32 if dtype == tf.complex64 else np.float64)[3] = np.nan
+        out[dtype.name] = (dtype, array)
+    out["string"] = (
+        tf.string,
+        np.array([[b"", b"\x00\xff\xfe", "λ ckflow".encode()], [bytes(range(256)), b"a" * (1000 + seed), b"\n"]],
+                 dtype=object),
+    )
+    out["scalar_float32"] = (tf.float32, np.array(3.25 + seed, dtype=np.float32))
+    out["empty_int32"] = (tf.int32, np.zeros([0, 3], dtype=np.int32))
+    return {f"dtypes/{name}{SUFFIX}": value for name, value in out.items()}
+
+
+def tf_module(spec):
+    """Nested tf.Modules with a tf.Variable per spec key (as the ckflow side
+    builds from the same keys); returns {top-level name: module}, {key: var}."""
+    top, variables = tf.Module(), {}
+    for key, (dtype, array) in spec.items():
+        path = key[: -len(SUFFIX)].split("/")
+        parent = top
+        for part in path[:-1]:
+            if not hasattr(parent, part):
+                setattr(parent, part, tf.Module())
+            parent = getattr(parent, part)
+        var = tf.Variable(tf.constant(array, dtype=dtype), name=path[-1])
+        setattr(parent, path[-1], var)
+        variables[key] = var
+    roots = {name: getattr(top, name) for name in {k.split("/")[0] for k in spec}}
+    return roots, variables
+
+
+def zeros_spec(spec):
+    return {
+        k: (dtype, np.full(np.shape(a), b"", dtype=object) if dtype == tf.string else np.zeros_like(a))
+        for k, (dtype, a) in spec.items()
+    }
+
+
+def eager_dump(variables, checkpoint=None):
+    out = {k: values.entry(v.dtype, v.numpy()) for k, v in variables.items()}
+    if checkpoint is not None:
+        out["save_counter" + SUFFIX] = values.entry(tf.int64, checkpoint.save_counter.numpy())
+    return out
+
+
+def expected_dump(spec):
+    return {k: values.entry(dtype, a) for k, (dtype, a) in spec.items()}
+
+
+def listing_tf(prefix):
+    reader = tf.train.load_checkpoint(str(prefix))
+    dtypes = reader.get_variable_to_dtype_map()
+    shapes = dict(tf.train.list_variables(str(prefix)))
+    return sorted((k, dtypes[k].name, list(shapes[k])) for k in shapes)
+
+
+def listing_ckflow(ckflow, prefix):
+    tensors = json.loads(ckflow.cli("inspect", "--json", prefix))["tensors"]
+    return sorted((t["key"], t["dtype"], t["shape"]) for t in tensors)
+
+
+def test_every_shared_dtype_round_trips_bit_for_bit(tmp_path, ckflow):
+    spec_a, spec_b = dtype_values(1), dtype_values(2)
+    values.write(tmp_path / "a", spec_a)
+    values.write(tmp_path / "b", spec_b)
+
+    # TensorFlow writes A; ckflow restores it into zeros and writes it back.
+    roots, variables = tf_module(spec_a)
+    tf_a = tf.train.Checkpoint(**roots).save(str(tmp_path / "tf_a"))
+    assert eager_dump(variables) == expected_dump(spec_a)  # the side file says what TF holds
+    ck = ckflow.side(
+        "generic", "--spec", tmp_path / "a", "--zeros", "--restore", tf_a,
+        "--dump", tmp_path / "ck_a", "--write", tmp_path / "ck_a_ckpt",
+    )
+    assert ck["restore"] == "ok" and ck["assert_consumed"] == "ok"
+    got = read(tmp_path / "ck_a")
+    del got["save_counter" + SUFFIX]
+    assert_same_bits(got, expected_dump(spec_a), "ckflow restoring TensorFlow's dtypes")
+
+    # ckflow writes B from its own constants.
+    ck = ckflow.side("generic", "--spec", tmp_path / "b", "--write", tmp_path / "ck_b_ckpt")
+    assert ck["saved"] == str(tmp_path / "ck_b_ckpt")
+
+    for prefix, spec in ((tmp_path / "ck_a_ckpt", spec_a), (tmp_path / "ck_b_ckpt", spec_b)):
+        roots, variables = tf_module(zeros_spec(spec))
+        # ck_a_ckpt holds the save_counter ckflow restored: TensorFlow's
+        # read() (the pair of write()) would leave it unmatched.
+        checkpoint = tf.train.Checkpoint(**roots)
+        status = checkpoint.restore(str(prefix)) if spec is spec_a else checkpoint.read(str(prefix))
+        status.assert_consumed()
+        assert_same_bits(eager_dump(variables), expected_dump(spec), f"TensorFlow reading {prefix}")
+
+    # The two tools list the same tensors, dtypes and shapes.
+    for prefix in (tf_a, tmp_path / "ck_a_ckpt", tmp_path / "ck_b_ckpt"):
+        assert listing_ckflow(ckflow, prefix) == listing_tf(prefix), prefix
+
+
+def float_spec(names, seed, shape=(3,)):
+    rng = np.random.default_rng(seed)
+    return {
+        f"{name}{SUFFIX}": (tf.float32, rng.normal(size=shape).astype(np.float32)) for name in names
+    }
+
+
+def data_files(prefix):
+    directory, base = os.path.split(str(prefix))
+    return sorted(f for f in os.listdir(directory) if f.startswith(base + ".data-"))
+
+
+class ShardPerDevice(tf.train.experimental.ShardingCallback):
+    """A data file per device, as ckflow shards (TensorFlow's default maps
+    every device of a task to one file)."""
+
+    @property
+    def description(self):
+        return "a data file per device"
+
+    def __call__(self, shardable_tensors):
+        shards = {}
+        for t in shardable_tensors:
+            shard = shards.setdefault(t.device.to_string(), {})
+            shard.setdefault(t.checkpoint_key, {})[t.slice_spec] = t.tensor
+        return list(shards.values())
+
+
+# (7) Variables on two logical CPU devices, over several data files, both ways.
+def test_two_devices_and_several_data_files_both_ways(tmp_path, ckflow):
+    names = [f"model/v{i}" for i in range(6)]
+    spec_a = float_spec(names, 3, shape=(64, 64))
+    spec_b = float_spec(names, 4, shape=(64, 64))
+    values.write(tmp_path / "a", spec_a)
+    values.write(tmp_path / "b", spec_b)
+
+    model = tf.Module()
+    variables = {}
+    for i, (key, (dtype, array)) in enumerate(spec_a.items()):
+        with tf.device(f"/cpu:{i % 2}"):
+            variables[key] = tf.Variable(array, name=f"v{i}")
+        setattr(model, f"v{i}", variables[key])
+    assert {v.device[-5:] for v in variables.values()} == {"CPU:0", "CPU:1"}
+    options = tf.train.CheckpointOptions(experimental_sharding_callback=ShardPerDevice())
+    tf_a = tf.train.Checkpoint(model=model).save(str(tmp_path / "tf_a"), options=options)
+    assert data_files(tf_a) == ["tf_a-1.data-00000-of-00002", "tf_a-1.data-00001-of-00002"]
+    ck = ckflow.side(
+        "generic", "--spec", tmp_path / "a", "--zeros", "--restore", tf_a,
+        "--dump", tmp_path / "ck_a",
+    )
+    assert ck["restore"] == "ok" and ck["assert_consumed"] == "ok"
+    got = read(tmp_path / "ck_a")
+    del got["save_counter" + SUFFIX]
+    assert_same_bits(got, expected_dump(spec_a), "ckflow reading TensorFlow's sharded save")
+
+    # Graph mode, as TensorFlow shards by default: both devices of the task
+    # go to one data file (checkpoint/NOTES.md).
+    with tf.Graph().as_default():
+        model = tf.Module()
+        for i, (key, (dtype, array)) in enumerate(spec_a.items()):
+            with tf.device(f"/cpu:{i % 2}"):
+                setattr(model, f"v{i}", tf.Variable(array, name=f"v{i}"))
+        checkpoint = tf.compat.v1.train.Checkpoint(model=model)
+        config = tf.compat.v1.ConfigProto(device_count={"CPU": 2})
+        with tf.compat.v1.Session(config=config) as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            tf_graph = checkpoint.save(str(tmp_path / "tf_graph"), session=session)
+    assert data_files(tf_graph) == ["tf_graph-1.data-00000-of-00001"]
+    ck = ckflow.side(
+        "generic", "--spec", tmp_path / "a", "--zeros", "--restore", tf_graph,
+        "--dump", tmp_path / "ck_graph",
+    )
+    assert ck["restore"] == "ok" and ck["assert_consumed"] == "ok"
+    got = read(tmp_path / "ck_graph")
+    del got["save_counter" + SUFFIX]
+    assert_same_bits(got, expected_dump(spec_a), "ckflow reading TensorFlow's graph-mode save")
+
+    ck = ckflow.side(
+        "generic", "--spec", tmp_path / "b", "--devices", 2, "--files-per-device", 2,
+        "--write", tmp_path / "ck_b",
+    )
+    assert data_files(tmp_path / "ck_b") == [f"ck_b.data-0000{i}-of-00004" for i in range(4)]
+    roots, variables = tf_module(zeros_spec(spec_b))
+    tf.train.Checkpoint(**roots).read(str(tmp_path / "ck_b")).assert_consumed()
+    assert_same_bits(eager_dump(variables), expected_dump(spec_b), "TensorFlow reading ckflow's")
+    assert listing_ckflow(ckflow, tmp_path / "ck_b") == listing_tf(tmp_path / "ck_b")
+
+
+# Where they differ (checkpoint/NOTES.md): TensorFlow's MaxShardSizePolicy
+# slices a value across data files to fill each one; ckflow reads no slices,
+# and says so by key rather than restoring part of it.
+def test_sliced_values_are_refused_by_key(tmp_path, ckflow):
+    spec = float_spec(["model/v0", "model/v1"], 9, shape=(64, 64))
+    values.write(tmp_path / "spec", spec)
+    roots, _ = tf_module(spec)
+    options = tf.train.CheckpointOptions(
+        experimental_sharding_callback=tf.train.experimental.MaxShardSizePolicy(20000)
+    )
+    prefix = tf.train.Checkpoint(**roots).save(str(tmp_path / "tf"), options=options)
+    ck = ckflow.side("generic", "--spec", tmp_path / "spec", "--zeros", "--restore", prefix)
+    assert ck["restore"].startswith("failed: Unimplemented:"), ck
+    assert "is a partitioned variable saved in" in ck["restore"]
+
+
+# (6) Keras save_weights / load_weights of a Sequential against ckflow's
+# SaveWeights / LoadWeights of its Sequential: the model is the root, no
+# save_counter. And the seed's warning on both sides: a weights file
+# restored through a Checkpoint root matches nothing of the model.
+def keras_sequential():
+    import tf_keras as keras
+
+    model = keras.Sequential([keras.layers.Dense(4), keras.layers.Dense(2)])
+    model(tf.zeros([1, 3]))
+    by_key = {}
+    for i, layer in enumerate(model.layers):
+        by_key[f"layer_with_weights-{i}/kernel{SUFFIX}"] = layer.kernel
+        by_key[f"layer_with_weights-{i}/bias{SUFFIX}"] = layer.bias
+    return model, by_key
+
+
+def test_save_weights_and_load_weights_both_ways(tmp_path, ckflow):
+    model, by_key = keras_sequential()
+    model.save_weights(str(tmp_path / "keras_weights"))
+    ck = ckflow.side("weights", "--load", tmp_path / "keras_weights", "--dump", tmp_path / "ck")
+    assert ck["load_weights"] == "ok" and ck["assert_consumed"] == "ok", ck
+    assert_same_bits(read(tmp_path / "ck"), eager_dump(by_key), "ckflow LoadWeights of Keras's")
+
+    ck = ckflow.side("weights", "--save", tmp_path / "ck_weights", "--dump", tmp_path / "ck2")
+    other, other_by_key = keras_sequential()
+    other.load_weights(str(tmp_path / "ck_weights")).assert_consumed()
+    assert_same_bits(eager_dump(other_by_key), read(tmp_path / "ck2"), "Keras load_weights of ckflow's")
+
+    # A weights file through a Checkpoint root.
+    for weights in (tmp_path / "keras_weights", tmp_path / "ck_weights"):
+        model, _ = keras_sequential()
+        status = tf.train.Checkpoint(model=model).restore(str(weights))
+        tf_report = {
+            "restore": "ok",
+            "assert_consumed": tf_side.outcome(status.assert_consumed),
+            "assert_existing_objects_matched": tf_side.outcome(status.assert_existing_objects_matched),
+            "assert_nontrivial_match": tf_side.outcome(status.assert_nontrivial_match),
+        }
+        status.expect_partial()
+        ck = ckflow.side("weights", "--load-via-checkpoint", weights)
+        assert verdicts(ck) == verdicts(tf_report), (ck, tf_report)
+        assert tf_report["assert_nontrivial_match"] != "ok"
+
+    # And a Checkpoint's file through load_weights: both refuse it.
+    model, _ = keras_sequential()
+    prefix = tf.train.Checkpoint(model=model).save(str(tmp_path / "checkpoint"))
+    with pytest.raises(AssertionError):
+        keras_sequential()[0].load_weights(prefix)
+    assert ckflow.side("weights", "--load", prefix)["load_weights"].startswith("failed: FailedPrecondition")
+
+
+# (5) A TF1 tf.compat.v1.train.Saver checkpoint (no object graph) restores
+# into ckflow's model by variable name, as TF1's Saver restores it.
+def test_tf1_saver_checkpoint_restores_by_name(tmp_path, ckflow):
+    data_file = tmp_path / "data"
+    data = tf_side.make_data(data_file)
+    saved = tf_side.train(str(tmp_path), data, restore=None, steps=3, saver=True)
+    by_saver = tf_side.train(
+        str(tmp_path / "tf"), data, restore=saved["saved"], save="none", restore_with_saver=True
+    )
+    assert_same_bits(by_saver["restored"], saved["trained"], "TensorFlow's Saver restoring")
+    ck = ckflow.side(
+        "train", "--dir", tmp_path / "ck", "--restore", saved["saved"],
+        "--restored", tmp_path / "ck.restored", "--trained", tmp_path / "ck.trained",
+    )
+    assert ck["kind"] == "NameBasedSaverStatus"
+    assert ck["assert_consumed"] == "ok"
+    got = read(tmp_path / "ck.restored")
+    counter = got.pop("save_counter" + SUFFIX)
+    assert values.as_array(counter) == 0
+    assert_same_bits(got, saved["trained"], "ckflow restoring a TF1 Saver checkpoint")
+    # ... and its loop goes on saving, numbered from 1.
+    assert ck["saved"] == str(tmp_path / "ck" / "ckpt-1")
+
+    # ckflow saves no name-based checkpoints; TF1's Saver reads its
+    # object-based one through the variables' names the object graph holds.
+    by_saver = tf_side.train(
+        str(tmp_path / "tf"), data, restore=ck["saved"], save="none", restore_with_saver=True
+    )
+    want = read(tmp_path / "ck.trained")
+    want.pop("save_counter" + SUFFIX)
+    assert_same_bits(by_saver["restored"], want, "TensorFlow's Saver restoring ckflow's")
+
+    # Where they differ (checkpoint/NOTES.md): TensorFlow 2.21's own
+    # tf.compat.v1.train.Checkpoint cannot restore it in graph mode, because
+    # its name-based restore asks the checkpoint for save_counter too.
+    with pytest.raises(tf.errors.NotFoundError, match="save_counter"):
+        tf_side.train(str(tmp_path / "tf2"), data, restore=saved["saved"], save="none")
+
+
+# (4) Restoring into a structure that does not match: both report the same
+# outcome for the restore and each assertion.
+STRUCTURE_CASES = {
+    "same": ["a/x", "a/y", "b/z"],
+    "fewer objects": ["a/x", "b/z"],
+    "more objects": ["a/x", "a/y", "b/z", "a/w"],
+    "disjoint": ["c/q"],
+    "renamed child": ["a/x", "a/y", "c/z"],
+}
+
+
+def tf_outcomes(spec, prefix, expect_partial, caplog):
+    """TensorFlow's verdicts, and whether dropping the status warned."""
+    roots, _ = tf_module(zeros_spec(spec))
+    checkpoint = tf.train.Checkpoint(**roots)
+    try:
+        status = checkpoint.restore(str(prefix))
+    except (tf.errors.OpError, ValueError) as e:
+        return {"restore": "failed: " + str(e).splitlines()[0]}
+    report = {
+        "restore": "ok",
+        "assert_consumed": tf_side.outcome(status.assert_consumed),
+        "assert_existing_objects_matched": tf_side.outcome(status.assert_existing_objects_matched),
+        "assert_nontrivial_match": tf_side.outcome(status.assert_nontrivial_match),
+    }
+    if expect_partial:
+        status.expect_partial()
+    caplog.clear()
+    del status, checkpoint, roots
+    gc.collect()
+    report["warned"] = any("could not be found" in r.getMessage() for r in caplog.records)
+    return report
+
+
+def verdicts(report):
+    return {k: report[k].split(":")[0] for k in report if k.startswith("assert") or k == "restore"}
+
+
+@pytest.mark.parametrize("expect_partial", [False, True])
+@pytest.mark.parametrize("case", sorted(STRUCTURE_CASES) + ["shape mismatch", "dtype mismatch"])
+def test_mismatched_structure_gets_the_same_verdicts(tmp_path, ckflow, caplog, case, expect_partial):
+    written = float_spec(STRUCTURE_CASES["same"], 6)
+    roots, _ = tf_module(written)
+    prefix = tf.train.Checkpoint(**roots).save(str(tmp_path / "ckpt"))
+    if case == "shape mismatch":
+        spec = dict(written)
+        spec["a/x" + SUFFIX] = (tf.float32, np.zeros([4], np.float32))
+    elif case == "dtype mismatch":
+        spec = dict(written)
+        spec["a/x" + SUFFIX] = (tf.float64, np.zeros([3], np.float64))
+    else:
+        spec = float_spec(STRUCTURE_CASES[case], 7)
+    values.write(tmp_path / "spec", spec)
+    tf_report = tf_outcomes(spec, prefix, expect_partial, caplog)
+    flags = ["--expect-partial"] if expect_partial else []
+    ck = ckflow.side("generic", "--spec", tmp_path / "spec", "--zeros", "--restore", prefix, *flags)
+    ck_verdicts = verdicts(ck)
+    if tf_report["restore"] != "ok":
+        # Both refuse: TensorFlow raises in restore(), ckflow's restore ops
+        # fail by key before anything is assigned (checkpoint/NOTES.md).
+        assert case.endswith("mismatch")
+        assert ck["restore"].startswith("failed: InvalidArgument"), ck
+        assert "(root).a.x" in ck["restore"]
+        return
+    assert ck_verdicts == verdicts(tf_report), (ck, tf_report)
+    # Dropping a status with checkpoint values left over warns, on both
+    # sides, unless expect_partial.
+    ck_warned = "is being deleted with unrestored values" in ck["stderr"]
+    assert ck_warned == tf_report["warned"], (ck["stderr"], tf_report)
+    assert tf_report["warned"] == (not expect_partial and ck["assert_consumed"] != "ok"
+                                   and case != "more objects")
+
+
+# (2) The same numbers after every one of 100 steps of each optimizer, from
+# the same start and batches: every variable within 1e-5 of its scale (its
+# largest magnitude over the run). Measured against the value of the step
+# instead, a slot passing through zero (the momentum of the output bias as
+# its gradient changes sign) differs by up to 2e-4 relative, and TensorFlow's
+# own two CPU kernels (oneDNN and Eigen) differ from each other by as much:
+# summation order, not a different definition (checkpoint/NOTES.md).
+@pytest.mark.parametrize("optimizer", ["sgd", "momentum", "adam"])
+def test_hundred_training_steps_agree(tmp_path, ckflow, optimizer):
+    data_file = tmp_path / "data"
+    data = tf_side.make_data(data_file)
+    start = tf_side.train(str(tmp_path), data, restore=None, optimizer=optimizer)
+    steps = 100
+    tf_run = tf_side.train(
+        str(tmp_path), data, restore=start["saved"], steps=steps, optimizer=optimizer,
+        save="none", trajectory=True,
+    )
+    ck = ckflow.side(
+        "train", "--dir", tmp_path, "--restore", start["saved"], "--data", data_file,
+        "--steps", steps, "--optimizer", optimizer, "--save", "none",
+        "--trajectory", tmp_path / "ck",
+    )
+    assert ck["assert_consumed"] == tf_run["assert_consumed"] == "ok"
+    difference, scale = {}, {}
+    for step in range(1, steps + 1):
+        got, want = read(tmp_path / f"ck.{step}"), tf_run["trajectory"][step - 1]
+        assert sorted(got) == sorted(want), step
+        for key in want:
+            a = values.as_array(got[key]).astype(np.float64)
+            b = values.as_array(want[key]).astype(np.float64)
+            difference[key] = max(difference.get(key, 0.0), float(np.max(np.abs(a - b))))
+            scale[key] = max(scale.get(key, 0.0), float(np.max(np.abs(b))))
+    relative = {k: difference[k] / scale[k] if scale[k] else difference[k] for k in difference}
+    bad = {k: v for k, v in relative.items() if v > 1e-5}
+    assert not bad, f"relative differences over 1e-5: {bad}"
+    assert tf_run["trained"] != tf_run["restored"]  # it trained
+
+
+# (9) TensorFlow's and ckflow's CheckpointManagers taking turns on one
+# directory: numbering continues, each keeps max_to_keep of the other's and
+# deletes the files of the ones it drops, or with
+# keep_checkpoint_every_n_hours (36 ms here; the turns are 100 ms apart)
+# keeps every dropped one's files, as the state file's timestamps say.
+@pytest.mark.parametrize("keep_every_hours, name", [(None, "ckpt"), (1e-5, "model")])
+def test_checkpoint_managers_take_turns(tmp_path, ckflow, keep_every_hours, name):
+    d = tmp_path / "ckpts"
+    spec = float_spec(["model/w", "model/b"], 8)
+    values.write(tmp_path / "spec", spec)
+
+    def tf_turn():
+        if keep_every_hours:
+            time.sleep(0.1)
+        roots, variables = tf_module(zeros_spec(spec))
+        checkpoint = tf.train.Checkpoint(**roots)
+        manager = tf.train.CheckpointManager(
+            checkpoint, str(d), max_to_keep=2, keep_checkpoint_every_n_hours=keep_every_hours,
+            checkpoint_name=name,
+        )
+        if manager.latest_checkpoint:
+            checkpoint.restore(manager.latest_checkpoint).assert_consumed()
+            assert eager_dump(variables) == expected_dump(spec)
+        else:
+            for key, var in variables.items():
+                var.assign(spec[key][1])
+        return manager.save(), manager.checkpoints
+
+    def ck_turn():
+        if keep_every_hours:
+            time.sleep(0.1)
+        flags = ["--keep-every-hours", keep_every_hours] if keep_every_hours else []
+        ck = ckflow.side(
+            "generic", "--spec", tmp_path / "spec", "--zeros", "--restore-latest", d,
+            "--manager", d, "--max-to-keep", 2, "--checkpoint-name", name,
+            "--dump", tmp_path / "ck", *flags,
+        )
+        assert ck["assert_consumed"] == "ok"
+        got = read(tmp_path / "ck")
+        got.pop("save_counter" + SUFFIX)
+        assert_same_bits(got, expected_dump(spec), "ckflow restoring the manager's latest")
+        return ck["saved"], ck["kept"].split(" ")
+
+    def ckpt(n):
+        return str(d / f"{name}-{n}")
+
+    assert tf_turn() == (ckpt(1), [ckpt(1)])
+    assert ck_turn() == (ckpt(2), [ckpt(1), ckpt(2)])
+    assert tf_turn() == (ckpt(3), [ckpt(2), ckpt(3)])
+    assert ck_turn() == (ckpt(4), [ckpt(3), ckpt(4)])
+    assert tf_turn() == (ckpt(5), [ckpt(4), ckpt(5)])
+    kept_files = [4, 5] if keep_every_hours is None else [1, 2, 3, 4, 5]
+    assert sorted(f for f in os.listdir(d) if f.endswith(".index")) == [
+        f"{name}-{n}.index" for n in kept_files
+    ]
+    state = tf.train.get_checkpoint_state(str(d))
+    assert list(state.all_model_checkpoint_paths) == [ckpt(4), ckpt(5)]

@@ -1,0 +1,160 @@
+"""TensorFlow's half of the interop suite: the same programs as
+interop/ckflow_side.cc, written the way TensorFlow's users write them."""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+
+import values
+
+SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+class Regress(keras.Model):
+    """The seed's model: Dense "input_transform", Dense "hidden" (ReLU),
+    Dense "out"."""
+
+    def __init__(self):
+        super().__init__(name="regress")
+        self.input_transform = keras.layers.Dense(10)
+        self.hidden = keras.layers.Dense(10, activation="relu")
+        self.out = keras.layers.Dense(1)
+
+    def call(self, x):
+        return self.out(self.hidden(self.input_transform(x)))
+
+
+def make_optimizer(name, learning_rate):
+    if name == "adam":
+        return tf.compat.v1.train.AdamOptimizer(learning_rate)
+    if name == "momentum":
+        return tf.compat.v1.train.MomentumOptimizer(learning_rate, momentum=0.9)
+    if name == "sgd":
+        return tf.compat.v1.train.GradientDescentOptimizer(learning_rate)
+    raise ValueError(name)
+
+
+def make_data(path, rows=64, seed=7):
+    """x uniform in [-1, 1]^4, y = 2 x0 - x1 + 0.5 x2 x3 (+ noise), float32."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1, 1, size=(rows, 4)).astype(np.float32)
+    y = (2 * x[:, 0] - x[:, 1] + 0.5 * x[:, 2] * x[:, 3]).astype(np.float32)
+    y = (y + rng.normal(0, 0.01, size=rows).astype(np.float32)).reshape(rows, 1)
+    values.write(path, {"x": x, "y": y})
+    return x, y
+
+
+def regress_variables(model, optimizer, checkpoint):
+    """{checkpoint key: variable}, written out by hand from the object graph
+    TensorFlow saves (the ckflow side walks its objects instead)."""
+    out = {}
+    for child in ("input_transform", "hidden", "out"):
+        layer = getattr(model, child)
+        for weight in ("kernel", "bias"):
+            var = getattr(layer, weight)
+            path = f"model/{child}/{weight}"
+            out[path + SUFFIX] = var
+            for slot in optimizer.get_slot_names():
+                slot_var = optimizer.get_slot(var, slot)
+                if slot_var is not None:
+                    out[f"{path}/.OPTIMIZER_SLOT/optimizer/{slot}{SUFFIX}"] = slot_var
+    for (name, _), var in optimizer._non_slot_dict.items():
+        out[f"optimizer/{name}{SUFFIX}"] = var
+    if checkpoint is not None and checkpoint.save_counter is not None:
+        out["save_counter" + SUFFIX] = checkpoint.save_counter
+    return out
+
+
+def dump(session, variables):
+    """{key: values entry} of the variables' values in `session`."""
+    fetched = session.run({k: v.read_value() for k, v in variables.items()})
+    return {
+        k: values.entry(variables[k].dtype.base_dtype, fetched[k]) for k in sorted(variables)
+    }
+
+
+def outcome(fn):
+    try:
+        fn()
+        return "ok"
+    except (AssertionError, tf.errors.OpError, ValueError) as e:
+        return "failed: " + str(e).splitlines()[0]
+
+
+def train(
+    directory,
+    data,
+    restore="latest",
+    steps=0,
+    optimizer="adam",
+    learning_rate=0.01,
+    batch=8,
+    save="checkpoint",
+    max_to_keep=3,
+    saver=False,
+    restore_with_saver=False,
+    trajectory=False,
+):
+    """The graph-mode example of tf.compat.v1.train.Checkpoint: restore
+    (deferred: before the model is built), build, initialize_or_restore,
+    train `steps` steps, save. Returns a report like interop_ckflow's, with
+    the dumps under "restored" and "trained" (and with trajectory=True, one
+    after every step under "trajectory"). With saver=True it saves with a
+    TF1 tf.compat.v1.train.Saver instead (a name-based checkpoint); with
+    restore_with_saver=True it restores with one."""
+    report = {}
+    with tf.Graph().as_default():
+        model = Regress()
+        opt = make_optimizer(optimizer, learning_rate)
+        checkpoint = (
+            None if saver or restore_with_saver
+            else tf.compat.v1.train.Checkpoint(optimizer=opt, model=model)
+        )
+        path = tf.train.latest_checkpoint(directory) if restore == "latest" else restore
+        report["restore"] = path or "none"
+        status = checkpoint.restore(path) if checkpoint is not None else None
+        x = tf.compat.v1.placeholder(tf.float32, [None, 4], name="x")
+        y = tf.compat.v1.placeholder(tf.float32, [None, 1], name="y")
+        loss = tf.reduce_mean(tf.math.squared_difference(model(x), y))
+        train_op = opt.minimize(loss)
+        with tf.compat.v1.Session() as session:
+            if status is not None:
+                status.initialize_or_restore(session)
+                if path:
+                    report["kind"] = type(status).__name__
+                    report["assert_consumed"] = outcome(status.assert_consumed)
+            else:
+                session.run(tf.compat.v1.global_variables_initializer())
+                if restore_with_saver and path:
+                    tf.compat.v1.train.Saver().restore(session, path)
+            variables = regress_variables(model, opt, checkpoint)
+            report["restored_save_counter"] = str(
+                session.run(checkpoint.save_counter) if checkpoint is not None else 0
+            )
+            report["restored"] = dump(session, variables)
+            xs, ys = data
+            report["trajectory"] = []
+            for step in range(steps):
+                begin = (step % (len(xs) // batch)) * batch
+                last = session.run(
+                    [loss, train_op], {x: xs[begin : begin + batch], y: ys[begin : begin + batch]}
+                )[0]
+                report["loss"] = repr(float(last))
+                if trajectory:
+                    report["trajectory"].append(dump(session, variables))
+            with session.as_default():
+                if saver:
+                    report["saved"] = tf.compat.v1.train.Saver().save(
+                        session, os.path.join(directory, "model.ckpt")
+                    )
+                elif save == "manager":
+                    manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep)
+                    report["saved"] = manager.save()
+                elif save == "checkpoint":
+                    report["saved"] = checkpoint.save(os.path.join(directory, "ckpt"), session=session)
+            if checkpoint is not None:
+                report["save_counter"] = str(session.run(checkpoint.save_counter))
+            report["trained"] = dump(session, regress_variables(model, opt, checkpoint))
+    return report
