@@ -19,9 +19,12 @@ LogSink& CurrentSink() {
 
 const char* SeverityName(LogSeverity s) {
   switch (s) {
-    case LogSeverity::kInfo: return "I";
-    case LogSeverity::kWarning: return "W";
-    case LogSeverity::kError: return "E";
+    case LogSeverity::kInfo:
+      return "I";
+    case LogSeverity::kWarning:
+      return "W";
+    case LogSeverity::kError:
+      return "E";
   }
   return "?";
 }
@@ -41,7 +44,8 @@ void Log(LogSeverity severity, std::string_view message) {
     CurrentSink()(severity, message);
     return;
   }
-  std::string line = std::string("ckflow ") + SeverityName(severity) + " " + std::string(message) + "\n";
+  std::string line =
+      std::string("ckflow ") + SeverityName(severity) + " " + std::string(message) + "\n";
   std::fputs(line.c_str(), stderr);
 }
 

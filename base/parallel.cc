@@ -21,8 +21,7 @@ class ParallelForBody {
   using Fn = std::function<void(int64_t, int64_t)>;
 
   explicit ParallelForBody(const Fn& fn) : fn_(&fn) { internal::TsanRelease(this); }
-  ParallelForBody(const ParallelForBody& other)
-      : fn_((internal::TsanAcquire(&other), other.fn_)) {
+  ParallelForBody(const ParallelForBody& other) : fn_((internal::TsanAcquire(&other), other.fn_)) {
     internal::TsanRelease(this);
   }
   ParallelForBody& operator=(const ParallelForBody&) = delete;

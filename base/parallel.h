@@ -18,8 +18,7 @@ namespace ckflow {
 // Calls fn(begin, end) over disjoint ranges covering [0, n). `cost_per_unit`
 // is a rough count of cycles per element; the work is split only when
 // n * cost_per_unit is large enough to pay for the scheduling.
-void ParallelFor(int64_t n, int64_t cost_per_unit,
-                 const std::function<void(int64_t, int64_t)>& fn);
+void ParallelFor(int64_t n, int64_t cost_per_unit, const std::function<void(int64_t, int64_t)>& fn);
 
 // Runs a() and b(), on two threads when one is free, and returns when both
 // are done. For two independent pieces of substantial work (each worth at

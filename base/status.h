@@ -97,11 +97,11 @@ std::string StrCat(const Args&... args) {
 
 // Error factories: the arguments are streamed into the message, so callers
 // write NotFoundError("feed '", name, "': no such node").
-#define CKFLOW_DEFINE_ERROR_FACTORY(Name, Code)                    \
-  template <typename... Args>                                      \
-  Status Name##Error(const Args&... args) {                        \
-    return Status(StatusCode::Code, internal::StrCat(args...));    \
-  }                                                                \
+#define CKFLOW_DEFINE_ERROR_FACTORY(Name, Code)                 \
+  template <typename... Args>                                   \
+  Status Name##Error(const Args&... args) {                     \
+    return Status(StatusCode::Code, internal::StrCat(args...)); \
+  }                                                             \
   inline bool Is##Name(const Status& s) { return s.code() == StatusCode::Code; }
 CKFLOW_DEFINE_ERROR_FACTORY(Cancelled, kCancelled)
 CKFLOW_DEFINE_ERROR_FACTORY(Unknown, kUnknown)
@@ -124,22 +124,30 @@ CKFLOW_DEFINE_ERROR_FACTORY(DataLoss, kDataLoss)
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(const Status& status) : v_(status) { CheckNotOk(); }  // NOLINT
+  StatusOr(const Status& status) : v_(status) { CheckNotOk(); }        // NOLINT
   StatusOr(Status&& status) : v_(std::move(status)) { CheckNotOk(); }  // NOLINT
-  StatusOr(const T& value) : v_(value) {}  // NOLINT
-  StatusOr(T&& value) : v_(std::move(value)) {}  // NOLINT
-  template <typename U,
-            typename = std::enable_if_t<std::is_constructible_v<T, U&&> &&
-                                        !std::is_same_v<std::decay_t<U>, T> &&
-                                        !std::is_same_v<std::decay_t<U>, Status>>>
+  StatusOr(const T& value) : v_(value) {}                              // NOLINT
+  StatusOr(T&& value) : v_(std::move(value)) {}                        // NOLINT
+  template <typename U, typename = std::enable_if_t<std::is_constructible_v<T, U&&> &&
+                                                    !std::is_same_v<std::decay_t<U>, T> &&
+                                                    !std::is_same_v<std::decay_t<U>, Status>>>
   StatusOr(U&& value) : v_(T(std::forward<U>(value))) {}  // NOLINT
 
   bool ok() const { return v_.index() == 1; }
   Status status() const { return ok() ? Status() : std::get<0>(v_); }
 
-  const T& value() const& { CheckOk(); return std::get<1>(v_); }
-  T& value() & { CheckOk(); return std::get<1>(v_); }
-  T&& value() && { CheckOk(); return std::get<1>(std::move(v_)); }
+  const T& value() const& {
+    CheckOk();
+    return std::get<1>(v_);
+  }
+  T& value() & {
+    CheckOk();
+    return std::get<1>(v_);
+  }
+  T&& value() && {
+    CheckOk();
+    return std::get<1>(std::move(v_));
+  }
   const T& operator*() const& { return value(); }
   T& operator*() & { return value(); }
   T&& operator*() && { return std::move(*this).value(); }
@@ -167,8 +175,7 @@ template <typename T>
 void StatusOr<T>::CheckOk() const {
   if (!ok()) {
     internal::CheckFailed(__FILE__, __LINE__,
-                          ("value() of an error StatusOr: " +
-                           std::get<0>(v_).ToString()).c_str());
+                          ("value() of an error StatusOr: " + std::get<0>(v_).ToString()).c_str());
   }
 }
 
@@ -178,24 +185,23 @@ void StatusOr<T>::CheckOk() const {
 #define CKFLOW_STATUS_CONCAT_(a, b) CKFLOW_STATUS_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function if `expr` is not OK.
-#define CKFLOW_RETURN_IF_ERROR(expr)                         \
-  do {                                                       \
-    ::ckflow::Status ckflow_status_ = (expr);                \
-    if (!ckflow_status_.ok()) return ckflow_status_;         \
+#define CKFLOW_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::ckflow::Status ckflow_status_ = (expr);        \
+    if (!ckflow_status_.ok()) return ckflow_status_; \
   } while (0)
 
 // `lhs = value of expr`, or returns its error. lhs may declare: `auto x`.
-#define CKFLOW_ASSIGN_OR_RETURN(lhs, expr)                                    \
-  CKFLOW_ASSIGN_OR_RETURN_IMPL_(                                              \
-      CKFLOW_STATUS_CONCAT_(ckflow_statusor_, __LINE__), lhs, expr)
+#define CKFLOW_ASSIGN_OR_RETURN(lhs, expr) \
+  CKFLOW_ASSIGN_OR_RETURN_IMPL_(CKFLOW_STATUS_CONCAT_(ckflow_statusor_, __LINE__), lhs, expr)
 #define CKFLOW_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                                  \
   if (!tmp.ok()) return tmp.status();                 \
   lhs = std::move(tmp).value()
 
 // Internal invariants only; never for anything a user can cause.
-#define CKFLOW_CHECK(cond)                                             \
-  do {                                                                 \
+#define CKFLOW_CHECK(cond)                                                   \
+  do {                                                                       \
     if (!(cond)) ::ckflow::internal::CheckFailed(__FILE__, __LINE__, #cond); \
   } while (0)
 

@@ -140,8 +140,8 @@ size_t Tensor::TotalBytes() const {
 
 void Tensor::CheckType(DataType expected) const {
   if (expected != dtype_) {
-    std::string what = "tensor of dtype " + std::string(DataTypeName(dtype_)) +
-                       " accessed as " + std::string(DataTypeName(expected));
+    std::string what = "tensor of dtype " + std::string(DataTypeName(dtype_)) + " accessed as " +
+                       std::string(DataTypeName(expected));
     internal::CheckFailed(__FILE__, __LINE__, what.c_str());
   }
 }
@@ -160,8 +160,8 @@ const ResourceHandle& Tensor::resource_handle() const {
 
 StatusOr<Tensor> Tensor::Reshaped(const TensorShape& shape) const {
   if (shape.num_elements() != NumElements()) {
-    return InvalidArgumentError("cannot reshape ", shape_.ToString(), " (",
-                                NumElements(), " elements) to ", shape.ToString());
+    return InvalidArgumentError("cannot reshape ", shape_.ToString(), " (", NumElements(),
+                                " elements) to ", shape.ToString());
   }
   Tensor t = *this;
   t.shape_ = shape;
@@ -178,9 +178,8 @@ Tensor Tensor::Clone() const {
 
 Status Tensor::CopyFrom(const Tensor& other) {
   if (other.dtype_ != dtype_ || other.NumElements() != NumElements()) {
-    return InvalidArgumentError("cannot copy ", DataTypeName(other.dtype_),
-                                other.shape_.ToString(), " into ",
-                                DataTypeName(dtype_), shape_.ToString());
+    return InvalidArgumentError("cannot copy ", DataTypeName(other.dtype_), other.shape_.ToString(),
+                                " into ", DataTypeName(dtype_), shape_.ToString());
   }
   if (data_ == other.data_) return OkStatus();
   if (dtype_ == DT_STRING) {
@@ -200,20 +199,34 @@ Status Tensor::CopyFrom(const Tensor& other) {
 double Tensor::ElementAsDouble(int64_t i) const {
   CKFLOW_CHECK(i >= 0 && i < NumElements());
   switch (dtype_) {
-    case DT_FLOAT: return static_cast<const float*>(data_)[i];
-    case DT_DOUBLE: return static_cast<const double*>(data_)[i];
-    case DT_INT32: return static_cast<const int32_t*>(data_)[i];
-    case DT_INT64: return static_cast<double>(static_cast<const int64_t*>(data_)[i]);
-    case DT_INT8: return static_cast<const int8_t*>(data_)[i];
-    case DT_INT16: return static_cast<const int16_t*>(data_)[i];
-    case DT_UINT8: return static_cast<const uint8_t*>(data_)[i];
-    case DT_UINT16: return static_cast<const uint16_t*>(data_)[i];
-    case DT_UINT32: return static_cast<const uint32_t*>(data_)[i];
-    case DT_UINT64: return static_cast<double>(static_cast<const uint64_t*>(data_)[i]);
-    case DT_BOOL: return static_cast<const bool*>(data_)[i] ? 1.0 : 0.0;
-    case DT_BFLOAT16: return static_cast<float>(static_cast<const bfloat16*>(data_)[i]);
-    case DT_HALF: return static_cast<float>(static_cast<const float16*>(data_)[i]);
-    default: internal::CheckFailed(__FILE__, __LINE__, "ElementAsDouble on a non-numeric tensor");
+    case DT_FLOAT:
+      return static_cast<const float*>(data_)[i];
+    case DT_DOUBLE:
+      return static_cast<const double*>(data_)[i];
+    case DT_INT32:
+      return static_cast<const int32_t*>(data_)[i];
+    case DT_INT64:
+      return static_cast<double>(static_cast<const int64_t*>(data_)[i]);
+    case DT_INT8:
+      return static_cast<const int8_t*>(data_)[i];
+    case DT_INT16:
+      return static_cast<const int16_t*>(data_)[i];
+    case DT_UINT8:
+      return static_cast<const uint8_t*>(data_)[i];
+    case DT_UINT16:
+      return static_cast<const uint16_t*>(data_)[i];
+    case DT_UINT32:
+      return static_cast<const uint32_t*>(data_)[i];
+    case DT_UINT64:
+      return static_cast<double>(static_cast<const uint64_t*>(data_)[i]);
+    case DT_BOOL:
+      return static_cast<const bool*>(data_)[i] ? 1.0 : 0.0;
+    case DT_BFLOAT16:
+      return static_cast<float>(static_cast<const bfloat16*>(data_)[i]);
+    case DT_HALF:
+      return static_cast<float>(static_cast<const float16*>(data_)[i]);
+    default:
+      internal::CheckFailed(__FILE__, __LINE__, "ElementAsDouble on a non-numeric tensor");
   }
 }
 

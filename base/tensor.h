@@ -47,12 +47,10 @@ class TensorShape {
   int64_t num_elements() const { return num_elements_; }
   bool IsScalar() const { return dims_.empty(); }
 
-  void AddDim(int64_t size);  // REQUIRES: size >= 0, no overflow
+  void AddDim(int64_t size);     // REQUIRES: size >= 0, no overflow
   std::string ToString() const;  // "[2,3]", "[]" for a scalar
 
-  friend bool operator==(const TensorShape& a, const TensorShape& b) {
-    return a.dims_ == b.dims_;
-  }
+  friend bool operator==(const TensorShape& a, const TensorShape& b) { return a.dims_ == b.dims_; }
 
  private:
   std::vector<int64_t> dims_;
@@ -114,9 +112,13 @@ class Tensor {
     return {static_cast<const T*>(data_), static_cast<size_t>(NumElements())};
   }
   template <typename T>
-  T& scalar() { return flat<T>()[0]; }
+  T& scalar() {
+    return flat<T>()[0];
+  }
   template <typename T>
-  const T& scalar() const { return flat<T>()[0]; }
+  const T& scalar() const {
+    return flat<T>()[0];
+  }
   // REQUIRES: dtype() == DT_RESOURCE.
   ResourceHandle& resource_handle();
   const ResourceHandle& resource_handle() const;

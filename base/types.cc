@@ -64,9 +64,7 @@ std::optional<DataType> DataTypeFromName(std::string_view name) {
   return std::nullopt;
 }
 
-bool IsSupportedDataType(DataType dtype) {
-  return dtype != DT_INVALID && Find(dtype) != nullptr;
-}
+bool IsSupportedDataType(DataType dtype) { return dtype != DT_INVALID && Find(dtype) != nullptr; }
 
 size_t DataTypeSize(DataType dtype) {
   const TypeInfo* info = Find(dtype);
@@ -74,23 +72,26 @@ size_t DataTypeSize(DataType dtype) {
 }
 
 bool IsFloatingType(DataType dtype) {
-  return dtype == DT_FLOAT || dtype == DT_DOUBLE || dtype == DT_BFLOAT16 ||
-         dtype == DT_HALF;
+  return dtype == DT_FLOAT || dtype == DT_DOUBLE || dtype == DT_BFLOAT16 || dtype == DT_HALF;
 }
 
 bool IsIntegerType(DataType dtype) {
   switch (dtype) {
-    case DT_INT8: case DT_INT16: case DT_INT32: case DT_INT64:
-    case DT_UINT8: case DT_UINT16: case DT_UINT32: case DT_UINT64:
+    case DT_INT8:
+    case DT_INT16:
+    case DT_INT32:
+    case DT_INT64:
+    case DT_UINT8:
+    case DT_UINT16:
+    case DT_UINT32:
+    case DT_UINT64:
       return true;
     default:
       return false;
   }
 }
 
-bool IsNumericType(DataType dtype) {
-  return IsFloatingType(dtype) || IsIntegerType(dtype);
-}
+bool IsNumericType(DataType dtype) { return IsFloatingType(dtype) || IsIntegerType(dtype); }
 
 bfloat16::bfloat16(float f) {
   uint32_t u = std::bit_cast<uint32_t>(f);
@@ -102,9 +103,7 @@ bfloat16::bfloat16(float f) {
   bits = static_cast<uint16_t>((u + rounding) >> 16);
 }
 
-bfloat16::operator float() const {
-  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
-}
+bfloat16::operator float() const { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
 
 float16::float16(float f) {
   uint32_t u = std::bit_cast<uint32_t>(f);

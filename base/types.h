@@ -73,20 +73,62 @@ struct float16 {
 // Maps a C++ element type to its DataType: DataTypeOf<float>() == DT_FLOAT.
 template <typename T>
 constexpr DataType DataTypeOf();
-template <> constexpr DataType DataTypeOf<float>() { return DT_FLOAT; }
-template <> constexpr DataType DataTypeOf<double>() { return DT_DOUBLE; }
-template <> constexpr DataType DataTypeOf<int32_t>() { return DT_INT32; }
-template <> constexpr DataType DataTypeOf<int64_t>() { return DT_INT64; }
-template <> constexpr DataType DataTypeOf<int8_t>() { return DT_INT8; }
-template <> constexpr DataType DataTypeOf<int16_t>() { return DT_INT16; }
-template <> constexpr DataType DataTypeOf<uint8_t>() { return DT_UINT8; }
-template <> constexpr DataType DataTypeOf<uint16_t>() { return DT_UINT16; }
-template <> constexpr DataType DataTypeOf<uint32_t>() { return DT_UINT32; }
-template <> constexpr DataType DataTypeOf<uint64_t>() { return DT_UINT64; }
-template <> constexpr DataType DataTypeOf<bool>() { return DT_BOOL; }
-template <> constexpr DataType DataTypeOf<std::string>() { return DT_STRING; }
-template <> constexpr DataType DataTypeOf<bfloat16>() { return DT_BFLOAT16; }
-template <> constexpr DataType DataTypeOf<float16>() { return DT_HALF; }
+template <>
+constexpr DataType DataTypeOf<float>() {
+  return DT_FLOAT;
+}
+template <>
+constexpr DataType DataTypeOf<double>() {
+  return DT_DOUBLE;
+}
+template <>
+constexpr DataType DataTypeOf<int32_t>() {
+  return DT_INT32;
+}
+template <>
+constexpr DataType DataTypeOf<int64_t>() {
+  return DT_INT64;
+}
+template <>
+constexpr DataType DataTypeOf<int8_t>() {
+  return DT_INT8;
+}
+template <>
+constexpr DataType DataTypeOf<int16_t>() {
+  return DT_INT16;
+}
+template <>
+constexpr DataType DataTypeOf<uint8_t>() {
+  return DT_UINT8;
+}
+template <>
+constexpr DataType DataTypeOf<uint16_t>() {
+  return DT_UINT16;
+}
+template <>
+constexpr DataType DataTypeOf<uint32_t>() {
+  return DT_UINT32;
+}
+template <>
+constexpr DataType DataTypeOf<uint64_t>() {
+  return DT_UINT64;
+}
+template <>
+constexpr DataType DataTypeOf<bool>() {
+  return DT_BOOL;
+}
+template <>
+constexpr DataType DataTypeOf<std::string>() {
+  return DT_STRING;
+}
+template <>
+constexpr DataType DataTypeOf<bfloat16>() {
+  return DT_BFLOAT16;
+}
+template <>
+constexpr DataType DataTypeOf<float16>() {
+  return DT_HALF;
+}
 
 }  // namespace ckflow
 

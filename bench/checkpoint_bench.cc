@@ -33,11 +33,11 @@
 #include <memory>
 #include <vector>
 
-#include "workloads/raw_io.h"
-#include "workloads/model_program.h"
 #include "bundle/bundle_format.h"
 #include "bundle/bundle_reader.h"
 #include "checkpoint/checkpoint.h"
+#include "workloads/model_program.h"
+#include "workloads/raw_io.h"
 
 namespace ckflow {
 namespace {
@@ -333,8 +333,9 @@ void BM_SaveAsync(benchmark::State& state) {
   double stall_s = 0, sync_s = 0, memcpy_s = 0;
   for (auto _ : state) {
     auto start = Clock::now();
-    workloads::OnThreads(threads, from.size(),
-                     [&](size_t k) { std::memcpy(to[k].data(), from[k].data(), from[k].size()); });
+    workloads::OnThreads(threads, from.size(), [&](size_t k) {
+      std::memcpy(to[k].data(), from[k].data(), from[k].size());
+    });
     memcpy_s += SecondsSince(start);
     const std::string prefix = BenchDir() + "/async";
     RemoveCheckpoint(prefix);

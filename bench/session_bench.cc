@@ -28,11 +28,11 @@
 #include <string>
 #include <vector>
 
+#include "base/tensor_eigen_internal.h"
 #include "graph/graph.h"
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
 #include "runtime/session.h"
-#include "base/tensor_eigen_internal.h"
 
 namespace ckflow {
 namespace {

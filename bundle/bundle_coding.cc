@@ -2,9 +2,9 @@
 #include <bit>
 #include <vector>
 
+#include "base/parallel.h"
 #include "bundle/bundle_coding_internal.h"
 #include "bundle/crc32c.h"
-#include "base/parallel.h"
 
 namespace ckflow::internal {
 

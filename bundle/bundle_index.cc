@@ -359,8 +359,7 @@ StatusOr<std::string> BuildBundleIndex(
   return BuildTable(table);
 }
 
-Status WriteNewFile(FileSystem* fs, const std::string& path, std::string_view contents,
-                    bool sync) {
+Status WriteNewFile(FileSystem* fs, const std::string& path, std::string_view contents, bool sync) {
   CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, fs->NewWritableFile(path));
   Status s = file->WriteAt(0, contents);
   if (s.ok() && sync) s = file->Sync();

@@ -44,8 +44,8 @@
 #include <vector>
 
 #include "base/file_system.h"
-#include "bundle/protos/tensor_bundle.pb.h"
 #include "base/status.h"
+#include "bundle/protos/tensor_bundle.pb.h"
 
 namespace ckflow::internal {
 

@@ -131,7 +131,6 @@ class BundleReader {
   // data: numeric entries go through a 1 MiB buffer per thread.
   Status Verify(const BundleEntry& entry) const;
 
-
   // P.data-SSSSS-of-NNNNN for shard `shard` of this checkpoint.
   std::string DataPath(int shard) const;
 

@@ -151,8 +151,8 @@ Status WriteCheckpointState(const std::string& dir, const CheckpointStateData& s
         undone = fs->DeleteFile(path);
       }
       if (!undone.ok()) {
-        return synced.WithContext("the new state could not be undone either (" +
-                                  undone.ToString() + ")");
+        return synced.WithContext("the new state could not be undone either (" + undone.ToString() +
+                                  ")");
       }
       return synced;
     }

@@ -89,7 +89,8 @@ Status MergeBundles(std::span<const std::string> inputs, const std::string& pref
   // BundleWriter with no tensors does.
   if (state.data_files.empty()) {
     if (state.single_data_files.empty()) {
-      CKFLOW_RETURN_IF_ERROR(internal::WriteNewFile(fs, DataFilename(prefix, 0, 1), "", options.sync));
+      CKFLOW_RETURN_IF_ERROR(
+          internal::WriteNewFile(fs, DataFilename(prefix, 0, 1), "", options.sync));
     } else {
       state.data_files.push_back(state.single_data_files.front());
     }

@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "bundle/bundle_reader.h"
 #include "base/status.h"
+#include "bundle/bundle_reader.h"
 
 namespace ckflow {
 

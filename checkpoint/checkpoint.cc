@@ -5,13 +5,13 @@
 #include <cmath>
 #include <set>
 
+#include "base/logging.h"
 #include "bundle/bundle_format.h"
 #include "bundle/checkpoint_state.h"
 #include "checkpoint/restore_internal.h"
 #include "checkpoint/save_files_internal.h"
 #include "ops/array_ops.h"
 #include "ops/variables.h"
-#include "base/logging.h"
 
 namespace ckflow {
 
@@ -80,9 +80,7 @@ std::string RelativeTo(const std::string& dir, const std::string& path) {
 }
 
 // A state-file path (relative to `dir`, or absolute) as a path to open.
-std::string Resolve(const std::string& dir, const std::string& path) {
-  return JoinPath(dir, path);
-}
+std::string Resolve(const std::string& dir, const std::string& path) { return JoinPath(dir, path); }
 
 // Points `<dirname(path)>/checkpoint` at `path` alone, as Checkpoint.save
 // and save_weights do: the commit point of a Checkpoint::Save. On error
@@ -148,7 +146,8 @@ namespace {
 
 // Debris of dead saves is no reason to fail a save: it is reported and the
 // save goes on (its own files have other names).
-void RemoveDebris(FileSystem* fs, const std::string& dir, const internal::CheckpointNaming& naming) {
+void RemoveDebris(FileSystem* fs, const std::string& dir,
+                  const internal::CheckpointNaming& naming) {
   StatusOr<internal::DebrisRemoved> removed = internal::RemoveSaveDebris(fs, dir, naming);
   if (!removed.ok()) Log(LogSeverity::kWarning, removed.status().ToString());
 }
@@ -158,8 +157,7 @@ void RemoveDebris(FileSystem* fs, const std::string& dir, const internal::Checkp
 StatusOr<std::string> Checkpoint::Write(const std::string& prefix, Session& session,
                                         const SaveOptions& options) {
   CKFLOW_RETURN_IF_ERROR(Sync());
-  RemoveDebris(file_system(), Dirname(prefix),
-               {std::string(Basename(prefix)), /*numbered=*/false});
+  RemoveDebris(file_system(), Dirname(prefix), {std::string(Basename(prefix)), /*numbered=*/false});
   return WriteThen(prefix, session, options, {});
 }
 
@@ -440,10 +438,9 @@ void CheckpointManager::RemoveDebris() {
       if (!name.ends_with(".index")) continue;
       const std::string prefix = JoinPath(directory_, name.substr(0, name.size() - 6));
       const int64_t n = CheckpointNumber(prefix, options_.checkpoint_name);
-      const bool listed = prefix == *latest_ || std::any_of(active_.begin(), active_.end(),
-                                                            [&](const auto& e) {
-                                                              return e.first == prefix;
-                                                            });
+      const bool listed =
+          prefix == *latest_ || std::any_of(active_.begin(), active_.end(),
+                                            [&](const auto& e) { return e.first == prefix; });
       if (n <= latest || listed) continue;
       Status r = internal::RemoveCheckpointFiles(fs, prefix);
       if (!r.ok() && s.ok()) s = r;
@@ -470,7 +467,8 @@ CheckpointStateData CheckpointManager::StateOf(
 
 Status CheckpointManager::DeleteManaged(const std::string& path) const {
   const internal::CheckpointNaming naming{options_.checkpoint_name, /*numbered=*/true};
-  if (CleanPath(Dirname(path)) != CleanPath(directory_) || !naming.IsCheckpointName(Basename(path))) {
+  if (CleanPath(Dirname(path)) != CleanPath(directory_) ||
+      !naming.IsCheckpointName(Basename(path))) {
     Log(LogSeverity::kWarning, "CheckpointManager: not deleting '" + path +
                                    "': only checkpoints in '" + directory_ + "' named '" +
                                    options_.checkpoint_name + "-<N>' are its to delete");
@@ -556,9 +554,9 @@ Status CheckpointManager::Record(const std::string& prefix, double timestamp) {
   // The bookkeeping after this save, computed aside: memory changes only
   // once the directory does.
   std::vector<std::pair<std::string, double>> active = active_;
-  const bool known = std::any_of(active.begin(), active.end(),
-                                 [&](const auto& e) { return e.first == prefix; }) ||
-                     latest_ == prefix;
+  const bool known =
+      std::any_of(active.begin(), active.end(), [&](const auto& e) { return e.first == prefix; }) ||
+      latest_ == prefix;
   std::erase_if(active, [&](const auto& e) { return e.first == prefix; });
   active.emplace_back(prefix, timestamp);
   double last_preserved = last_preserved_;
@@ -604,13 +602,13 @@ Status CheckpointManager::Record(const std::string& prefix, double timestamp) {
   }
   active_.insert(active_.begin(), kept.begin(), kept.end());
   if (!to_delete.empty()) {
-    Status s = WriteCheckpointState(directory_, StateOf(latest_, active_, last_preserved_), fs,
-                                    durable);
+    Status s =
+        WriteCheckpointState(directory_, StateOf(latest_, active_, last_preserved_), fs, durable);
     if (!s.ok() && swept.ok()) swept = s.WithContext("rewriting the state file after the sweep");
   }
   if (!swept.ok()) {
-    Log(LogSeverity::kWarning, "CheckpointManager: saved '" + prefix +
-                                   "', but after that: " + swept.ToString());
+    Log(LogSeverity::kWarning,
+        "CheckpointManager: saved '" + prefix + "', but after that: " + swept.ToString());
     sweep_status_ = swept;
   }
   return OkStatus();

@@ -358,7 +358,7 @@ class CheckpointManager {
   std::vector<std::pair<std::string, double>> active_;  // path, timestamp; oldest first
   std::optional<std::string> latest_;
   double last_preserved_ = 0;
-  Status sweep_status_;  // guarded by mu_
+  Status sweep_status_;                          // guarded by mu_
   std::optional<int64_t> last_checkpoint_step_;  // read and set by the caller's thread
 };
 

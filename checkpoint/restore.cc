@@ -8,12 +8,12 @@
 #include <sstream>
 #include <unordered_set>
 
-#include "bundle/bundle_format.h"
-#include "checkpoint/restore_internal.h"
-#include "ops/checkpoint_ops_internal.h"
 #include "base/logging.h"
 #include "base/parallel.h"
 #include "base/resource.h"
+#include "bundle/bundle_format.h"
+#include "checkpoint/restore_internal.h"
+#include "ops/checkpoint_ops_internal.h"
 
 namespace ckflow::internal {
 namespace {

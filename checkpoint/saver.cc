@@ -6,15 +6,15 @@
 #include <map>
 #include <unordered_set>
 
+#include "base/copy_internal.h"
+#include "base/logging.h"
+#include "base/parallel.h"
 #include "bundle/bundle_format.h"
 #include "checkpoint/restore_internal.h"
 #include "checkpoint/save_files_internal.h"
 #include "ops/array_ops.h"
 #include "ops/checkpoint_ops.h"
 #include "ops/variable_ops.h"
-#include "base/copy_internal.h"
-#include "base/logging.h"
-#include "base/parallel.h"
 
 namespace ckflow::internal {
 namespace {

@@ -25,7 +25,8 @@ StatusOr<Node*> Graph::AddNode(NodeSpec spec) {
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     const Output& in = spec.inputs[i];
     if (!in.valid()) {
-      return InvalidArgumentError(where, ": input ", i, " is invalid (an earlier build step failed)");
+      return InvalidArgumentError(where, ": input ", i,
+                                  " is invalid (an earlier build step failed)");
     }
     if (&in.node()->graph() != this) {
       return InvalidArgumentError(where, ": input ", i, " (", in.name(), ") is from another graph");
@@ -160,8 +161,8 @@ void EmitScope(const ScopeTree& tree, const std::string& path, int depth, std::o
   }
   for (const Node* n : tree.nodes) {
     os << indent << "\"" << DotEscape(n->name()) << "\" [label=\""
-       << DotEscape(n->name().substr(n->name().rfind('/') + 1)) << "\\n" << DotEscape(n->type())
-       << "\"];\n";
+       << DotEscape(n->name().substr(n->name().rfind('/') + 1)) << "\\n"
+       << DotEscape(n->type()) << "\"];\n";
   }
 }
 
@@ -178,8 +179,7 @@ std::string Graph::ToDot() const {
     ScopeTree* t = &root;
     const std::string& name = n->name();
     size_t start = 0;
-    for (size_t slash = name.find('/'); slash != std::string::npos;
-         slash = name.find('/', start)) {
+    for (size_t slash = name.find('/'); slash != std::string::npos; slash = name.find('/', start)) {
       t = &t->children[name.substr(start, slash - start)];
       start = slash + 1;
     }
@@ -233,7 +233,8 @@ Scope Scope::WithControlDependencies(const std::vector<Output>& deps) const {
   Scope s = *this;
   for (const Output& d : deps) {
     if (!d.valid()) {
-      UpdateStatus(InvalidArgumentError("control dependency is invalid (an earlier build step failed)"));
+      UpdateStatus(
+          InvalidArgumentError("control dependency is invalid (an earlier build step failed)"));
       continue;
     }
     s.control_deps_.push_back(d.node());

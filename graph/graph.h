@@ -35,8 +35,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "graph/op_def.h"
 #include "base/status.h"
+#include "graph/op_def.h"
 
 namespace ckflow {
 
@@ -53,9 +53,9 @@ class Output {
   Node* node() const { return node_; }
   int index() const { return index_; }
   bool valid() const { return node_ != nullptr; }
-  DataType dtype() const;                // REQUIRES: valid()
-  const PartialShape& shape() const;     // REQUIRES: valid()
-  std::string name() const;              // "scope/node:0"
+  DataType dtype() const;             // REQUIRES: valid()
+  const PartialShape& shape() const;  // REQUIRES: valid()
+  std::string name() const;           // "scope/node:0"
 
   friend bool operator==(const Output& a, const Output& b) {
     return a.node_ == b.node_ && a.index_ == b.index_;
@@ -166,7 +166,7 @@ class Graph : public std::enable_shared_from_this<Graph> {
   std::string ToDot() const;
 
  private:
-  mutable std::mutex mu_;  // guards nodes_, names_ and status_ against readers
+  mutable std::mutex mu_;                    // guards nodes_, names_ and status_ against readers
   std::deque<std::unique_ptr<Node>> nodes_;  // deque: pointers never move
   std::unordered_map<std::string, Node*> by_name_;
   std::unordered_map<std::string, int> names_;  // reserved names → next suffix

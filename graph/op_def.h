@@ -25,8 +25,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <span>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -46,11 +46,10 @@ class Node;
 // A shape known up to some dimensions (-1) or not at all (unknown rank).
 class PartialShape {
  public:
-  PartialShape() : known_rank_(false) {}  // unknown rank
+  PartialShape() : known_rank_(false) {}             // unknown rank
   PartialShape(std::initializer_list<int64_t> dims)  // -1 = unknown dim
       : known_rank_(true), dims_(dims) {}
-  explicit PartialShape(std::vector<int64_t> dims)
-      : known_rank_(true), dims_(std::move(dims)) {}
+  explicit PartialShape(std::vector<int64_t> dims) : known_rank_(true), dims_(std::move(dims)) {}
   PartialShape(const TensorShape& shape)  // NOLINT: every TensorShape is one
       : known_rank_(true), dims_(shape.dims()) {}
   static PartialShape Unknown() { return PartialShape(); }
@@ -80,10 +79,9 @@ class PartialShape {
 };
 
 // Attribute values of a node (TensorFlow's AttrValue, as a C++ variant).
-using AttrValue = std::variant<bool, int64_t, float, std::string, DataType,
-                               PartialShape, Tensor, std::vector<int64_t>,
-                               std::vector<DataType>, std::vector<std::string>,
-                               std::vector<PartialShape>>;
+using AttrValue = std::variant<bool, int64_t, float, std::string, DataType, PartialShape, Tensor,
+                               std::vector<int64_t>, std::vector<DataType>,
+                               std::vector<std::string>, std::vector<PartialShape>>;
 
 class AttrMap {
  public:
@@ -134,7 +132,7 @@ struct InferenceContext {
   // lets Reshape, Fill, Sum... infer shapes from constant arguments.
   std::vector<const Tensor*> input_constants;
 
-  std::vector<DataType> output_types;     // set by the shape function
+  std::vector<DataType> output_types;       // set by the shape function
   std::vector<PartialShape> output_shapes;  // same length as output_types
 
   void AddOutput(DataType dtype, PartialShape shape) {
@@ -147,9 +145,8 @@ using ShapeFn = std::function<Status(InferenceContext&)>;
 // What a kernel sees and sets for one execution of one node.
 class KernelContext {
  public:
-  KernelContext(const Node& node, std::span<const Tensor* const> inputs,
-                std::span<Tensor> outputs, ResourceMgr& resources,
-                FileSystem* file_system = nullptr)
+  KernelContext(const Node& node, std::span<const Tensor* const> inputs, std::span<Tensor> outputs,
+                ResourceMgr& resources, FileSystem* file_system = nullptr)
       : node_(node),
         inputs_(inputs),
         outputs_(outputs),

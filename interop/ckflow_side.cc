@@ -104,7 +104,8 @@ std::vector<std::pair<std::string, std::shared_ptr<Variable>>> VariablesByKey(
     }
   }
   for (const auto& [path, node] : visited) {
-    if (auto v = std::dynamic_pointer_cast<Variable>(node)) out.emplace_back(path + kValueSuffix, v);
+    if (auto v = std::dynamic_pointer_cast<Variable>(node))
+      out.emplace_back(path + kValueSuffix, v);
   }
   for (const auto& [opt_path, node] : visited) {
     auto owner = std::dynamic_pointer_cast<SlotOwner>(node);
@@ -114,9 +115,9 @@ std::vector<std::pair<std::string, std::shared_ptr<Variable>>> VariablesByKey(
       for (const std::string& slot_name : owner->SlotNames()) {
         auto slot = std::dynamic_pointer_cast<Variable>(owner->GetSlot(*var_node, slot_name));
         if (slot == nullptr) continue;
-        out.emplace_back(var_path + "/.OPTIMIZER_SLOT/" + opt_path + "/" + EscapeName(slot_name) +
-                             kValueSuffix,
-                         slot);
+        out.emplace_back(
+            var_path + "/.OPTIMIZER_SLOT/" + opt_path + "/" + EscapeName(slot_name) + kValueSuffix,
+            slot);
       }
     }
   }
@@ -185,7 +186,7 @@ struct TrainOptions {
   std::string optimizer = "adam";
   float learning_rate = 0.01f;
   std::string restored_dump, trained_dump;
-  std::string trajectory;  // dump after every step to "<trajectory>.<step>"
+  std::string trajectory;           // dump after every step to "<trajectory>.<step>"
   std::string save = "checkpoint";  // checkpoint | manager | none
   int max_to_keep = 3;
   bool expect_restore = false;
@@ -243,8 +244,8 @@ Status Train(const TrainOptions& o) {
                        {train_op}));
       last_loss = out[0].scalar<float>();
       if (!o.trajectory.empty()) {
-        CKFLOW_RETURN_IF_ERROR(DumpValues(*session, checkpoint.root(),
-                                          o.trajectory + "." + std::to_string(step + 1)));
+        CKFLOW_RETURN_IF_ERROR(
+            DumpValues(*session, checkpoint.root(), o.trajectory + "." + std::to_string(step + 1)));
       }
     }
     char buf[32];
@@ -254,8 +255,8 @@ Status Train(const TrainOptions& o) {
 
   std::unique_ptr<CheckpointManager> manager;
   if (o.save == "manager") {
-    CKFLOW_ASSIGN_OR_RETURN(manager, CheckpointManager::Create(checkpoint, o.dir,
-                                                               {.max_to_keep = o.max_to_keep}));
+    CKFLOW_ASSIGN_OR_RETURN(
+        manager, CheckpointManager::Create(checkpoint, o.dir, {.max_to_keep = o.max_to_keep}));
     CKFLOW_ASSIGN_OR_RETURN(std::string saved, manager->Save(*session));
     Report("saved", saved);
   } else if (o.save == "checkpoint") {
@@ -480,9 +481,7 @@ int main(int argc, char** argv) {
   weights->add_option("--dump", w.dump, "dump the model's values here");
   CLI11_PARSE(app, argc, argv);
 
-  ckflow::Status status = train->parsed()   ? Train(t)
-                          : weights->parsed() ? Weights(w)
-                                              : Generic(g);
+  ckflow::Status status = train->parsed() ? Train(t) : weights->parsed() ? Weights(w) : Generic(g);
   std::fflush(stdout);
   if (!status.ok()) {
     std::fprintf(stderr, "interop_ckflow: %s\n", status.ToString().c_str());

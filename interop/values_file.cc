@@ -61,7 +61,8 @@ StatusOr<NamedTensors> ReadValues(const std::string& path) {
       size_t at = 0;
       for (std::string& s : t.flat<std::string>()) {
         uint64_t n = 0;
-        if (at + sizeof(n) > size) return InvalidArgumentError(path, ": bad strings in '", key, "'");
+        if (at + sizeof(n) > size)
+          return InvalidArgumentError(path, ": bad strings in '", key, "'");
         std::memcpy(&n, bytes.data() + at, sizeof(n));
         at += sizeof(n);
         if (n > size - at) return InvalidArgumentError(path, ": bad strings in '", key, "'");

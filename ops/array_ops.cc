@@ -10,9 +10,9 @@
 #include <type_traits>
 #include <utility>
 
+#include "base/parallel.h"
 #include "ops/ops_internal.h"
 #include "ops/standard_ops.h"
-#include "base/parallel.h"
 
 namespace ckflow {
 namespace internal {

@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "base/tensor.h"
 #include "graph/graph.h"
 #include "ops/input.h"
-#include "base/tensor.h"
 
 namespace ckflow::ops {
 

@@ -48,9 +48,8 @@ std::vector<Output> RestoreV2(const Scope& scope, Output prefix, Output tensor_n
 // With `sync` (ckflow's attribute; TensorFlow has none) the merged index is
 // fsynced before it is renamed into place and the destination directory
 // after, so the checkpoint survives a power loss.
-Output MergeV2Checkpoints(const Scope& scope, Output checkpoint_prefixes,
-                          Output destination_prefix, bool delete_old_dirs = true,
-                          bool sync = false);
+Output MergeV2Checkpoints(const Scope& scope, Output checkpoint_prefixes, Output destination_prefix,
+                          bool delete_old_dirs = true, bool sync = false);
 
 // Restores the variable behind each of `handles` (VarHandleOp outputs) from
 // the tensor `keys[i]` of the checkpoint at `prefix`: dtype and shape are

@@ -27,8 +27,8 @@
 #include <string_view>
 #include <type_traits>
 
-#include "ops/ops_internal.h"
 #include "base/parallel.h"
+#include "ops/ops_internal.h"
 
 namespace ckflow::internal {
 

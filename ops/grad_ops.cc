@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "base/parallel.h"
 #include "ops/gradients.h"
 #include "ops/ops_internal.h"
 #include "ops/standard_ops.h"
-#include "base/parallel.h"
 
 namespace ckflow {
 namespace internal {

@@ -39,10 +39,10 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
 #include "graph/graph.h"
 #include "graph/op_def.h"
 #include "ops/input.h"
-#include "base/status.h"
 
 namespace ckflow {
 

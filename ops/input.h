@@ -22,9 +22,9 @@
 #include <utility>
 #include <vector>
 
-#include "graph/graph.h"
 #include "base/tensor.h"
 #include "base/types.h"
+#include "graph/graph.h"
 
 namespace ckflow::ops {
 

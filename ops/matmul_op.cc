@@ -12,11 +12,11 @@
 #include <algorithm>
 #include <string>
 
+#include "base/parallel.h"
+#include "base/tensor_eigen_internal.h"
 #include "ops/math_ops.h"
 #include "ops/ops_internal.h"
 #include "ops/standard_ops.h"
-#include "base/parallel.h"
-#include "base/tensor_eigen_internal.h"
 
 namespace ckflow {
 namespace internal {

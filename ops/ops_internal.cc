@@ -5,8 +5,8 @@
 #include <memory>
 #include <utility>
 
-#include "ops/standard_ops.h"
 #include "base/parallel.h"
+#include "ops/standard_ops.h"
 
 namespace ckflow::internal {
 

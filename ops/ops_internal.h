@@ -21,12 +21,12 @@
 #include <type_traits>
 #include <vector>
 
-#include "graph/graph.h"
-#include "graph/op_def.h"
-#include "ops/input.h"
 #include "base/parallel.h"
 #include "base/status.h"
 #include "base/tensor.h"
+#include "graph/graph.h"
+#include "graph/op_def.h"
+#include "ops/input.h"
 
 namespace ckflow::internal {
 

@@ -16,10 +16,10 @@
 #include <random>
 #include <utility>
 
+#include "base/parallel.h"
 #include "ops/ops_internal.h"
 #include "ops/philox_internal.h"
 #include "ops/standard_ops.h"
-#include "base/parallel.h"
 
 namespace ckflow {
 namespace internal {

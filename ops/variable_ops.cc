@@ -10,12 +10,12 @@
 #include <utility>
 #include <vector>
 
+#include "base/parallel.h"
+#include "base/tsan_internal.h"
 #include "graph/graph.h"
 #include "ops/ops_internal.h"
 #include "ops/standard_ops.h"
 #include "ops/variable_resource_internal.h"
-#include "base/parallel.h"
-#include "base/tsan_internal.h"
 
 namespace ckflow {
 namespace internal {

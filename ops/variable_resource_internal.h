@@ -24,10 +24,10 @@
 #include <string_view>
 #include <vector>
 
-#include "graph/op_def.h"
 #include "base/resource.h"
 #include "base/status.h"
 #include "base/tensor.h"
+#include "graph/op_def.h"
 
 namespace ckflow::internal {
 

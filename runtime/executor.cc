@@ -1,5 +1,3 @@
-#include "runtime/executor_internal.h"
-
 #include <tbb/task_group.h>
 
 #include <algorithm>
@@ -12,6 +10,7 @@
 #include <utility>
 
 #include "base/tsan_internal.h"
+#include "runtime/executor_internal.h"
 
 namespace ckflow::internal {
 namespace {

@@ -31,12 +31,12 @@
 #include <span>
 #include <vector>
 
-#include "graph/graph.h"
-#include "graph/op_def.h"
 #include "base/resource.h"
-#include "runtime/session.h"
 #include "base/status.h"
 #include "base/tensor.h"
+#include "graph/graph.h"
+#include "graph/op_def.h"
+#include "runtime/session.h"
 
 namespace ckflow::internal {
 

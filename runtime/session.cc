@@ -290,7 +290,8 @@ Session::~Session() = default;
 StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph, SessionOptions options) {
   CKFLOW_RETURN_IF_ERROR(graph.status());
   const OpRegistry& registry = options.registry ? *options.registry : StandardOps();
-  return std::unique_ptr<Session>(new Session(std::make_unique<Impl>(graph, registry, options.file_system)));
+  return std::unique_ptr<Session>(
+      new Session(std::make_unique<Impl>(graph, registry, options.file_system)));
 }
 
 StatusOr<std::vector<Tensor>> Session::Run(const std::vector<Feed>& feeds,

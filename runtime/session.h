@@ -33,10 +33,10 @@
 #include <variant>
 #include <vector>
 
-#include "graph/graph.h"
 #include "base/resource.h"
 #include "base/status.h"
 #include "base/tensor.h"
+#include "graph/graph.h"
 
 namespace ckflow {
 
@@ -74,8 +74,7 @@ struct Feed {
 class Session {
  public:
   // Fails with the graph's first build error, if any.
-  static StatusOr<std::unique_ptr<Session>> Create(const Graph& graph,
-                                                   SessionOptions options = {});
+  static StatusOr<std::unique_ptr<Session>> Create(const Graph& graph, SessionOptions options = {});
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;

@@ -42,27 +42,28 @@ MATCHER_P2(StatusIs, code, substring,
                std::string(substring) + "\"") {
   const ::ckflow::Status s = ::ckflow::testing::StatusOf(arg);
   *result_listener << "whose status is " << s;
-  return s.code() == code && std::string_view(s.message()).find(substring) != std::string_view::npos;
+  return s.code() == code &&
+         std::string_view(s.message()).find(substring) != std::string_view::npos;
 }
 
 }  // namespace ckflow::testing
 
-#define CKFLOW_ASSERT_OK(expr)                              \
-  do {                                                      \
-    ::ckflow::Status ckflow_test_s_ = (expr);               \
-    ASSERT_TRUE(ckflow_test_s_.ok()) << ckflow_test_s_;     \
+#define CKFLOW_ASSERT_OK(expr)                          \
+  do {                                                  \
+    ::ckflow::Status ckflow_test_s_ = (expr);           \
+    ASSERT_TRUE(ckflow_test_s_.ok()) << ckflow_test_s_; \
   } while (0)
-#define CKFLOW_EXPECT_OK(expr)                              \
-  do {                                                      \
-    ::ckflow::Status ckflow_test_s_ = (expr);               \
-    EXPECT_TRUE(ckflow_test_s_.ok()) << ckflow_test_s_;     \
+#define CKFLOW_EXPECT_OK(expr)                          \
+  do {                                                  \
+    ::ckflow::Status ckflow_test_s_ = (expr);           \
+    EXPECT_TRUE(ckflow_test_s_.ok()) << ckflow_test_s_; \
   } while (0)
 // `auto x = CKFLOW_ASSERT_OK_AND_ASSIGN_VALUE(expr)` is not possible in gtest;
 // use this two-step form instead.
-#define CKFLOW_ASSERT_OK_AND_ASSIGN(lhs, expr)                                 \
-  auto CKFLOW_STATUS_CONCAT_(ckflow_test_or_, __LINE__) = (expr);              \
-  ASSERT_TRUE(CKFLOW_STATUS_CONCAT_(ckflow_test_or_, __LINE__).ok())           \
-      << CKFLOW_STATUS_CONCAT_(ckflow_test_or_, __LINE__).status();            \
+#define CKFLOW_ASSERT_OK_AND_ASSIGN(lhs, expr)                       \
+  auto CKFLOW_STATUS_CONCAT_(ckflow_test_or_, __LINE__) = (expr);    \
+  ASSERT_TRUE(CKFLOW_STATUS_CONCAT_(ckflow_test_or_, __LINE__).ok()) \
+      << CKFLOW_STATUS_CONCAT_(ckflow_test_or_, __LINE__).status();  \
   lhs = std::move(CKFLOW_STATUS_CONCAT_(ckflow_test_or_, __LINE__)).value()
 
 #endif  // CKFLOW_TESTS_TEST_UTIL_H_

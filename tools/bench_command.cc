@@ -39,14 +39,14 @@
 #include <string>
 #include <vector>
 
-#include "workloads/raw_io.h"
-#include "workloads/model_program.h"
+#include "base/parallel.h"
 #include "bundle/bundle_format.h"
 #include "bundle/bundle_reader.h"
 #include "checkpoint/checkpoint.h"
-#include "base/parallel.h"
 #include "runtime/session.h"
 #include "tools/commands.h"
+#include "workloads/model_program.h"
+#include "workloads/raw_io.h"
 
 namespace ckflow::tools {
 namespace {
@@ -341,7 +341,8 @@ Status RunRestore(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
   uint32_t sink = 0;
   for (int run = 0; run < options.repeat; ++run) {
     auto raw_run = [&]() -> Status {
-      const double s = workloads::RawReadCrc(data_files, pieces, buffers, options.raw_threads, &sink);
+      const double s =
+          workloads::RawReadCrc(data_files, pieces, buffers, options.raw_threads, &sink);
       if (s < 0) return InternalError(prefix, ": raw pread of its data files failed");
       raw_s.push_back(s);
       return OkStatus();

@@ -16,9 +16,9 @@
 #include <memory>
 #include <string>
 
-#include "bundle/bundle_reader.h"
 #include "base/status.h"
 #include "base/tensor.h"
+#include "bundle/bundle_reader.h"
 
 namespace ckflow::tools {
 

@@ -5,8 +5,8 @@
 #include <iostream>
 #include <vector>
 
-#include "bundle/bundle_format.h"
 #include "base/parallel.h"
+#include "bundle/bundle_format.h"
 #include "tools/commands.h"
 
 namespace ckflow::tools {

@@ -88,8 +88,7 @@ TEST(Tensor, ReshapeKeepsBufferAndChecksCount) {
 TEST(Tensor, HugeAllocationIsAnErrorNotACrash) {
   StatusOr<TensorShape> shape = TensorShape::Make(std::vector<int64_t>{int64_t{1} << 50});
   ASSERT_TRUE(shape.ok());
-  EXPECT_EQ(Tensor::Allocate(DT_FLOAT, *shape).status().code(),
-            StatusCode::kResourceExhausted);
+  EXPECT_EQ(Tensor::Allocate(DT_FLOAT, *shape).status().code(), StatusCode::kResourceExhausted);
 }
 
 TEST(Tensor, CopyFromChecksDtypeAndCount) {
@@ -102,9 +101,9 @@ TEST(Tensor, CopyFromChecksDtypeAndCount) {
 }
 
 TEST(Types, NamesRoundTrip) {
-  for (DataType t : {DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_INT8, DT_INT16, DT_UINT8,
-                     DT_UINT16, DT_BOOL, DT_STRING, DT_BFLOAT16, DT_HALF, DT_COMPLEX64,
-                     DT_COMPLEX128}) {
+  for (DataType t :
+       {DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_INT8, DT_INT16, DT_UINT8, DT_UINT16, DT_BOOL,
+        DT_STRING, DT_BFLOAT16, DT_HALF, DT_COMPLEX64, DT_COMPLEX128}) {
     auto back = DataTypeFromName(DataTypeName(t));
     ASSERT_TRUE(back.has_value()) << DataTypeName(t);
     EXPECT_EQ(*back, t);

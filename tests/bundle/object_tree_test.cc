@@ -148,7 +148,8 @@ TEST(ObjectTree, NodeIdOutOfRangeIsDataLoss) {
   auto reader = WriteWithGraph(testing::NewTempDir("bad") + "/ckpt", g);
   ASSERT_NE(reader, nullptr);
   Status s = RenderObjectGraph(*reader, ObjectGraphFormat::kTree).status();
-  EXPECT_THAT(s, testing::StatusIs(StatusCode::kDataLoss, "node 4: child 'ghost' is node 42 of 10"));
+  EXPECT_THAT(s,
+              testing::StatusIs(StatusCode::kDataLoss, "node 4: child 'ghost' is node 42 of 10"));
 }
 
 TEST(ObjectTree, GraphThatDoesNotParseIsDataLoss) {

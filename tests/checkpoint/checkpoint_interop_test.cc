@@ -92,7 +92,8 @@ TEST(FixtureRestore, TwoShardsWithTheVariableInTheSecond) {
 
 TEST(FixtureRestore, KeysMissingFromTheBundleAreReportedByKey) {
   auto r = RestoreFixture(Fixture("tf2_uninitialized_variable/variables"));
-  EXPECT_THAT(r->run, testing::StatusIs(StatusCode::kNotFound, "uninitialized_variable/.ATTRIBUTES/VARIABLE_VALUE"));
+  EXPECT_THAT(r->run, testing::StatusIs(StatusCode::kNotFound,
+                                        "uninitialized_variable/.ATTRIBUTES/VARIABLE_VALUE"));
   if (r->status) r->status->ExpectPartial();
 }
 
@@ -140,8 +141,8 @@ TEST(NameBasedRestore, InitializeOrRestoreLetsTheLoopSave) {
   model->Track("weight", Variable::Create(scope, "W", ops::Const(scope, 0.0f)));
   model->Track("bias", Variable::Create(scope, "b", ops::Const(scope, 0.0f)));
   Checkpoint checkpoint(scope, {{"model", model}});
-  CKFLOW_ASSERT_OK_AND_ASSIGN(
-      LoadStatus status, checkpoint.Restore(Fixture("tf1_onnx_regression/model")));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status,
+                              checkpoint.Restore(Fixture("tf1_onnx_regression/model")));
   auto session = NewSession(scope);
   CKFLOW_ASSERT_OK(status.InitializeOrRestore(*session));
   EXPECT_EQ(ValueOf(*session, *checkpoint.save_counter()).scalar<int64_t>(), 0);

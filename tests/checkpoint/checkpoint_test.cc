@@ -10,12 +10,12 @@
 #include <optional>
 #include <set>
 
+#include "base/logging.h"
 #include "bundle/bundle_reader.h"
 #include "bundle/checkpoint_state.h"
 #include "ops/array_ops.h"
 #include "ops/optimizers.h"
 #include "ops/variables.h"
-#include "base/logging.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
 #include "tests/test_util.h"
 
@@ -178,7 +178,8 @@ TEST_F(CheckpointTest, AssertConsumedNamesAnUnusedCheckpointValue) {
   CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, p.checkpoint->Restore(path));
   CKFLOW_EXPECT_OK(status.AssertExistingObjectsMatched());
   Status consumed = status.AssertConsumed();
-  EXPECT_THAT(consumed, testing::StatusIs(StatusCode::kFailedPrecondition, "optimizer/beta1_power/.ATTRIBUTES/VARIABLE_VALUE"));
+  EXPECT_THAT(consumed, testing::StatusIs(StatusCode::kFailedPrecondition,
+                                          "optimizer/beta1_power/.ATTRIBUTES/VARIABLE_VALUE"));
   status.ExpectPartial();
 }
 
@@ -218,7 +219,8 @@ TEST_F(CheckpointTest, InitializationOnlyStatusFailsAssertionsAndInitializes) {
   EXPECT_EQ(status.kind(), LoadStatus::Kind::kInitializationOnly);
   for (Status s : {status.AssertConsumed(), status.AssertExistingObjectsMatched(),
                    status.AssertNontrivialMatch()}) {
-    EXPECT_THAT(s, testing::StatusIs(StatusCode::kFailedPrecondition, "no checkpoint was specified"));
+    EXPECT_THAT(s,
+                testing::StatusIs(StatusCode::kFailedPrecondition, "no checkpoint was specified"));
   }
   auto session = NewSession(p.scope);
   EXPECT_EQ(status.RunRestoreOps(*session).code(), StatusCode::kFailedPrecondition);
@@ -327,7 +329,8 @@ TEST_F(CheckpointTest, SaveAfterRestoreBeforeInitializationFailsClearly) {
   CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, p.checkpoint->Restore(path));
   auto session = NewSession(p.scope);
   StatusOr<std::string> saved = p.checkpoint->Save(dir_ + "/again", *session);
-  EXPECT_THAT(saved.status(), testing::StatusIs(StatusCode::kFailedPrecondition, "InitializeOrRestore"));
+  EXPECT_THAT(saved.status(),
+              testing::StatusIs(StatusCode::kFailedPrecondition, "InitializeOrRestore"));
   status.ExpectPartial();
 }
 
@@ -666,7 +669,8 @@ TEST_F(CheckpointTest, ANegativeFileCountIsRejectedBeforeAnythingIsWritten) {
   StatusOr<std::string> written =
       saved.checkpoint->Save(dir_ + "/ckpt", *saved.session, {.files_per_device = -1});
   ASSERT_FALSE(written.ok());
-  EXPECT_THAT(written.status(), testing::StatusIs(StatusCode::kInvalidArgument, "files_per_device"));
+  EXPECT_THAT(written.status(),
+              testing::StatusIs(StatusCode::kInvalidArgument, "files_per_device"));
   EXPECT_THAT(written.status(), testing::StatusIs(StatusCode::kInvalidArgument, dir_ + "/ckpt"));
   EXPECT_FALSE(saved.checkpoint->Write(dir_ + "/w", *saved.session, {.files_per_device = -3}).ok());
   EXPECT_TRUE(fs::is_empty(dir_));
@@ -686,7 +690,8 @@ TEST_F(CheckpointTest, RestoreReportsADtypeOrShapeMismatchByKey) {
   CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, p.checkpoint->Restore(path));
   auto session = NewSession(p.scope);
   Status run = status.RunRestoreOps(*session);
-  EXPECT_THAT(run, testing::StatusIs(StatusCode::kInvalidArgument, "model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE"));
+  EXPECT_THAT(run, testing::StatusIs(StatusCode::kInvalidArgument,
+                                     "model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE"));
   EXPECT_THAT(run, testing::StatusIs(StatusCode::kInvalidArgument, "[3,4]"));
   status.ExpectPartial();
 }

@@ -20,8 +20,8 @@
 namespace ckflow::testing {
 
 // The model program the benchmarks run too (workloads/model_program.h).
-using workloads::Module;
 using workloads::ModelProgram;
+using workloads::Module;
 
 std::unique_ptr<Session> NewSession(const Scope& scope);
 

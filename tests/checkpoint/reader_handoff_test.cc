@@ -30,8 +30,8 @@ TEST(ReaderHandoff, RestoreOpsReadThroughTheReaderTheRestoreOpened) {
   ModelProgram writer;
   writer.Add("v", CountingVariable(writer.scope, "v", TensorShape({4}), 1.0f));
   CKFLOW_ASSERT_OK(writer.Finish());
-  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string path, writer.checkpoint->Save(dir + "/ckpt",
-                                                                        *writer.session));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string path,
+                              writer.checkpoint->Save(dir + "/ckpt", *writer.session));
 
   ModelProgram reader;
   reader.Add("v", CountingVariable(reader.scope, "v", TensorShape({4}), 100.0f));
@@ -54,12 +54,9 @@ Tensor OneString(const std::string& value) {
 // A RestoreV2 of `prefix`'s "x" in a graph of its own.
 struct RestoreGraph {
   explicit RestoreGraph(const std::string& prefix)
-      : restored(ops::RestoreV2(scope, ops::Const(scope, prefix),
-                                ops::Const(scope, OneString("x")),
-                                ops::Const(scope, OneString("")),
-                                {DT_FLOAT})[0]),
-        save(ops::SaveV2(scope, ops::Const(scope, prefix),
-                         ops::Const(scope, OneString("x")),
+      : restored(ops::RestoreV2(scope, ops::Const(scope, prefix), ops::Const(scope, OneString("x")),
+                                ops::Const(scope, OneString("")), {DT_FLOAT})[0]),
+        save(ops::SaveV2(scope, ops::Const(scope, prefix), ops::Const(scope, OneString("x")),
                          ops::Const(scope, OneString("")),
                          {ops::Const(scope, Tensor::FromVector<float>({3, 3}, {2}))})) {}
 

@@ -11,13 +11,13 @@
 #include <fstream>
 #include <random>
 
+#include "base/resource.h"
 #include "bundle/bundle_format.h"
 #include "bundle/bundle_reader.h"
 #include "checkpoint/checkpoint.h"
 #include "ops/array_ops.h"
 #include "ops/checkpoint_ops.h"
 #include "ops/variable_ops.h"
-#include "base/resource.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
 #include "tests/test_util.h"
 
@@ -83,8 +83,8 @@ class RestorePathsTest : public ::testing::Test {
   void SetUp() override {
     dir_ = testing::NewTempDir();
     std::mt19937_64 rng(7);
-    const DataType dtypes[] = {DT_FLOAT, DT_DOUBLE, DT_INT32, DT_UINT8,    DT_INT16,
-                               DT_INT8,  DT_INT64,  DT_BOOL,  DT_BFLOAT16, DT_UINT16,
+    const DataType dtypes[] = {DT_FLOAT, DT_DOUBLE, DT_INT32,  DT_UINT8,     DT_INT16,
+                               DT_INT8,  DT_INT64,  DT_BOOL,   DT_BFLOAT16,  DT_UINT16,
                                DT_HALF,  DT_UINT32, DT_UINT64, DT_COMPLEX64, DT_COMPLEX128};
     for (DataType dtype : dtypes) {
       // Every element size gets the large sizes; the rest only the small.
@@ -247,7 +247,8 @@ TEST_F(RestorePathsTest, RestoreIntoAVariableDeclaredOtherwiseIsInvalidArgument)
   testing::RunOrFail(*session, {other});
   LoadStatus status = p.checkpoint->Restore(prefix_).value();
   Status s = status.InitializeOrRestore(*session);
-  EXPECT_THAT(s, testing::StatusIs(StatusCode::kInvalidArgument, "variable '" + name + "' exists as int32"));
+  EXPECT_THAT(s, testing::StatusIs(StatusCode::kInvalidArgument,
+                                   "variable '" + name + "' exists as int32"));
 }
 
 TEST_F(RestorePathsTest, RestoreOpsRefuseHandlesThatAreNotVarHandleOps) {
@@ -268,7 +269,8 @@ TEST_F(RestorePathsTest, RestoreOpsRefuseListsOfDifferentLengths) {
                                     {"k0", "k1"}, one);
   EXPECT_FALSE(op.valid());
   EXPECT_THAT(scope.status(), testing::StatusIs(StatusCode::kInvalidArgument, "restore"));
-  EXPECT_THAT(scope.status(), testing::StatusIs(StatusCode::kInvalidArgument, "2 keys for 1 variables"));
+  EXPECT_THAT(scope.status(),
+              testing::StatusIs(StatusCode::kInvalidArgument, "2 keys for 1 variables"));
 }
 
 TEST_F(RestorePathsTest, RestoreOpsRefusePositionsOfAnotherLength) {
@@ -277,7 +279,8 @@ TEST_F(RestorePathsTest, RestoreOpsRefusePositionsOfAnotherLength) {
   Output op = ops::RestoreVariables(scope.WithOpName("restore"), ops::Const(scope, prefix_), {"k0"},
                                     one, {0, 1});
   EXPECT_FALSE(op.valid());
-  EXPECT_THAT(scope.status(), testing::StatusIs(StatusCode::kInvalidArgument, "1 keys for 2 positions"));
+  EXPECT_THAT(scope.status(),
+              testing::StatusIs(StatusCode::kInvalidArgument, "1 keys for 2 positions"));
 }
 
 // Positions are hints: wrong ones (another key's, negative, past the end)

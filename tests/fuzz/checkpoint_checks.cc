@@ -15,10 +15,10 @@
 
 #include "bundle/bundle_format.h"
 #include "bundle/bundle_reader.h"
-#include "checkpoint/checkpoint.h"
 #include "bundle/checkpoint_state.h"
 #include "bundle/object_tree.h"
 #include "bundle/protos/trackable_object_graph.pb.h"
+#include "checkpoint/checkpoint.h"
 #include "ops/array_ops.h"
 #include "ops/layers.h"
 #include "ops/losses.h"

@@ -16,7 +16,8 @@ OpDef FakeAddDef() {
                    return InvalidArgumentError("dtypes differ: ", DataTypeName(c.input_types[0]),
                                                " vs ", DataTypeName(c.input_types[1]));
                  }
-                 CKFLOW_ASSIGN_OR_RETURN(PartialShape s, c.input_shapes[0].Merge(c.input_shapes[1]));
+                 CKFLOW_ASSIGN_OR_RETURN(PartialShape s,
+                                         c.input_shapes[0].Merge(c.input_shapes[1]));
                  c.AddOutput(c.input_types[0], s);
                  return OkStatus();
                }};

@@ -49,7 +49,8 @@ TEST(Const, ValueCountMustFillTheShape) {
 TEST(Const, NegativeDimensionIsAnErrorNotACrash) {
   Scope root = Scope::NewRootScope();
   ops::Const<int32_t>(root, {1, 2}, {-1, 2});
-  EXPECT_THAT(root.status(), testing::StatusIs(StatusCode::kInvalidArgument, "negative dimension -1"));
+  EXPECT_THAT(root.status(),
+              testing::StatusIs(StatusCode::kInvalidArgument, "negative dimension -1"));
 }
 
 TEST(Placeholder, UnfedFailsNamingItself) {

@@ -43,7 +43,7 @@ TEST(MatMul, MatchesNaiveProductForAllTransposes) {
   struct Case {
     int64_t m, k, n;
   };
-  const Case cases[] = {{1, 1, 1}, {2, 3, 4},   {5, 1, 7},     {3, 0, 2},    {0, 3, 2},
+  const Case cases[] = {{1, 1, 1}, {2, 3, 4},   {5, 1, 7},     {3, 0, 2},     {0, 3, 2},
                         {4, 3, 0}, {17, 33, 9}, {130, 70, 90}, {600, 20, 30}, {40, 50, 700}};
   std::mt19937 rng(21);
   for (DataType dtype : {DT_FLOAT, DT_DOUBLE}) {

@@ -19,11 +19,11 @@
 #include <utility>
 #include <vector>
 
-#include "graph/graph.h"
-#include "ops/input.h"
 #include "base/resource.h"
 #include "base/status.h"
 #include "base/tensor.h"
+#include "graph/graph.h"
+#include "ops/input.h"
 
 namespace ckflow::testing {
 

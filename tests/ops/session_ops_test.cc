@@ -67,12 +67,16 @@ TEST(SessionOps, KernelErrorsNameTheNode) {
                     {net.labels, Tensor::FromVector<int32_t>({0, 4})}},
                    {net.loss});
   ASSERT_FALSE(out.ok());
-  EXPECT_THAT(out.status(), testing::StatusIs(StatusCode::kInvalidArgument, "SparseSoftmaxCrossEntropyWithLogits (SparseSoftmaxCrossEntropyWithLogits): " "labels[1] = 4 is outside the valid range [0, 4)"));
+  EXPECT_THAT(out.status(),
+              testing::StatusIs(
+                  StatusCode::kInvalidArgument,
+                  "SparseSoftmaxCrossEntropyWithLogits (SparseSoftmaxCrossEntropyWithLogits): "
+                  "labels[1] = 4 is outside the valid range [0, 4)"));
   // An unfed placeholder names itself.
   out = session->Run({}, {net.probabilities});
   ASSERT_FALSE(out.ok());
-  EXPECT_THAT(out.status(), testing::StatusIs(StatusCode::kInvalidArgument,
-                                             "placeholder 'x' must be fed"));
+  EXPECT_THAT(out.status(),
+              testing::StatusIs(StatusCode::kInvalidArgument, "placeholder 'x' must be fed"));
 }
 
 TEST(SessionOps, FeedsAreCheckedAgainstThePlaceholder) {

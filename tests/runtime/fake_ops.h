@@ -36,10 +36,10 @@
 #include <string>
 #include <vector>
 
-#include "graph/graph.h"
-#include "graph/op_def.h"
 #include "base/status.h"
 #include "base/tensor.h"
+#include "graph/graph.h"
+#include "graph/op_def.h"
 
 namespace ckflow::testing {
 
