@@ -242,7 +242,7 @@ StatusOr<std::shared_ptr<internal::Saver>> SaverForRoot(const std::shared_ptr<Tr
   std::shared_ptr<internal::Saver>& saver = g.Attachment<WeightSavers>().by_root[root.get()];
   if (saver == nullptr) {
     CKFLOW_ASSIGN_OR_RETURN(Scope scope, Scope::ForGraph(g));
-    saver = std::make_shared<internal::Saver>(scope.NewSubScope("weights"), fs);
+    saver = std::make_shared<internal::Saver>(scope.NewSubScope("weights"), session.file_system());
   }
   return saver;
 }
