@@ -8,7 +8,7 @@
 #include "base/logging.h"
 #include "bundle/bundle_format.h"
 #include "bundle/checkpoint_state.h"
-#include "checkpoint/restore_internal.h"
+#include "checkpoint/load_status_internal.h"
 #include "checkpoint/save_files_internal.h"
 #include "ops/array_ops.h"
 #include "ops/variables.h"

@@ -10,7 +10,7 @@
 #include "bundle/bundle_reader.h"
 #include "bundle/checkpoint_state.h"
 #include "bundle/object_tree.h"
-#include "checkpoint/restore_internal.h"
+#include "checkpoint/load_status_internal.h"
 #include "ops/checkpoint_ops_internal.h"
 #include "ops/variables.h"
 

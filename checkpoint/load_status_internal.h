@@ -1,0 +1,50 @@
+// What stands behind a LoadStatus: one of three status kinds, and
+// RestoreRoot, which restores a root object and returns the right one.
+
+#ifndef CKFLOW_CHECKPOINT_LOAD_STATUS_INTERNAL_H_
+#define CKFLOW_CHECKPOINT_LOAD_STATUS_INTERNAL_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/saver_internal.h"
+#include "graph/trackable.h"
+
+namespace ckflow::internal {
+
+// TensorFlow's CheckpointLoadStatus, InitializationOnlyStatus and
+// NameBasedSaverStatus behind LoadStatus.
+class LoadStatusImpl {
+ public:
+  virtual ~LoadStatusImpl() = default;
+  virtual LoadStatus::Kind kind() const = 0;
+  virtual Status AssertConsumed() = 0;
+  virtual Status AssertExistingObjectsMatched() = 0;
+  virtual Status AssertNontrivialMatch() = 0;
+  virtual void ExpectPartial() = 0;
+  virtual Status RunRestoreOps(Session& session) = 0;
+  virtual Status InitializeOrRestore(Session& session) = 0;
+  virtual const std::string& save_path() const = 0;
+
+  static LoadStatus Wrap(std::shared_ptr<LoadStatusImpl> impl) {
+    return LoadStatus(std::move(impl));
+  }
+};
+
+// Restores `root` from `save_path` through `saver`: the object-based path if
+// the checkpoint has an object graph, else the name-based one (nullopt: an
+// initialization-only status). `make_save_counter`, if set, runs after the
+// status is built (as TensorFlow creates save_counter then) and returns the
+// counter, which a name-based restore treats as optional.
+StatusOr<LoadStatus> RestoreRoot(
+    const std::shared_ptr<Trackable>& root, const std::shared_ptr<Saver>& saver,
+    const std::optional<std::string>& save_path,
+    const std::function<std::shared_ptr<Trackable>()>& make_save_counter,
+    const RestoreOptions& options = {});
+
+}  // namespace ckflow::internal
+
+#endif  // CKFLOW_CHECKPOINT_LOAD_STATUS_INTERNAL_H_

@@ -1,0 +1,319 @@
+#include <algorithm>
+#include <atomic>
+#include <deque>
+
+#include "base/logging.h"
+#include "base/parallel.h"
+#include "bundle/bundle_format.h"
+#include "checkpoint/restore_coordinator_internal.h"
+
+namespace ckflow::internal {
+namespace {
+
+// Whether a proto node, or anything below it, holds values (TensorFlow's
+// has_checkpoint_values, with its fallback for older checkpoints).
+bool NodeHasValues(const tensorflow::TrackableObjectGraph::TrackableObject& node) {
+  if (node.has_has_checkpoint_values()) return node.has_checkpoint_values().value();
+  return node.children_size() > 0 || node.attributes_size() > 0 || node.slot_variables_size() > 0 ||
+         node.has_registered_saver();
+}
+
+}  // namespace
+
+int64_t NewRestoreUid() {
+  static std::atomic<int64_t> next{1};
+  return next.fetch_add(1);
+}
+
+RestoreCoordinator::RestoreCoordinator(std::string save_path,
+                                       std::shared_ptr<const BundleReader> reader,
+                                       std::unique_ptr<google::protobuf::Arena> arena,
+                                       const tensorflow::TrackableObjectGraph* proto,
+                                       std::shared_ptr<Saver> saver, bool skip_slot_variables)
+    : uid_(NewRestoreUid()),
+      save_path_(std::move(save_path)),
+      reader_(std::move(reader)),
+      arena_(std::move(arena)),
+      proto_(*proto),
+      saver_(std::move(saver)),
+      skip_slot_variables_(skip_slot_variables),
+      object_by_proto_id_(proto_.nodes_size()),
+      bound_(proto_.nodes_size(), false),
+      matched_(proto_.nodes_size(), false) {
+  if (skip_slot_variables_) return;
+  for (int id = 0; id < proto_.nodes_size(); ++id) {
+    for (const auto& slot : proto_.nodes(id).slot_variables()) {
+      slot_restorations_[slot.original_variable_node_id()].push_back(
+          {id, slot.slot_variable_node_id(), slot.slot_name()});
+    }
+  }
+}
+
+RestoreCoordinator::~RestoreCoordinator() {
+  if (expect_partial_) return;
+  const std::vector<bool> skipped = SkippedSlotNodes();
+  std::vector<std::string> lines;
+  for (int id = 0; id < proto_.nodes_size(); ++id) {
+    if (proto_.nodes(id).attributes_size() > 0 && !matched_[id] && !skipped[id]) {
+      lines.push_back(
+          "Value in checkpoint could not be found in the restored object: " + NodeName(id) +
+          " (key '" + proto_.nodes(id).attributes(0).checkpoint_key() + "')");
+    }
+  }
+  for (const auto& [id, names] : unused_attributes_) {
+    for (const std::string& name : names) {
+      lines.push_back(
+          "An attribute in the restored object could not be found in the checkpoint. "
+          "Object: " +
+          NodeName(id) + ", attribute: " + name);
+    }
+  }
+  if (lines.empty()) return;
+  std::string message = "A checkpoint status for '" + save_path_ +
+                        "' is being deleted with unrestored values. If this is expected, call "
+                        "ExpectPartial() on the status returned by Restore to silence this "
+                        "warning; otherwise create the missing objects before running the restore "
+                        "ops.";
+  for (const std::string& line : lines) message += "\n  " + line;
+  Log(LogSeverity::kWarning, message);
+}
+
+std::vector<bool> RestoreCoordinator::SkippedSlotNodes() const {
+  std::vector<bool> skipped(proto_.nodes_size(), false);
+  if (skip_slot_variables_) {
+    for (const auto& node : proto_.nodes()) {
+      for (const auto& slot : node.slot_variables()) skipped[slot.slot_variable_node_id()] = true;
+    }
+  }
+  return skipped;
+}
+
+bool RestoreCoordinator::Bind(int proto_id, const std::shared_ptr<Trackable>& object) {
+  matched_[proto_id] = true;
+  std::shared_ptr<Trackable> current =
+      bound_[proto_id] ? object_by_proto_id_[proto_id].lock() : nullptr;
+  if (current == nullptr) {
+    bound_[proto_id] = true;
+    object_by_proto_id_[proto_id] = object;
+    return true;
+  }
+  if (current != object) {
+    Log(LogSeverity::kWarning, "Inconsistent references when restoring '" + save_path_ +
+                                   "': checkpoint node " + NodeName(proto_id) +
+                                   " is already bound to another object; the other reference "
+                                   "is not restored from it.");
+  }
+  return false;
+}
+
+const std::string& RestoreCoordinator::NodeName(int proto_id) const {
+  std::call_once(node_names_once_, [&] { node_names_ = ProtoNodeNames(proto_); });
+  return node_names_[proto_id];
+}
+
+// ------------------------------------------------------------ what matched
+
+std::vector<std::string> RestoreCoordinator::StaleObjects() const {
+  std::vector<std::string> stale;
+  for (size_t id = 0; id < bound_.size(); ++id) {
+    if (!bound_[id]) continue;
+    auto object = object_by_proto_id_[id].lock();
+    if (object && object->update_uid() < uid_) {
+      stale.push_back(NodeName(static_cast<int>(id)) +
+                      " was matched but not assigned a value from the checkpoint");
+    }
+  }
+  return stale;
+}
+
+std::unordered_set<const Trackable*> RestoreCoordinator::BoundObjects() const {
+  std::unordered_set<const Trackable*> objects;
+  for (size_t id = 0; id < bound_.size(); ++id) {
+    if (!bound_[id]) continue;
+    if (std::shared_ptr<Trackable> object = object_by_proto_id_[id].lock()) {
+      objects.insert(object.get());
+    }
+  }
+  return objects;
+}
+
+std::vector<std::string> RestoreCoordinator::UnresolvedValues() const {
+  const std::vector<bool> skipped = SkippedSlotNodes();
+  std::vector<std::string> unresolved;
+  for (int id = 0; id < proto_.nodes_size(); ++id) {
+    const auto& node = proto_.nodes(id);
+    if (node.attributes_size() == 0 || skipped[id]) continue;
+    if (bound_[id] && !object_by_proto_id_[id].expired()) continue;
+    unresolved.push_back(NodeName(id) + " (key '" + node.attributes(0).checkpoint_key() + "')");
+  }
+  return unresolved;
+}
+
+std::vector<std::string> RestoreCoordinator::PendingSlots() const {
+  std::vector<std::string> slots;
+  for (const auto& [var_id, restorations] : slot_restorations_) {
+    for (const SlotRestoration& s : restorations) {
+      slots.push_back("slot '" + s.slot_name + "' of " + NodeName(var_id) + " (optimizer " +
+                      NodeName(s.optimizer_id) + ")");
+    }
+  }
+  return slots;
+}
+
+std::vector<std::string> RestoreCoordinator::UnusedAttributes() const {
+  std::vector<std::string> unused;
+  for (const auto& [id, names] : unused_attributes_) {
+    for (const std::string& name : names) {
+      unused.push_back(NodeName(id) + " has no attribute '" + name + "'");
+    }
+  }
+  return unused;
+}
+
+int RestoreCoordinator::NumLiveBound() const {
+  int n = 0;
+  for (size_t id = 0; id < bound_.size(); ++id) {
+    if (bound_[id] && !object_by_proto_id_[id].expired()) ++n;
+  }
+  return n;
+}
+
+Status RestoreCoordinator::Problems() const {
+  if (problems_.empty()) return OkStatus();
+  const Status& first = problems_.front();
+  if (problems_.size() == 1) return first;
+  return Status(first.code(), std::string(first.message()) + " (and " +
+                                  std::to_string(problems_.size() - 1) + " more problem(s))");
+}
+
+// ------------------------------------------------------------ matching
+
+void RestoreCoordinator::AddRestoreOps(std::vector<std::pair<int, RestoreItem>> items) {
+  // Each item's entry, checked against its variable: a lookup per value, so
+  // thousands of them are checked in parallel; the rare problem is then
+  // described in order.
+  std::vector<const BundleEntry*> entries(items.size());
+  std::vector<char> fits(items.size());
+  ParallelFor(static_cast<int64_t>(items.size()), 2000, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      RestoreItem& item = items[i].second;
+      entries[i] = reader_->FindEntry(item.key);
+      if (entries[i] != nullptr) item.position = entries[i] - reader_->entries().data();
+      fits[i] = entries[i] != nullptr && entries[i]->dtype == item.attribute.dtype &&
+                item.attribute.shape.IsCompatibleWith(entries[i]->shape);
+    }
+  });
+  std::vector<RestoreItem> ok_items;
+  ok_items.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    auto& [id, item] = items[i];
+    if (fits[i]) {
+      ok_items.push_back(std::move(item));
+      continue;
+    }
+    const std::string where = "restoring " + NodeName(id) + " from '" + save_path_ + "'";
+    const BundleEntry* entry = entries[i];
+    if (entry == nullptr) {
+      problems_.push_back(NotFoundError(where, ": the checkpoint's object graph names key '",
+                                        item.key, "' but its bundle has no such tensor"));
+    } else if (entry->dtype != item.attribute.dtype) {
+      problems_.push_back(InvalidArgumentError(where, ": key '", item.key, "' holds ",
+                                               StoredDataTypeName(entry->dtype), " but variable '",
+                                               item.attribute.full_name, "' is ",
+                                               DataTypeName(item.attribute.dtype)));
+    } else {
+      problems_.push_back(InvalidArgumentError(
+          where, ": key '", item.key, "' has shape ", entry->shape.ToString(), " but variable '",
+          item.attribute.full_name, "' has shape ", item.attribute.shape.ToString()));
+    }
+  }
+  if (ok_items.empty()) return;
+  restored_values_ += static_cast<int64_t>(ok_items.size());
+  StatusOr<std::vector<Output>> ops = saver_->RestoreOps(std::move(ok_items));
+  if (!ops.ok()) {
+    problems_.push_back(ops.status());
+    return;
+  }
+  restore_ops_.insert(restore_ops_.end(), ops->begin(), ops->end());
+}
+
+void RestoreCoordinator::RestoreFrom(int proto_id, const std::shared_ptr<Trackable>& object) {
+  if (!Bind(proto_id, object)) return;
+  std::vector<std::pair<int, RestoreItem>> items;
+  // From the root, nearly every node has a value: growing the vector would
+  // move each item's four strings about twice.
+  if (proto_id == 0) items.reserve(proto_.nodes_size());
+  std::deque<std::pair<int, std::shared_ptr<Trackable>>> queue{{proto_id, object}};
+  while (!queue.empty()) {
+    auto [id, obj] = std::move(queue.front());
+    queue.pop_front();
+    const auto& node = proto_.nodes(id);
+
+    // This object's own values, unless a newer restore already set them.
+    if (uid_ > obj->update_uid()) {
+      std::vector<SaveableAttribute> attributes = obj->Attributes();
+      for (const auto& serialized : node.attributes()) {
+        auto match = std::find_if(attributes.begin(), attributes.end(), [&](const auto& a) {
+          return a.name == serialized.name() || EscapeLocalName(a.name) == serialized.name();
+        });
+        if (match == attributes.end()) {
+          unused_attributes_[id].push_back(serialized.name());
+          continue;
+        }
+        // The usual single attribute is moved, not copied.
+        items.push_back(
+            {id, RestoreItem{serialized.checkpoint_key(),
+                             node.attributes_size() == 1 ? std::move(*match) : *match}});
+      }
+      obj->set_update_uid(uid_);
+    }
+
+    for (int k = 0; k < node.children_size(); ++k) {
+      const auto& child = node.children(k);
+      std::shared_ptr<Trackable> local = obj->LookupChild(child.local_name(), k);
+      if (local == nullptr) {
+        if (NodeHasValues(proto_.nodes(child.node_id()))) {
+          obj->AddDeferredRestore(child.local_name(), std::make_shared<CheckpointPosition>(
+                                                          shared_from_this(), child.node_id()));
+        }
+        continue;
+      }
+      if (Bind(child.node_id(), local)) queue.emplace_back(child.node_id(), local);
+    }
+
+    // This object is an optimizer whose variables were bound earlier.
+    if (auto it = deferred_slot_restorations_.find(id); it != deferred_slot_restorations_.end()) {
+      std::vector<DeferredSlotRestoration> pending = std::move(it->second);
+      deferred_slot_restorations_.erase(it);
+      if (auto* owner = dynamic_cast<SlotOwner*>(obj.get())) {
+        for (const DeferredSlotRestoration& d : pending) {
+          if (auto variable = d.original_variable.lock()) {
+            owner->CreateOrRestoreSlot(
+                variable, d.slot_name,
+                std::make_shared<CheckpointPosition>(shared_from_this(), d.slot_variable_id));
+          }
+        }
+      }
+    }
+    // This object is a variable that has slots in the checkpoint.
+    if (auto it = slot_restorations_.find(id); it != slot_restorations_.end()) {
+      std::vector<SlotRestoration> slots = std::move(it->second);
+      slot_restorations_.erase(it);
+      for (const SlotRestoration& s : slots) {
+        std::shared_ptr<Trackable> optimizer =
+            bound_[s.optimizer_id] ? object_by_proto_id_[s.optimizer_id].lock() : nullptr;
+        if (optimizer == nullptr) {
+          deferred_slot_restorations_[s.optimizer_id].push_back(
+              {obj, s.slot_variable_id, s.slot_name});
+        } else if (auto* owner = dynamic_cast<SlotOwner*>(optimizer.get())) {
+          owner->CreateOrRestoreSlot(
+              obj, s.slot_name,
+              std::make_shared<CheckpointPosition>(shared_from_this(), s.slot_variable_id));
+        }
+      }
+    }
+  }
+  AddRestoreOps(std::move(items));
+}
+
+}  // namespace ckflow::internal
