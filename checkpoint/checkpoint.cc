@@ -20,7 +20,7 @@ namespace internal {
 // The root object of a Checkpoint: its dependencies, then save_counter.
 class CheckpointRoot : public Trackable {
  public:
-  CheckpointRoot(Scope scope, FileSystem* fs)
+  CheckpointRoot(const Scope& scope, FileSystem* fs)
       : scope_(scope), saver_(std::make_shared<Saver>(scope.NewSubScope("save"), fs)) {}
   std::string TypeName() const override { return "Checkpoint"; }
 
