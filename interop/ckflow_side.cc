@@ -329,8 +329,10 @@ Status Generic(const GenericOptions& o) {
     }
     VariableOptions options;
     if (o.devices > 1) {
+      // One CPU on each of `devices` tasks: ckflow, like TensorFlow, writes a
+      // data file (or files_per_device of them) per task, not per device.
       options.device =
-          "/job:localhost/replica:0/task:0/device:CPU:" + std::to_string(index % o.devices);
+          "/job:worker/replica:0/task:" + std::to_string(index % o.devices) + "/device:CPU:0";
     }
     ++index;
     auto var = Variable::Create(root, object_path,
@@ -470,7 +472,8 @@ int main(int argc, char** argv) {
   generic->add_option("--keep-every-hours", g.keep_every_hours,
                       "the manager's keep_checkpoint_every_n_hours");
   generic->add_option("--checkpoint-name", g.checkpoint_name, "the manager's checkpoint_name");
-  generic->add_option("--devices", g.devices, "spread the variables over this many CPU devices");
+  generic->add_option("--devices", g.devices,
+                      "spread the variables over the CPUs of this many tasks");
   generic->add_option("--files-per-device", g.files_per_device, "SaveOptions::files_per_device");
   WeightsOptions w;
   CLI::App* weights = app.add_subcommand("weights", "Keras' Sequential, through its weights");
