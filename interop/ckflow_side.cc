@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "bundle/bundle_format.h"
 #include "checkpoint/checkpoint.h"
 #include "interop/values_file.h"
 #include "ops/array_ops.h"
@@ -68,21 +69,6 @@ class Regress : public Model {
   std::shared_ptr<Dense> input_transform_, hidden_, out_;
 };
 
-// TensorFlow's escaping of an object name in a key (trackable/base.py).
-std::string EscapeName(const std::string& name) {
-  std::string out;
-  for (char c : name) {
-    if (c == '.') {
-      out += "..";
-    } else if (c == '/') {
-      out += ".S";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 // Every variable reachable from `root`, with the checkpoint key its value is
 // saved under: breadth first, as the object graph is numbered, so a shared
 // object gets its first path; slots keyed by variable and optimizer path.
@@ -99,7 +85,7 @@ std::vector<std::pair<std::string, std::shared_ptr<Variable>>> VariablesByKey(
     visited.emplace_back(path, node);
     for (const auto& [name, child] : node->Children()) {
       if (child == nullptr || seen.count(child.get())) continue;
-      seen[child.get()] = (path.empty() ? "" : path + "/") + EscapeName(name);
+      seen[child.get()] = (path.empty() ? "" : path + "/") + EscapeLocalName(name);
       queue.push_back(child);
     }
   }
@@ -115,9 +101,9 @@ std::vector<std::pair<std::string, std::shared_ptr<Variable>>> VariablesByKey(
       for (const std::string& slot_name : owner->SlotNames()) {
         auto slot = std::dynamic_pointer_cast<Variable>(owner->GetSlot(*var_node, slot_name));
         if (slot == nullptr) continue;
-        out.emplace_back(
-            var_path + "/.OPTIMIZER_SLOT/" + opt_path + "/" + EscapeName(slot_name) + kValueSuffix,
-            slot);
+        out.emplace_back(var_path + "/.OPTIMIZER_SLOT/" + opt_path + "/" +
+                             EscapeLocalName(slot_name) + kValueSuffix,
+                         slot);
       }
     }
   }
