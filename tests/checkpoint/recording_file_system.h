@@ -75,6 +75,14 @@ class RecordingFileSystem final : public FileSystemWrapper {
     std::lock_guard<std::mutex> lock(mu_);
     return events_;
   }
+  // The step of the first recorded `op`; 0 if there is none.
+  int FirstStep(FsOp op) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const FsEvent& e : events_) {
+      if (e.op == op) return e.step;
+    }
+    return 0;
+  }
   int steps() const {
     std::lock_guard<std::mutex> lock(mu_);
     return steps_;

@@ -340,13 +340,7 @@ TEST(SaveFault, ErrorsNameTheFileTheStepAndTheErrno) {
   ASSERT_NE(model, nullptr);
   CKFLOW_ASSERT_OK(model->SetStep(1));
   ASSERT_TRUE(model->checkpoint().Save(dir + "/ckpt", model->session(), {.durable = true}).ok());
-  int first_sync = 0;
-  for (const FsEvent& e : fs.events()) {
-    if (e.op == FsOp::kSync) {
-      first_sync = e.step;
-      break;
-    }
-  }
+  const int first_sync = fs.FirstStep(FsOp::kSync);
   ASSERT_GT(first_sync, 0);
   fs.Clear();
   fs.FailStep(first_sync, EIO);
@@ -435,13 +429,7 @@ TEST(AsyncSave, OnDoneReportsEachSaveWithItsPath) {
   fs.FailStep(1000000, 0);
   ASSERT_TRUE((*manager)->Save(model->session(), 2).ok());
   CKFLOW_ASSERT_OK(model->checkpoint().Sync());
-  int rename = 0;
-  for (const FsEvent& e : fs.events()) {
-    if (e.op == FsOp::kRename) {
-      rename = e.step;
-      break;
-    }
-  }
+  const int rename = fs.FirstStep(FsOp::kRename);
   ASSERT_GT(rename, 0);
   fs.Clear();
   fs.FailStep(rename, ENOSPC);
