@@ -91,9 +91,9 @@ TEST(PartitionedVariable, PartsAreFixedSizePartitionersWithSaveSliceInfo) {
   EXPECT_EQ(columns->parts()[3]->save_slice_info()->Spec(), "10 6 0,10:5,1");
 
   Scope bad = Scope::NewRootScope();
-  EXPECT_EQ(
-      PartitionedVariable::Create(bad, "w", DT_FLOAT, {3, 2}, initializers::Zeros(), {.num_shards = 4}),
-      nullptr);
+  EXPECT_EQ(PartitionedVariable::Create(bad, "w", DT_FLOAT, {3, 2}, initializers::Zeros(),
+                                        {.num_shards = 4}),
+            nullptr);
   EXPECT_THAT(bad.status(), StatusIs(StatusCode::kInvalidArgument, "'w'"));
   Scope bad_axis = Scope::NewRootScope();
   EXPECT_EQ(PartitionedVariable::Create(bad_axis, "w", DT_FLOAT, {3, 2}, initializers::Zeros(),
@@ -209,8 +209,8 @@ TEST(PartitionedSaver, ShapeMismatchNamesTheKey) {
   CKFLOW_ASSERT_OK_AND_ASSIGN(auto saver, NameBasedSaver::Create(trainer.scope, {}));
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::string path, saver->Save(*trainer.session, dir + "/model"));
   Scope scope = Scope::NewRootScope();
-  auto v = PartitionedVariable::Create(scope, "w", DT_FLOAT, {kRows, kCols + 1}, initializers::Zeros(),
-                                       {.num_shards = 2});
+  auto v = PartitionedVariable::Create(scope, "w", DT_FLOAT, {kRows, kCols + 1},
+                                       initializers::Zeros(), {.num_shards = 2});
   auto session = NewSession(scope);
   CKFLOW_ASSERT_OK_AND_ASSIGN(auto restorer, NameBasedSaver::Create(scope, {}));
   EXPECT_THAT(restorer->Restore(*session, path), StatusIs(StatusCode::kInvalidArgument, "key 'w'"));
