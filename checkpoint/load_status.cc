@@ -302,7 +302,7 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl {
           }
           continue;
         }
-        if (entry->dtype != attr.dtype || !attr.shape.IsCompatibleWith(entry->shape)) {
+        if (entry->dtype != attr.dtype || !attr.saved_shape().IsCompatibleWith(entry->shape)) {
           return InvalidArgumentError("name-based checkpoint '", save_path_, "': key '",
                                       attr.full_name, "' is ", StoredDataTypeName(entry->dtype),
                                       entry->shape.ToString(), " but the variable is ",

@@ -105,6 +105,8 @@ tensorflow::TrackableObjectGraph ToProto(const ObjectGraph& graph) {
       ref->set_local_name(name);
     }
     for (size_t a = 0; a < node.attributes.size(); ++a) {
+      // The parts of a partitioned variable are one attribute, one key.
+      if (a > 0 && node.keys[a] == node.keys[a - 1]) continue;
       auto* attr = out->add_attributes();
       // TensorFlow stores the attribute name escaped once; the key escapes it
       // again (save_util._get_tensors_from_trackable).

@@ -202,14 +202,17 @@ StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items) 
     if (!g.variables.ok()) return g.variables.status().WithContext("building restore ops");
     std::vector<std::string> keys;
     std::vector<int64_t> positions;
+    std::vector<std::string> slices;
     keys.reserve(g.end - g.begin);
     positions.reserve(g.end - g.begin);
+    slices.reserve(g.end - g.begin);
     for (size_t i = g.begin; i < g.end; ++i) {
       keys.push_back(std::move(items[i].key));
       positions.push_back(items[i].position);
+      slices.push_back(std::move(items[i].attribute.slice_spec));
     }
     g.op = ops::RestoreVariables(scope_.WithDevice(""), prefix, std::move(keys),
-                                 *std::move(g.variables), std::move(positions));
+                                 *std::move(g.variables), std::move(positions), std::move(slices));
     if (!g.op.valid()) return scope_.status().WithContext("building restore ops");
     restore_ops_.emplace(std::move(g.signature), g.op);
   }
@@ -243,12 +246,14 @@ StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const ObjectGraph& graph,
   std::unordered_set<int> read_once;
   for (size_t g = 0; g < groups.size(); ++g) {
     std::vector<std::string> names;
+    std::vector<std::string> slices;
     std::vector<Output> tensors;
     std::string device;  // the group's host (see HostDevice)
     for (int v : groups[g]) {
       const ObjectGraph::Value& value = graph.values[v];
       if (!value.attribute.device.empty()) device = HostDevice(value.attribute.device);
       names.push_back(value.key);
+      slices.push_back(value.attribute.slice_spec);
       int handle_id = value.attribute.handle.node()->id();
       auto read = reads_.find(handle_id);
       if (read == reads_.end()) {
@@ -262,13 +267,14 @@ StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const ObjectGraph& graph,
     }
     if (g == 0 && format_.object_graph) {
       names.push_back(std::string(kObjectGraphKey));
+      slices.emplace_back();
       tensors.push_back(save->object_graph);
     }
     Scope shard = scope.WithDevice(device);
     Output prefix = ops::Placeholder(shard, DT_STRING, {.shape = PartialShape::Scalar()});
     save->shard_prefixes.push_back(prefix);
     Output names_t = ops::Const(shard, StringVector(names));
-    Output slices_t = ops::Const(shard, StringVector(std::vector<std::string>(names.size())));
+    Output slices_t = ops::Const(shard, StringVector(slices));
     shard_ops.push_back(ops::SaveV2(shard, prefix, names_t, slices_t, tensors, durable));
   }
   save->merge_inputs = ops::Placeholder(scope, DT_STRING, {.shape = PartialShape({-1})});

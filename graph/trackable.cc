@@ -1,8 +1,24 @@
 #include "graph/trackable.h"
 
 #include <algorithm>
+#include <charconv>
 
 namespace ckflow {
+
+PartialShape SaveableAttribute::saved_shape() const {
+  if (slice_spec.empty()) return shape;
+  // "d0 d1 ... spec": every space-separated word but the last is a dim.
+  std::vector<int64_t> dims;
+  size_t start = 0;
+  for (size_t end; (end = slice_spec.find(' ', start)) != std::string::npos; start = end + 1) {
+    int64_t d = -1;
+    const char* first = slice_spec.data() + start;
+    auto [p, ec] = std::from_chars(first, slice_spec.data() + end, d);
+    if (ec != std::errc() || p != slice_spec.data() + end || d < 0) return PartialShape::Unknown();
+    dims.push_back(d);
+  }
+  return PartialShape(dims);
+}
 namespace {
 
 // Newest restore first, as TensorFlow pops deferred positions.
