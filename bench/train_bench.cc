@@ -10,18 +10,24 @@
 //     eigen_ms        the Eigen step
 //     speed_vs_eigen  Eigen time / session time (target: >= 0.8)
 #include <benchmark/benchmark.h>
+#include <stdlib.h>
 #include <tbb/global_control.h>
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "checkpoint/checkpoint.h"
 #include "ops/array_ops.h"
 #include "ops/layers.h"
 #include "ops/losses.h"
@@ -133,18 +139,38 @@ class EigenMlp {
   float beta1_power_ = kBeta1, beta2_power_ = kBeta2;
 };
 
-// The same model through ckflow: layers, loss, Adam, one session step.
-class SessionMlp {
+// A model trained through ckflow: a Sequential of Dense layers (ReLU between
+// them), a loss, Adam, one session step. Its optimizer and layers are what a
+// Checkpoint of it tracks.
+struct ModelSpec {
+  int batch, input;
+  std::vector<int> units;  // per layer; the last has no activation
+  bool softmax;            // softmax cross-entropy, else mean squared error
+};
+// The MLP of BM_TrainStep, and the Regress example's shape (README.md):
+// 4 inputs, Dense(10, relu), Dense(1), mean squared error.
+const ModelSpec kMlp{kBatch, kInput, {kHidden, kHidden, kClasses}, /*softmax=*/true};
+const ModelSpec kRegress{32, 4, {10, 1}, /*softmax=*/false};
+
+class SessionModel {
  public:
-  SessionMlp() {
+  explicit SessionModel(const ModelSpec& spec) {
     root_.graph().set_seed(3);
-    x_ = ops::Placeholder(root_, DT_FLOAT, {.shape = {kBatch, kInput}});
-    y_ = ops::Placeholder(root_, DT_FLOAT, {.shape = {kBatch, kClasses}});
-    auto mlp =
-        Sequential::Make({Dense::Make(kHidden, {.activation = ops::Relu}),
-                          Dense::Make(kHidden, {.activation = ops::Relu}), Dense::Make(kClasses)});
-    loss_ = losses::SoftmaxCrossEntropyWithLogits(root_, y_, (*mlp)(root_, x_));
-    train_ = Adam::Make()->Minimize(root_, loss_);
+    const int outputs = spec.units.back();
+    x_ = ops::Placeholder(root_, DT_FLOAT, {.shape = {spec.batch, spec.input}});
+    y_ = ops::Placeholder(root_, DT_FLOAT, {.shape = {spec.batch, outputs}});
+    std::vector<std::shared_ptr<Layer>> layers;
+    for (size_t l = 0; l < spec.units.size(); ++l) {
+      const bool last = l + 1 == spec.units.size();
+      layers.push_back(last ? Dense::Make(spec.units[l])
+                            : Dense::Make(spec.units[l], {.activation = ops::Relu}));
+    }
+    model_ = Sequential::Make(std::move(layers));
+    Output prediction = (*model_)(root_, x_);
+    loss_ = spec.softmax ? losses::SoftmaxCrossEntropyWithLogits(root_, y_, prediction)
+                         : losses::MeanSquaredError(root_, y_, prediction);
+    optimizer_ = Adam::Make();
+    train_ = optimizer_->Minimize(root_, loss_);
     Output init = GlobalVariablesInitializer(root_);
     Check(root_.status());
     StatusOr<std::unique_ptr<Session>> session = Session::Create(root_.graph());
@@ -153,16 +179,23 @@ class SessionMlp {
     Check(session_->Run({}, {}, {init}).status());
   }
 
-  float Step(const Batch& batch) {
-    StatusOr<std::vector<Tensor>> out =
-        session_->Run({{x_, batch.x}, {y_, batch.y}}, {loss_}, {train_});
+  float Step(const Tensor& x, const Tensor& y) {
+    StatusOr<std::vector<Tensor>> out = session_->Run({{x_, x}, {y_, y}}, {loss_}, {train_});
     Check(out.status());
     return out->front().scalar<float>();
+  }
+
+  const Scope& scope() const { return root_; }
+  Session& session() { return *session_; }
+  Checkpoint::Dependencies dependencies() const {
+    return {{"model", model_}, {"optimizer", optimizer_}};
   }
 
  private:
   Scope root_ = Scope::NewRootScope();
   Output x_, y_, loss_, train_;
+  std::shared_ptr<Sequential> model_;
+  std::shared_ptr<Adam> optimizer_;
   std::unique_ptr<Session> session_;
 };
 
@@ -176,14 +209,14 @@ void BM_TrainStep(benchmark::State& state) {
     limit.emplace(tbb::global_control::max_allowed_parallelism, state.range(0));
   }
   Batch batch;
-  SessionMlp session_mlp;
+  SessionModel session_mlp(kMlp);
   EigenMlp eigen_mlp;
   Eigen::Map<const Matrix> x(batch.x.flat<float>().data(), kBatch, kInput);
   Eigen::Map<const Matrix> y(batch.y.flat<float>().data(), kBatch, kClasses);
   double session_total = 0, eigen_total = 0;
   for (auto _ : state) {
     auto t0 = std::chrono::steady_clock::now();
-    benchmark::DoNotOptimize(session_mlp.Step(batch));
+    benchmark::DoNotOptimize(session_mlp.Step(batch.x, batch.y));
     auto t1 = std::chrono::steady_clock::now();
     benchmark::DoNotOptimize(eigen_mlp.Step(x, y));
     auto t2 = std::chrono::steady_clock::now();
@@ -201,6 +234,104 @@ BENCHMARK(BM_TrainStep)
     ->Arg(1)
     ->Arg(0)
     ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+// ---------------------------------------------------- saves inside the loop
+
+// Steps per loop: CKFLOW_BENCH_LOOP_STEPS, else `fallback` (the ctest smoke
+// run sets a few).
+int LoopSteps(int fallback) {
+  const char* env = std::getenv("CKFLOW_BENCH_LOOP_STEPS");
+  return env != nullptr && std::atoi(env) > 0 ? std::atoi(env) : fallback;
+}
+
+double Percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const auto i = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+// Random inputs and targets for `spec` (one-hot labels for softmax).
+std::pair<Tensor, Tensor> BatchFor(const ModelSpec& spec) {
+  const int outputs = spec.units.back();
+  Tensor x(DT_FLOAT, TensorShape({spec.batch, spec.input}));
+  Tensor y(DT_FLOAT, TensorShape({spec.batch, outputs}));
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(0, 1);
+  for (float& v : x.flat<float>()) v = u(rng);
+  for (float& v : y.flat<float>()) v = spec.softmax ? 0 : u(rng);
+  if (spec.softmax) {
+    for (int i = 0; i < spec.batch; ++i) y.flat<float>()[i * outputs + i % outputs] = 1;
+  }
+  return {std::move(x), std::move(y)};
+}
+
+// BM_TrainLoop/model:M/async:A/every:K: the model (0: the MLP, 1: Regress)
+// trained for N steps with a CheckpointManager save (max_to_keep 3, into a
+// new directory under CKFLOW_BENCH_DIR or /tmp) after every K-th step, sync
+// or async, beside the same loop of N steps without saves, the two loops in
+// alternating order from run to run. A step's time includes the save made
+// after it (for an async save, the stall until Save returns; its
+// background write competes with the next steps). Counters: p50_ms, p99_ms
+// of the step with saves; base_p50_ms, base_p99_ms without; p50_overhead
+// (p50 / base_p50 - 1; target for async, K = 100: <= 0.02) and p99_ratio
+// (p99 / base_p99; target <= 1.5).
+void BM_TrainLoop(benchmark::State& state) {
+  const ModelSpec& spec = state.range(0) == 0 ? kMlp : kRegress;
+  const bool async = state.range(1) != 0;
+  const int every = static_cast<int>(state.range(2));
+  const int steps = LoopSteps(state.range(0) == 0 ? 500 : 2000);
+  const char* base = std::getenv("CKFLOW_BENCH_DIR");
+  std::string dir = std::string(base != nullptr ? base : "/tmp") + "/ckflow-loop-XXXXXX";
+  if (::mkdtemp(dir.data()) == nullptr) {
+    state.SkipWithError("cannot create a directory for the checkpoints");
+    return;
+  }
+  SessionModel model(spec);
+  const std::pair<Tensor, Tensor> batch = BatchFor(spec);
+  const Tensor& x = batch.first;
+  const Tensor& y = batch.second;
+  Checkpoint checkpoint(model.scope(), model.dependencies());
+  StatusOr<std::unique_ptr<CheckpointManager>> manager = CheckpointManager::Create(
+      checkpoint, dir, {.max_to_keep = 3, .save_options = {.async = async}});
+  Check(manager.status());
+  // Warm: the first save builds the save ops and (async) the snapshot buffers.
+  for (int i = 0; i < 10; ++i) model.Step(x, y);
+  Check((*manager)->Save(model.session()).status());
+  Check(checkpoint.Sync());
+  static int run = 0;
+  std::vector<double> with, without;
+  for (auto _ : state) {
+    auto loop = [&](bool save, std::vector<double>* times) {
+      for (int step = 1; step <= steps; ++step) {
+        const auto start = std::chrono::steady_clock::now();
+        benchmark::DoNotOptimize(model.Step(x, y));
+        if (save && step % every == 0) Check((*manager)->Save(model.session()).status());
+        times->push_back(Seconds(std::chrono::steady_clock::now() - start));
+      }
+      Check(checkpoint.Sync());
+    };
+    if (run++ % 2 == 0) {
+      loop(false, &without);
+      loop(true, &with);
+    } else {
+      loop(true, &with);
+      loop(false, &without);
+    }
+  }
+  Check(checkpoint.Sync());
+  std::filesystem::remove_all(dir);
+  state.counters["p50_ms"] = Percentile(with, 0.5) * 1e3;
+  state.counters["p99_ms"] = Percentile(with, 0.99) * 1e3;
+  state.counters["base_p50_ms"] = Percentile(without, 0.5) * 1e3;
+  state.counters["base_p99_ms"] = Percentile(without, 0.99) * 1e3;
+  state.counters["p50_overhead"] = Percentile(with, 0.5) / Percentile(without, 0.5) - 1;
+  state.counters["p99_ratio"] = Percentile(with, 0.99) / Percentile(without, 0.99);
+}
+BENCHMARK(BM_TrainLoop)
+    ->ArgNames({"model", "async", "every"})
+    ->ArgsProduct({{0, 1}, {0, 1}, {10, 100}})
+    ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -165,10 +165,8 @@ StatusOr<std::string> Checkpoint::WriteThen(const std::string& prefix, Session& 
                                             const SaveOptions& options,
                                             std::function<Status()> on_written) {
   CKFLOW_RETURN_IF_ERROR(root_->scope().status());
-  internal::ObjectGraph graph = internal::BuildObjectGraph(root_);
-  CKFLOW_RETURN_IF_ERROR(graph.tracking_status);
   CKFLOW_RETURN_IF_ERROR(
-      root_->saver()->Write(graph, prefix, session, options, std::move(on_written)));
+      root_->saver()->WriteObjects(root_, prefix, session, options, std::move(on_written)));
   return prefix;
 }
 

@@ -1,3 +1,4 @@
+#include <atomic>
 #include <deque>
 
 #include "bundle/bundle_format.h"
@@ -13,6 +14,8 @@ std::string AttributeKey(std::string_view object_path, std::string_view attribut
 }
 
 namespace {
+
+std::atomic<int64_t> full_builds{0};
 
 std::string JoinPath(const std::string& parent, std::string_view escaped) {
   if (parent.empty()) return std::string(escaped);
@@ -30,8 +33,11 @@ void AddAttributes(ObjectGraph& graph, int id) {
 
 }  // namespace
 
+int64_t NumFullObjectGraphBuilds() { return full_builds.load(std::memory_order_relaxed); }
+
 ObjectGraph BuildObjectGraph(const std::shared_ptr<Trackable>& root, ObjectGraphDetail detail) {
   const bool full = detail == ObjectGraphDetail::kFull;
+  if (full) full_builds.fetch_add(1, std::memory_order_relaxed);
   ObjectGraph graph;
   graph.nodes.push_back({.object = root, .path = "", .display = "(root)"});
   graph.id_of[root.get()] = 0;

@@ -1,6 +1,7 @@
 // Saver: the cached save and restore ops of one checkpoint root.
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <limits>
 #include <map>
@@ -12,6 +13,7 @@
 #include "bundle/bundle_format.h"
 #include "checkpoint/save_files_internal.h"
 #include "checkpoint/saver_internal.h"
+#include "graph/structure_generation.h"
 #include "ops/array_ops.h"
 #include "ops/checkpoint_ops.h"
 #include "ops/variable_ops.h"
@@ -99,13 +101,13 @@ int64_t DeclaredBytes(const SaveableAttribute& a) {
 // the group with fewest values, so that values of no size (empty or of
 // unknown shape) still fill every group. Each group keeps the values'
 // original order; none is left empty.
-std::vector<std::vector<int>> SplitBySize(const ObjectGraph& graph, std::vector<int> values,
-                                          int files) {
+std::vector<std::vector<int>> SplitBySize(const std::vector<ObjectGraph::Value>& all,
+                                          std::vector<int> values, int files) {
   files = std::min<int>(files, static_cast<int>(values.size()));
   if (files <= 1) return {std::move(values)};
   std::vector<int64_t> bytes(values.size());
   for (size_t i = 0; i < values.size(); ++i) {
-    bytes[i] = DeclaredBytes(graph.values[values[i]].attribute);
+    bytes[i] = DeclaredBytes(all[values[i]].attribute);
   }
   std::vector<size_t> order(values.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -126,12 +128,13 @@ std::vector<std::vector<int>> SplitBySize(const ObjectGraph& graph, std::vector<
 }
 
 // How many files a device's values go into under `options`.
-int FilesFor(const ObjectGraph& graph, const std::vector<int>& values, const SaveOptions& options) {
+int FilesFor(const std::vector<ObjectGraph::Value>& all, const std::vector<int>& values,
+             const SaveOptions& options) {
   if (options.files_per_device > 0) return options.files_per_device;
   int64_t total = 0;
   for (int v : values) {
-    total = std::min(total + DeclaredBytes(graph.values[v].attribute),
-                     std::numeric_limits<int64_t>::max() / 2);
+    total =
+        std::min(total + DeclaredBytes(all[v].attribute), std::numeric_limits<int64_t>::max() / 2);
   }
   return static_cast<int>(
       std::clamp<int64_t>(total / kMinBytesPerAutoFile, 1, std::max(1, MaxParallelism())));
@@ -222,15 +225,15 @@ StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items) 
   return result;
 }
 
-StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const ObjectGraph& graph,
+StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const std::vector<ObjectGraph::Value>& values,
                                                 const std::vector<std::vector<int>>& groups,
                                                 bool durable) {
   std::string sig = durable ? "durable\1" : "";
   for (const auto& group : groups) {
     for (int v : group) {
-      sig += graph.values[v].key;
+      sig += values[v].key;
       sig += '\0';
-      sig += std::to_string(graph.values[v].attribute.handle.node()->id());
+      sig += std::to_string(values[v].attribute.handle.node()->id());
       sig += '\0';
     }
     sig += '\1';
@@ -250,7 +253,7 @@ StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const ObjectGraph& graph,
     std::vector<Output> tensors;
     std::string device;  // the group's host (see HostDevice)
     for (int v : groups[g]) {
-      const ObjectGraph::Value& value = graph.values[v];
+      const ObjectGraph::Value& value = values[v];
       if (!value.attribute.device.empty()) device = HostDevice(value.attribute.device);
       names.push_back(value.key);
       slices.push_back(value.attribute.slice_spec);
@@ -299,6 +302,12 @@ Status Saver::WaitForPendingWrite() {
   return std::exchange(pending_status_, OkStatus());
 }
 
+namespace {
+std::atomic<int64_t> snapshot_allocations{0};
+}  // namespace
+
+int64_t NumSnapshotAllocations() { return snapshot_allocations.load(std::memory_order_relaxed); }
+
 Status Saver::Snapshot(const SaveGraph& save, Session& session, std::vector<Feed>* feeds) {
   // Fetching the reads shares the variables' buffers (no copy); the copy
   // below goes into buffers touched by earlier saves (no page faults), with
@@ -318,6 +327,7 @@ Status Saver::Snapshot(const SaveGraph& save, Session& session, std::vector<Feed
     Tensor& copy = snapshot_[i];
     if (!copy.IsValid() || copy.dtype() != value.dtype() || !(copy.shape() == value.shape())) {
       CKFLOW_ASSIGN_OR_RETURN(copy, Tensor::Allocate(value.dtype(), value.shape()));
+      snapshot_allocations.fetch_add(1, std::memory_order_relaxed);
     }
     if (value.dtype() == DT_STRING) {
       CKFLOW_RETURN_IF_ERROR(copy.CopyFrom(value));
@@ -364,57 +374,105 @@ Status Saver::CheckOptions(const SaveOptions& options, const std::string& what) 
                               "; it must be 0 (automatic) or more");
 }
 
+StatusOr<Saver::SavePlan> Saver::PlanOf(const ObjectGraph& graph, bool object_graph) {
+  SavePlan plan;
+  plan.values = graph.values;
+  if (object_graph) {
+    std::string serialized;
+    if (!ToProto(graph).SerializeToString(&serialized)) {
+      return InternalError("serializing the object graph");
+    }
+    plan.object_graph = Tensor::Scalar(std::move(serialized));
+  }
+  return plan;
+}
+
 Status Saver::Write(const ObjectGraph& graph, const std::string& prefix, Session& session,
                     const SaveOptions& options, std::function<Status()> on_written) {
   CKFLOW_RETURN_IF_ERROR(CheckOptions(options, "saving checkpoint '" + prefix + "'"));
-  CKFLOW_RETURN_IF_ERROR(WaitForPendingWrite());
-  // One SaveV2 per task (its host device, as TensorFlow groups them), in
-  // order of first appearance. Values without a device (save_counter, say)
-  // and the object graph go with the first.
-  std::vector<std::string> devices;
-  std::vector<std::vector<int>> groups;
-  std::vector<int> default_group;
-  for (size_t v = 0; v < graph.values.size(); ++v) {
-    const std::string device = format_.shard_per_device
-                                   ? graph.values[v].attribute.device
-                                   : HostDevice(graph.values[v].attribute.device);
-    if (device.empty()) {
-      default_group.push_back(static_cast<int>(v));
-      continue;
-    }
-    auto it = std::find(devices.begin(), devices.end(), device);
-    if (it == devices.end()) {
-      devices.push_back(device);
-      groups.emplace_back();
-      it = devices.end() - 1;
-    }
-    groups[it - devices.begin()].push_back(static_cast<int>(v));
-  }
-  if (groups.empty()) groups.emplace_back();
-  groups[0].insert(groups[0].begin(), default_group.begin(), default_group.end());
-  // Then each task's values over as many files as write in parallel.
-  std::vector<std::vector<int>> files;
-  for (std::vector<int>& group : groups) {
-    const int count = FilesFor(graph, group, options);
-    for (std::vector<int>& file : SplitBySize(graph, std::move(group), count)) {
-      files.push_back(std::move(file));
-    }
-  }
-  groups = std::move(files);
-  CKFLOW_ASSIGN_OR_RETURN(SaveGraph * save, SaveGraphFor(graph, groups, options.durable));
+  StatusOr<SavePlan> plan = PlanOf(graph, format_.object_graph);
+  if (!plan.ok()) return plan.status().WithContext("saving checkpoint '" + prefix + "'");
+  return WritePlan(*plan, prefix, session, options, std::move(on_written));
+}
 
-  std::string serialized;
-  if (format_.object_graph && !ToProto(graph).SerializeToString(&serialized)) {
-    return InternalError("serializing the object graph for '", prefix, "'");
+Status Saver::WriteObjects(const std::shared_ptr<Trackable>& root, const std::string& prefix,
+                           Session& session, const SaveOptions& options,
+                           std::function<Status()> on_written) {
+  CKFLOW_RETURN_IF_ERROR(CheckOptions(options, "saving checkpoint '" + prefix + "'"));
+  const uint64_t generation = TrackableStructureGeneration();
+  if (plan_ == nullptr || plan_->generation != generation || plan_->root != root.get() ||
+      std::any_of(plan_->objects.begin(), plan_->objects.end(),
+                  [](const std::weak_ptr<Trackable>& o) { return o.expired(); })) {
+    plan_.reset();
+    ObjectGraph graph = BuildObjectGraph(root);
+    CKFLOW_RETURN_IF_ERROR(graph.tracking_status);
+    StatusOr<SavePlan> plan = PlanOf(graph, format_.object_graph);
+    if (!plan.ok()) return plan.status().WithContext("saving checkpoint '" + prefix + "'");
+    plan->generation = generation;
+    plan->root = root.get();
+    plan->objects.reserve(graph.nodes.size());
+    for (const ObjectGraphNode& node : graph.nodes) plan->objects.push_back(node.object);
+    plan_ = std::make_unique<SavePlan>(*std::move(plan));
   }
-  const int n = static_cast<int>(groups.size());
+  return WritePlan(*plan_, prefix, session, options, std::move(on_written));
+}
+
+Status Saver::WritePlan(SavePlan& plan, const std::string& prefix, Session& session,
+                        const SaveOptions& options, std::function<Status()> on_written) {
+  CKFLOW_RETURN_IF_ERROR(WaitForPendingWrite());
+  const std::vector<ObjectGraph::Value>& values = plan.values;
+  const int threads = MaxParallelism();
+  if (!plan.layout || plan.layout->files_per_device != options.files_per_device ||
+      plan.layout->durable != options.durable || plan.layout->threads != threads) {
+    plan.layout.reset();
+    // One SaveV2 per task (its host device, as TensorFlow groups them), in
+    // order of first appearance. Values without a device (save_counter, say)
+    // and the object graph go with the first.
+    std::vector<std::string> devices;
+    std::vector<std::vector<int>> groups;
+    std::vector<int> default_group;
+    for (size_t v = 0; v < values.size(); ++v) {
+      const std::string device = format_.shard_per_device ? values[v].attribute.device
+                                                          : HostDevice(values[v].attribute.device);
+      if (device.empty()) {
+        default_group.push_back(static_cast<int>(v));
+        continue;
+      }
+      auto it = std::find(devices.begin(), devices.end(), device);
+      if (it == devices.end()) {
+        devices.push_back(device);
+        groups.emplace_back();
+        it = devices.end() - 1;
+      }
+      groups[it - devices.begin()].push_back(static_cast<int>(v));
+    }
+    if (groups.empty()) groups.emplace_back();
+    groups[0].insert(groups[0].begin(), default_group.begin(), default_group.end());
+    // Then each task's values over as many files as write in parallel.
+    std::vector<std::vector<int>> files;
+    for (std::vector<int>& group : groups) {
+      const int count = FilesFor(values, group, options);
+      for (std::vector<int>& file : SplitBySize(values, std::move(group), count)) {
+        files.push_back(std::move(file));
+      }
+    }
+    CKFLOW_ASSIGN_OR_RETURN(SaveGraph * save, SaveGraphFor(values, files, options.durable));
+    plan.layout = SavePlan::Layout{.files_per_device = options.files_per_device,
+                                   .durable = options.durable,
+                                   .threads = threads,
+                                   .files = std::move(files),
+                                   .save = save};
+  }
+  const SaveGraph* save = plan.layout->save;
+
+  const int n = static_cast<int>(plan.layout->files.size());
   std::vector<Feed> feeds;
   std::vector<std::string> shard_prefixes;
   for (int i = 0; i < n; ++i) {
     shard_prefixes.push_back(ShardPrefix(prefix, i, n));
     feeds.emplace_back(save->shard_prefixes[i], Tensor::Scalar(shard_prefixes.back()));
   }
-  if (format_.object_graph) feeds.emplace_back(save->object_graph, Tensor::Scalar(serialized));
+  if (format_.object_graph) feeds.emplace_back(save->object_graph, plan.object_graph);
   feeds.emplace_back(save->merge_inputs, StringVector(shard_prefixes));
   feeds.emplace_back(save->merge_destination, Tensor::Scalar(prefix));
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -43,6 +44,10 @@ struct SaverFormat {
   bool object_graph = true;
   bool shard_per_device = false;
 };
+
+// For tests: how many snapshot buffers asynchronous saves have allocated in
+// this process (a loop of async saves of one model allocates them once).
+int64_t NumSnapshotAllocations();
 
 // Cached save and restore ops of one Checkpoint (or SaveWeights root), shared
 // by every status restored through it.
@@ -89,6 +94,15 @@ class Saver {
   // that thread.
   Status Write(const ObjectGraph& graph, const std::string& prefix, Session& session,
                const SaveOptions& options, std::function<Status()> on_written = {});
+  // Write of BuildObjectGraph(root), keeping what the save derives from the
+  // object graph (its values, the serialized TrackableObjectGraph, the split
+  // into files and the save ops) while TrackableStructureGeneration() does
+  // not move and every object of it lives: a save of an unchanged model
+  // builds no object graph and serializes nothing but values. Returns the
+  // root's tracking_status, if not OK.
+  Status WriteObjects(const std::shared_ptr<Trackable>& root, const std::string& prefix,
+                      Session& session, const SaveOptions& options,
+                      std::function<Status()> on_written = {});
   // InvalidArgument, naming `what`, for options no save can follow. Save
   // checks before its counter moves, Write again for every other caller.
   static Status CheckOptions(const SaveOptions& options, const std::string& what);
@@ -108,12 +122,36 @@ class Saver {
     Output merge;
     std::vector<Output> reads;  // every value read, once, in order of first use
   };
+  // What a save derives from one object graph.
+  struct SavePlan {
+    uint64_t generation = 0;
+    const Trackable* root = nullptr;
+    // Every object of the graph: one reached only through a reference
+    // (TrackReference) can expire without the generation moving.
+    std::vector<std::weak_ptr<Trackable>> objects;
+    std::vector<ObjectGraph::Value> values;
+    Tensor object_graph;  // serialized TrackableObjectGraph (string scalar)
+    // The last split of values into data files and its save ops, for the
+    // options and pool size it was made under.
+    struct Layout {
+      int files_per_device = 0;
+      bool durable = false;
+      int threads = 0;
+      std::vector<std::vector<int>> files;  // indices into values
+      SaveGraph* save = nullptr;
+    };
+    std::optional<Layout> layout;
+  };
+  static StatusOr<SavePlan> PlanOf(const ObjectGraph& graph, bool object_graph);
+  Status WritePlan(SavePlan& plan, const std::string& prefix, Session& session,
+                   const SaveOptions& options, std::function<Status()> on_written);
+
   // Copies the values `save` reads into snapshot_ (reusing its buffers) and
   // appends feeds that stand in for the reads.
   Status Snapshot(const SaveGraph& save, Session& session, std::vector<Feed>* feeds);
   // The cached save ops for these value groups; durable ones have SaveV2
   // sync its files (starting writeback while writing).
-  StatusOr<SaveGraph*> SaveGraphFor(const ObjectGraph& graph,
+  StatusOr<SaveGraph*> SaveGraphFor(const std::vector<ObjectGraph::Value>& values,
                                     const std::vector<std::vector<int>>& groups, bool durable);
 
   const std::weak_ptr<Graph> graph_;
@@ -124,6 +162,7 @@ class Saver {
   std::unordered_map<std::string, Output> restore_ops_;  // by item signature
   std::unordered_map<std::string, std::unique_ptr<SaveGraph>> save_graphs_;
   std::unordered_map<int, Output> reads_;  // ReadVariableOp per handle node id
+  std::unique_ptr<SavePlan> plan_;         // of WriteObjects' last root
 
   // The asynchronous write in flight; its status is set by the thread
   // before it ends and read only after join().

@@ -1,7 +1,10 @@
 #include "graph/trackable.h"
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
+
+#include "graph/structure_generation.h"
 
 namespace ckflow {
 
@@ -21,6 +24,10 @@ PartialShape SaveableAttribute::saved_shape() const {
 }
 namespace {
 
+// Relaxed: a save reads it on the thread that built the objects (building
+// the object graph is single-threaded), so only atomicity matters.
+std::atomic<uint64_t> structure_generation{0};
+
 // Newest restore first, as TensorFlow pops deferred positions.
 void RunNewestFirst(std::vector<std::shared_ptr<DeferredRestore>> restores,
                     const std::shared_ptr<Trackable>& object) {
@@ -32,7 +39,16 @@ void RunNewestFirst(std::vector<std::shared_ptr<DeferredRestore>> restores,
 
 }  // namespace
 
+uint64_t TrackableStructureGeneration() {
+  return structure_generation.load(std::memory_order_relaxed);
+}
+
+void NoteTrackableStructureChanged() {
+  structure_generation.fetch_add(1, std::memory_order_relaxed);
+}
+
 void Trackable::RecordTrackingError(Status error) {
+  NoteTrackableStructureChanged();
   if (tracking_status_.ok()) tracking_status_ = std::move(error);
 }
 
@@ -61,6 +77,7 @@ void Trackable::TrackImpl(std::string name, const std::shared_ptr<Trackable>& ch
                              children_[it->second].get()->TypeName(), "); names must be unique"));
     return;
   }
+  NoteTrackableStructureChanged();
   auto deferred = deferred_.find(name);
   if (deferred != deferred_.end()) {
     std::vector<std::shared_ptr<DeferredRestore>> restores = std::move(deferred->second);
@@ -103,6 +120,7 @@ void SlotOwner::CreateOrRestoreSlot(const std::shared_ptr<Trackable>& variable,
 
 void SlotOwner::OnSlotCreated(const Trackable& variable, const std::string& slot_name,
                               const std::shared_ptr<Trackable>& slot) {
+  NoteTrackableStructureChanged();
   auto it = deferred_slots_.find({slot_name, &variable});
   if (it == deferred_slots_.end()) return;
   std::vector<std::shared_ptr<DeferredRestore>> restores = std::move(it->second);
