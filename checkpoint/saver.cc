@@ -10,6 +10,7 @@
 #include "base/logging.h"
 #include "base/parallel.h"
 #include "bundle/bundle_format.h"
+#include "bundle/merge.h"
 #include "checkpoint/save_files_internal.h"
 #include "checkpoint/saver_internal.h"
 #include "ops/array_ops.h"
@@ -161,6 +162,22 @@ Output Saver::restore_prefix() {
 
 StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items) {
   CKFLOW_RETURN_IF_ERROR(CheckGraphAlive());
+  if (group_.group != nullptr && group_.restore_owned_only) {
+    std::vector<std::pair<std::string, int64_t>> sized;
+    sized.reserve(items.size());
+    for (const RestoreItem& item : items) {
+      sized.emplace_back(item.key, DeclaredBytes(item.attribute));
+    }
+    CKFLOW_ASSIGN_OR_RETURN(std::vector<int> owners, owners_.Place(sized));
+    const int rank = group_.group->rank();
+    size_t kept = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (owners[i] != rank && items[i].key != kSaveCounterKey) continue;
+      if (kept != i) items[kept] = std::move(items[i]);
+      ++kept;
+    }
+    items.resize(kept);
+  }
   struct Group {
     size_t begin, end;
     std::string signature;
@@ -221,8 +238,10 @@ StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items) 
 
 StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const ObjectGraph& graph,
                                                 const std::vector<std::vector<int>>& groups,
-                                                bool durable) {
+                                                bool durable, bool merge, bool object_graph) {
+  object_graph = object_graph && format_.object_graph;
   std::string sig = durable ? "durable\1" : "";
+  if (!merge) sig += object_graph ? "part+graph\1" : "part\1";
   for (const auto& group : groups) {
     for (int v : group) {
       sig += graph.values[v].key;
@@ -260,7 +279,7 @@ StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const ObjectGraph& graph,
       if (read_once.insert(handle_id).second) save->reads.push_back(read->second);
       tensors.push_back(read->second);
     }
-    if (g == 0 && format_.object_graph) {
+    if (g == 0 && object_graph) {
       names.push_back(std::string(kObjectGraphKey));
       tensors.push_back(save->object_graph);
     }
@@ -270,6 +289,13 @@ StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const ObjectGraph& graph,
     Output names_t = ops::Const(shard, StringVector(names));
     Output slices_t = ops::Const(shard, StringVector(std::vector<std::string>(names.size())));
     shard_ops.push_back(ops::SaveV2(shard, prefix, names_t, slices_t, tensors, durable));
+  }
+  save->shards = shard_ops;
+  if (!merge) {
+    if (!scope.ok()) return scope.status().WithContext("building save ops");
+    SaveGraph* result = save.get();
+    save_graphs_.emplace(std::move(sig), std::move(save));
+    return result;
   }
   save->merge_inputs = ops::Placeholder(scope, DT_STRING, {.shape = PartialShape({-1})});
   save->merge_destination = ops::Placeholder(scope, DT_STRING, {.shape = PartialShape::Scalar()});
@@ -362,6 +388,9 @@ Status Saver::Write(const ObjectGraph& graph, const std::string& prefix, Session
                     const SaveOptions& options, std::function<Status()> on_written) {
   CKFLOW_RETURN_IF_ERROR(CheckOptions(options, "saving checkpoint '" + prefix + "'"));
   CKFLOW_RETURN_IF_ERROR(WaitForPendingWrite());
+  if (group_.group != nullptr) {
+    return WriteGroup(graph, prefix, session, options, std::move(on_written));
+  }
   // One SaveV2 per task (its host device, as TensorFlow groups them), in
   // order of first appearance. Values without a device (save_counter, say)
   // and the object graph go with the first.
@@ -427,6 +456,98 @@ Status Saver::Write(const ObjectGraph& graph, const std::string& prefix, Session
     pending_status_ = std::move(s);
   });
   return OkStatus();
+}
+
+Status Saver::WriteGroup(const ObjectGraph& graph, const std::string& prefix, Session& session,
+                         const SaveOptions& options, std::function<Status()> on_written) {
+  CheckpointGroup& group = *group_.group;
+  const int rank = group.rank();
+  const int size = group.size();
+  GroupWrite write;
+  write.prefix = prefix;
+  write.part = ShardPrefix(prefix, rank, size);
+  write.durable = options.durable;
+  write.on_written = std::move(on_written);
+  // Every member places every value alike (each variable where it was
+  // restored or saved before), so each knows which parts there will be
+  // without asking. Anything that goes wrong here is carried into
+  // the first agreement: a member that left early would leave the others
+  // waiting for it.
+  write.prepared = [&]() -> Status {
+    std::vector<std::pair<std::string, int64_t>> sized;
+    sized.reserve(graph.values.size());
+    for (const ObjectGraph::Value& v : graph.values) {
+      sized.emplace_back(v.key, DeclaredBytes(v.attribute));
+    }
+    CKFLOW_ASSIGN_OR_RETURN(std::vector<int> placed, owners_.Place(sized));
+    std::vector<bool> writes(size, false);
+    writes[0] = true;  // the object graph
+    std::vector<int> mine;
+    for (size_t v = 0; v < placed.size(); ++v) {
+      writes[placed[v]] = true;
+      if (placed[v] == rank) mine.push_back(static_cast<int>(v));
+    }
+    for (int r = 0; r < size; ++r) {
+      if (writes[r]) write.parts.push_back(ShardPrefix(prefix, r, size));
+    }
+    if (!writes[rank]) return OkStatus();
+    CKFLOW_ASSIGN_OR_RETURN(
+        SaveGraph * save, SaveGraphFor(graph, {mine}, options.durable, /*merge=*/false, rank == 0));
+    write.targets = save->shards;
+    write.feeds.emplace_back(save->shard_prefixes[0], Tensor::Scalar(write.part));
+    if (rank == 0 && format_.object_graph) {
+      std::string serialized;
+      if (!ToProto(graph).SerializeToString(&serialized)) {
+        return InternalError("serializing the object graph for '", prefix, "'");
+      }
+      write.feeds.emplace_back(save->object_graph, Tensor::Scalar(serialized));
+    }
+    CKFLOW_RETURN_IF_ERROR(fs_->CreateDirs(Dirname(prefix)));
+    if (options.async) {
+      CKFLOW_RETURN_IF_ERROR(
+          Snapshot(*save, session, &write.feeds).WithContext("snapshotting for '" + prefix + "'"));
+    }
+    return OkStatus();
+  }();
+  if (!options.async) return FinishGroupWrite(session, write);
+  pending_ = std::thread([this, &session, write = std::move(write), on_done = options.on_done] {
+    Status s = FinishGroupWrite(session, write);
+    if (on_done) on_done(write.prefix, s);
+    pending_status_ = std::move(s);
+  });
+  return OkStatus();
+}
+
+Status Saver::FinishGroupWrite(Session& session, const GroupWrite& write) {
+  CheckpointGroup& group = *group_.group;
+  const bool merges = group.rank() == 0;
+  Status wrote = write.prepared;
+  if (wrote.ok() && !write.targets.empty()) {
+    wrote = session.Run(write.feeds, {}, write.targets, {.file_system = fs_}).status();
+  }
+  if (!wrote.ok()) wrote = wrote.WithContext("writing '" + write.part + "'");
+  const CheckpointNaming naming{std::string(Basename(write.prefix)), /*numbered=*/false};
+  Status all = AgreeOnStatus(group, wrote);
+  if (!all.ok()) {
+    // Past the barrier every part is written or abandoned: the parts go,
+    // and the previous checkpoint was never touched.
+    if (merges) RemoveSaveDebris(fs_, Dirname(write.prefix), naming).status().IgnoreError();
+    return all.WithContext("saving checkpoint '" + write.prefix + "'");
+  }
+  Status committed;
+  if (merges) {
+    committed = MergeBundles(write.parts, write.prefix,
+                             {.fs = fs_, .delete_old_dirs = true, .sync = write.durable});
+    if (!committed.ok()) {
+      RemoveSaveDebris(fs_, Dirname(write.prefix), naming).status().IgnoreError();
+      committed = committed.WithContext("merging the parts");
+    } else if (write.on_written) {
+      committed = write.on_written();
+    }
+  }
+  Status agreed = AgreeOnStatus(group, committed);
+  if (agreed.ok() && !merges && write.on_written) agreed = write.on_written();
+  return agreed.ok() ? agreed : agreed.WithContext("saving checkpoint '" + write.prefix + "'");
 }
 
 }  // namespace ckflow::internal
