@@ -11,6 +11,7 @@
 #include "base/logging.h"
 #include "base/parallel.h"
 #include "bundle/bundle_format.h"
+#include "bundle/merge.h"
 #include "checkpoint/save_files_internal.h"
 #include "checkpoint/saver_internal.h"
 #include "graph/structure_generation.h"
@@ -164,6 +165,22 @@ Output Saver::restore_prefix() {
 
 StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items) {
   CKFLOW_RETURN_IF_ERROR(CheckGraphAlive());
+  if (group_.group != nullptr && group_.restore_owned_only) {
+    std::vector<std::pair<std::string, int64_t>> sized;
+    sized.reserve(items.size());
+    for (const RestoreItem& item : items) {
+      sized.emplace_back(item.key, DeclaredBytes(item.attribute));
+    }
+    CKFLOW_ASSIGN_OR_RETURN(std::vector<int> owners, owners_.Place(sized));
+    const int rank = group_.group->rank();
+    size_t kept = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (owners[i] != rank && items[i].key != kSaveCounterKey) continue;
+      if (kept != i) items[kept] = std::move(items[i]);
+      ++kept;
+    }
+    items.resize(kept);
+  }
   struct Group {
     size_t begin, end;
     std::string signature;
@@ -227,8 +244,10 @@ StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items) 
 
 StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const std::vector<ObjectGraph::Value>& values,
                                                 const std::vector<std::vector<int>>& groups,
-                                                bool durable) {
+                                                bool durable, bool merge, bool object_graph) {
+  object_graph = object_graph && format_.object_graph;
   std::string sig = durable ? "durable\1" : "";
+  if (!merge) sig += object_graph ? "part+graph\1" : "part\1";
   for (const auto& group : groups) {
     for (int v : group) {
       sig += values[v].key;
@@ -268,7 +287,7 @@ StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const std::vector<ObjectGraph::V
       if (read_once.insert(handle_id).second) save->reads.push_back(read->second);
       tensors.push_back(read->second);
     }
-    if (g == 0 && format_.object_graph) {
+    if (g == 0 && object_graph) {
       names.push_back(std::string(kObjectGraphKey));
       slices.emplace_back();
       tensors.push_back(save->object_graph);
@@ -279,6 +298,13 @@ StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const std::vector<ObjectGraph::V
     Output names_t = ops::Const(shard, StringVector(names));
     Output slices_t = ops::Const(shard, StringVector(slices));
     shard_ops.push_back(ops::SaveV2(shard, prefix, names_t, slices_t, tensors, durable));
+  }
+  save->shards = shard_ops;
+  if (!merge) {
+    if (!scope.ok()) return scope.status().WithContext("building save ops");
+    SaveGraph* result = save.get();
+    save_graphs_.emplace(std::move(sig), std::move(save));
+    return result;
   }
   save->merge_inputs = ops::Placeholder(scope, DT_STRING, {.shape = PartialShape({-1})});
   save->merge_destination = ops::Placeholder(scope, DT_STRING, {.shape = PartialShape::Scalar()});
@@ -390,6 +416,10 @@ StatusOr<Saver::SavePlan> Saver::PlanOf(const ObjectGraph& graph, bool object_gr
 Status Saver::Write(const ObjectGraph& graph, const std::string& prefix, Session& session,
                     const SaveOptions& options, std::function<Status()> on_written) {
   CKFLOW_RETURN_IF_ERROR(CheckOptions(options, "saving checkpoint '" + prefix + "'"));
+  if (group_.group != nullptr) {
+    CKFLOW_RETURN_IF_ERROR(WaitForPendingWrite());
+    return WriteGroup(graph, prefix, session, options, std::move(on_written));
+  }
   StatusOr<SavePlan> plan = PlanOf(graph, format_.object_graph);
   if (!plan.ok()) return plan.status().WithContext("saving checkpoint '" + prefix + "'");
   return WritePlan(*plan, prefix, session, options, std::move(on_written));
@@ -399,6 +429,12 @@ Status Saver::WriteObjects(const std::shared_ptr<Trackable>& root, const std::st
                            Session& session, const SaveOptions& options,
                            std::function<Status()> on_written) {
   CKFLOW_RETURN_IF_ERROR(CheckOptions(options, "saving checkpoint '" + prefix + "'"));
+  if (group_.group != nullptr) {
+    // A member writes only what placement gives it: no cached plan.
+    ObjectGraph graph = BuildObjectGraph(root);
+    CKFLOW_RETURN_IF_ERROR(graph.tracking_status);
+    return Write(graph, prefix, session, options, std::move(on_written));
+  }
   const uint64_t generation = TrackableStructureGeneration();
   if (plan_ == nullptr || plan_->generation != generation || plan_->root != root.get() ||
       std::any_of(plan_->objects.begin(), plan_->objects.end(),
@@ -491,6 +527,98 @@ Status Saver::WritePlan(SavePlan& plan, const std::string& prefix, Session& sess
     pending_status_ = std::move(s);
   });
   return OkStatus();
+}
+
+Status Saver::WriteGroup(const ObjectGraph& graph, const std::string& prefix, Session& session,
+                         const SaveOptions& options, std::function<Status()> on_written) {
+  CheckpointGroup& group = *group_.group;
+  const int rank = group.rank();
+  const int size = group.size();
+  GroupWrite write;
+  write.prefix = prefix;
+  write.part = ShardPrefix(prefix, rank, size);
+  write.durable = options.durable;
+  write.on_written = std::move(on_written);
+  // Every member places every value alike (each variable where it was
+  // restored or saved before), so each knows which parts there will be
+  // without asking. Anything that goes wrong here is carried into
+  // the first agreement: a member that left early would leave the others
+  // waiting for it.
+  write.prepared = [&]() -> Status {
+    std::vector<std::pair<std::string, int64_t>> sized;
+    sized.reserve(graph.values.size());
+    for (const ObjectGraph::Value& v : graph.values) {
+      sized.emplace_back(v.key, DeclaredBytes(v.attribute));
+    }
+    CKFLOW_ASSIGN_OR_RETURN(std::vector<int> placed, owners_.Place(sized));
+    std::vector<bool> writes(size, false);
+    writes[0] = true;  // the object graph
+    std::vector<int> mine;
+    for (size_t v = 0; v < placed.size(); ++v) {
+      writes[placed[v]] = true;
+      if (placed[v] == rank) mine.push_back(static_cast<int>(v));
+    }
+    for (int r = 0; r < size; ++r) {
+      if (writes[r]) write.parts.push_back(ShardPrefix(prefix, r, size));
+    }
+    if (!writes[rank]) return OkStatus();
+    CKFLOW_ASSIGN_OR_RETURN(SaveGraph * save, SaveGraphFor(graph.values, {mine}, options.durable,
+                                                           /*merge=*/false, rank == 0));
+    write.targets = save->shards;
+    write.feeds.emplace_back(save->shard_prefixes[0], Tensor::Scalar(write.part));
+    if (rank == 0 && format_.object_graph) {
+      std::string serialized;
+      if (!ToProto(graph).SerializeToString(&serialized)) {
+        return InternalError("serializing the object graph for '", prefix, "'");
+      }
+      write.feeds.emplace_back(save->object_graph, Tensor::Scalar(serialized));
+    }
+    CKFLOW_RETURN_IF_ERROR(fs_->CreateDirs(Dirname(prefix)));
+    if (options.async) {
+      CKFLOW_RETURN_IF_ERROR(
+          Snapshot(*save, session, &write.feeds).WithContext("snapshotting for '" + prefix + "'"));
+    }
+    return OkStatus();
+  }();
+  if (!options.async) return FinishGroupWrite(session, write);
+  pending_ = std::thread([this, &session, write = std::move(write), on_done = options.on_done] {
+    Status s = FinishGroupWrite(session, write);
+    if (on_done) on_done(write.prefix, s);
+    pending_status_ = std::move(s);
+  });
+  return OkStatus();
+}
+
+Status Saver::FinishGroupWrite(Session& session, const GroupWrite& write) {
+  CheckpointGroup& group = *group_.group;
+  const bool merges = group.rank() == 0;
+  Status wrote = write.prepared;
+  if (wrote.ok() && !write.targets.empty()) {
+    wrote = session.Run(write.feeds, {}, write.targets, {.file_system = fs_}).status();
+  }
+  if (!wrote.ok()) wrote = wrote.WithContext("writing '" + write.part + "'");
+  const CheckpointNaming naming{std::string(Basename(write.prefix)), /*numbered=*/false};
+  Status all = AgreeOnStatus(group, wrote);
+  if (!all.ok()) {
+    // Past the barrier every part is written or abandoned: the parts go,
+    // and the previous checkpoint was never touched.
+    if (merges) RemoveSaveDebris(fs_, Dirname(write.prefix), naming).status().IgnoreError();
+    return all.WithContext("saving checkpoint '" + write.prefix + "'");
+  }
+  Status committed;
+  if (merges) {
+    committed = MergeBundles(write.parts, write.prefix,
+                             {.fs = fs_, .delete_old_dirs = true, .sync = write.durable});
+    if (!committed.ok()) {
+      RemoveSaveDebris(fs_, Dirname(write.prefix), naming).status().IgnoreError();
+      committed = committed.WithContext("merging the parts");
+    } else if (write.on_written) {
+      committed = write.on_written();
+    }
+  }
+  Status agreed = AgreeOnStatus(group, committed);
+  if (agreed.ok() && !merges && write.on_written) agreed = write.on_written();
+  return agreed.ok() ? agreed : agreed.WithContext("saving checkpoint '" + write.prefix + "'");
 }
 
 }  // namespace ckflow::internal

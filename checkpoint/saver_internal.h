@@ -22,6 +22,8 @@
 #include "base/status.h"
 #include "base/tensor.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/group.h"
+#include "checkpoint/group_internal.h"
 #include "checkpoint/object_graph_internal.h"
 #include "graph/graph.h"
 #include "runtime/session.h"
@@ -60,13 +62,20 @@ class Saver {
   //
   // Every file the saver's ops and its caller touch goes through `fs`
   // (null: FileSystem::Default()), handed to the kernels with each run.
-  explicit Saver(const Scope& scope, FileSystem* fs = nullptr, SaverFormat format = {})
+  // With group.group set, this process is one member of a group that
+  // saves and restores together (group.h).
+  explicit Saver(const Scope& scope, FileSystem* fs = nullptr, SaverFormat format = {},
+                 GroupOptions group = {})
       : graph_(scope.shared_graph()),
         scope_(scope.Unowned()),
         fs_(fs ? fs : FileSystem::Default()),
-        format_(format) {}
+        format_(format),
+        group_(std::move(group)),
+        owners_(group_) {}
 
   FileSystem* file_system() const { return fs_; }
+  // Null when the saver is not a member of a group.
+  CheckpointGroup* group() const { return group_.group; }
 
   // FailedPrecondition once the graph is gone: a status kept past its graph
   // must not run the ops it built there, nor a deferred restore (an object
@@ -76,7 +85,8 @@ class Saver {
   // The string placeholder restore ops read the checkpoint prefix from.
   Output restore_prefix();
   // Restore ops for `items` (split into groups the session runs in
-  // parallel), reusing ops built before for the same items.
+  // parallel), reusing ops built before for the same items. In a group, for
+  // the items this member owns (GroupOptions::restore_owned_only).
   StatusOr<std::vector<Output>> RestoreOps(std::vector<RestoreItem> items);
 
   ~Saver();
@@ -86,6 +96,11 @@ class Saver {
   // "<prefix>_temp/part-…", then MergeV2Checkpoints; then runs
   // `on_written` (state-file updates), if set. First waits for a pending
   // asynchronous write and returns its error, if it failed.
+  //
+  // In a group (group.h) every member calls Write alike: each writes its
+  // own part, member 0 merges them and runs `on_written` before the second
+  // barrier, the others run it after (bookkeeping only: they must not touch
+  // the state file).
   //
   // With options.async, returns once the values are copied into this
   // saver's snapshot buffers (reused from save to save); writing, syncing
@@ -119,8 +134,9 @@ class Saver {
     Output object_graph;                 // fed serialized proto
     Output merge_inputs;                 // fed list of shard prefixes
     Output merge_destination;
-    Output merge;
-    std::vector<Output> reads;  // every value read, once, in order of first use
+    Output merge;                // invalid for a group member's part
+    std::vector<Output> shards;  // the SaveV2 ops
+    std::vector<Output> reads;   // every value read, once, in order of first use
   };
   // What a save derives from one object graph.
   struct SavePlan {
@@ -150,14 +166,37 @@ class Saver {
   // appends feeds that stand in for the reads.
   Status Snapshot(const SaveGraph& save, Session& session, std::vector<Feed>* feeds);
   // The cached save ops for these value groups; durable ones have SaveV2
-  // sync its files (starting writeback while writing).
+  // sync its files (starting writeback while writing). A group member's
+  // part has no merge, and the object graph only on member 0.
   StatusOr<SaveGraph*> SaveGraphFor(const std::vector<ObjectGraph::Value>& values,
-                                    const std::vector<std::vector<int>>& groups, bool durable);
+                                    const std::vector<std::vector<int>>& groups, bool durable,
+                                    bool merge = true, bool object_graph = true);
+  // Write for a group member (see Write).
+  Status WriteGroup(const ObjectGraph& graph, const std::string& prefix, Session& session,
+                    const SaveOptions& options, std::function<Status()> on_written);
+  // The collective rest of a group member's save, once its part's feeds are
+  // ready (or `prepared` says why they are not): write the part, agree,
+  // merge and commit on member 0, agree again.
+  struct GroupWrite {
+    Status prepared;
+    std::vector<Feed> feeds;
+    std::vector<Output> targets;  // empty: this member owns nothing
+    std::string prefix;
+    std::string part;
+    std::vector<std::string> parts;  // every member's that writes one
+    bool durable = false;
+    std::function<Status()> on_written;
+  };
+  Status FinishGroupWrite(Session& session, const GroupWrite& write);
 
   const std::weak_ptr<Graph> graph_;
   const Scope scope_;  // Unowned: see the constructor
   FileSystem* const fs_;
   const SaverFormat format_;
+  const GroupOptions group_;
+  // Who writes and reads what: placed as restore ops appear and at saves,
+  // and kept, so a member saves what it restored.
+  Owners owners_;
   Output restore_prefix_;
   std::unordered_map<std::string, Output> restore_ops_;  // by item signature
   std::unordered_map<std::string, std::unique_ptr<SaveGraph>> save_graphs_;
