@@ -53,17 +53,20 @@ release_build() {
   "$CMAKE" --build build/release -j "$JOBS"
 }
 
-# build/venv: TensorFlow and the rest of interop/requirements.txt, made anew
-# from Debian's python3 whenever the pins change.
-venv=build/venv
-interop_venv() {
-  if ! cmp -s interop/requirements.txt "$venv/requirements.txt"; then
-    rm -rf "$venv"
-    "$PYTHON" -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check -r interop/requirements.txt
-    cp interop/requirements.txt "$venv/requirements.txt"
+# make_venv DIR REQUIREMENTS: a venv from Debian's python3 with the pinned
+# REQUIREMENTS (and any file it includes with -r), made anew whenever they
+# change. build/venv holds interop's (TensorFlow), build/venv-bench adds PyTorch.
+make_venv() {
+  local dir=$1 requirements=$2 pins
+  pins=$(cat "$requirements" interop/requirements.txt)
+  if [ "$pins" != "$(cat "$dir/pins" 2>/dev/null)" ]; then
+    rm -rf "$dir"
+    "$PYTHON" -m venv "$dir"
+    "$dir/bin/pip" install -q --disable-pip-version-check -r "$requirements"
+    printf '%s' "$pins" > "$dir/pins"
   fi
 }
+venv=build/venv
 
 export CCACHE_DIR=${CCACHE_DIR:-$ROOT/.ccache}
 
@@ -126,7 +129,7 @@ case "$cmd" in
     ;;
   bench)
     install_packages "${PACKAGES[@]}" python3-torch python3-matplotlib libtorch-dev python3-venv
-    interop_venv
+    make_venv build/venv-bench bench/requirements.txt
     release_build -DCKFLOW_BUILD_BENCH=ON
     for b in build/release/bench/*_bench; do
       [ -x "$b" ] && "$b" "$@"
@@ -134,11 +137,11 @@ case "$cmd" in
     if [ -f bench/side_by_side.py ]; then
       "$PYTHON" bench/side_by_side.py --build build/release
     fi
-    "$venv/bin/python" bench/tf_side_by_side.py --ckflow build/release/tools/ckflow
+    build/venv-bench/bin/python bench/tf_side_by_side.py --ckflow build/release/tools/ckflow
     ;;
   interop)
     install_packages "${PACKAGES[@]}" python3-venv
-    interop_venv
+    make_venv "$venv" interop/requirements.txt
     configure build/release -DCMAKE_BUILD_TYPE=Release -DCKFLOW_BUILD_TESTS=OFF \
       -DCKFLOW_BUILD_BENCH=OFF -DCKFLOW_BUILD_INTEROP=ON
     "$CMAKE" --build build/release -j "$JOBS" --target interop_ckflow ckflow_cli
