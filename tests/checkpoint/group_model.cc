@@ -1,5 +1,6 @@
 #include "tests/checkpoint/group_model.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
@@ -123,6 +124,11 @@ StatusOr<int> GroupModel::CheckInitialized(uint32_t seed) {
     }
   }
   return static_cast<int>(which.size());
+}
+
+StatusOr<std::unique_ptr<WritableFile>> FailingPartFs::NewWritableFile(const std::string& path) {
+  if (path.find(part_) != std::string::npos) return ErrnoStatus(ENOSPC, "open", path);
+  return FileSystemWrapper::NewWritableFile(path);
 }
 
 }  // namespace ckflow::testing

@@ -64,6 +64,18 @@ class GroupModel {
   std::unique_ptr<Session> session_;
 };
 
+// Fails creating any file whose path contains `part` (ENOSPC, as a full
+// disk would): one member's part of a save.
+class FailingPartFs : public FileSystemWrapper {
+ public:
+  explicit FailingPartFs(std::string part)
+      : FileSystemWrapper(FileSystem::Default()), part_(std::move(part)) {}
+  StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
+
+ private:
+  const std::string part_;
+};
+
 }  // namespace ckflow::testing
 
 #endif  // CKFLOW_TESTS_CHECKPOINT_GROUP_MODEL_H_

@@ -104,6 +104,15 @@ void ExpectHoldsSeed(const std::string& path, uint32_t seed) {
   EXPECT_EQ(*checked, m->num_values());
 }
 
+// Saves seed's values from a single-process model into `dir`, as ckpt-1.
+void SavePlain(const std::string& dir, uint32_t seed, GroupModelSpec spec = {}) {
+  std::unique_ptr<GroupModel> m = MakeModel(nullptr, nullptr, spec);
+  ASSERT_NE(m, nullptr);
+  CKFLOW_ASSERT_OK(m->Set(seed));
+  StatusOr<std::string> saved = m->checkpoint().Save(dir + "/ckpt", m->session());
+  ASSERT_TRUE(saved.ok()) << saved.status();
+}
+
 TEST(GroupPlacement, BalancedByBytesIsLargestFirstOntoTheLightestRank) {
   std::vector<PlacementItem> items = {{"a", 10}, {"b", 100}, {"c", 60}, {"d", 50}, {"e", 1}};
   // b (100) -> 0, c (60) -> 1, d (50) -> 1, a (10) -> 0, e (1): a tie (110 each) -> 0.
@@ -190,11 +199,7 @@ TEST(GroupCheckpoint, SavedByThreeRestoredByOneAndByTwo) {
 
 TEST(GroupCheckpoint, ASingleProcessCheckpointRestoresIntoFourMembers) {
   const std::string dir = testing::NewTempDir("group");
-  {
-    std::unique_ptr<GroupModel> m = MakeModel(nullptr);
-    CKFLOW_ASSERT_OK(m->Set(3));
-    ASSERT_TRUE(m->checkpoint().Save(dir + "/ckpt", m->session()).ok());
-  }
+  SavePlain(dir, 3);
   std::vector<int> restored(4);
   RunGroup(4, [&](int rank, CheckpointGroup& group) {
     std::unique_ptr<GroupModel> m = MakeModel(&group);
@@ -209,23 +214,9 @@ TEST(GroupCheckpoint, ASingleProcessCheckpointRestoresIntoFourMembers) {
             MakeModel(nullptr)->num_values());
 }
 
-// Fails creating any file of one part, as a full disk would.
-class FailingPartFs : public FileSystemWrapper {
- public:
-  explicit FailingPartFs(std::string part)
-      : FileSystemWrapper(FileSystem::Default()), part_(part) {}
-  StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
-    if (path.find(part_) != std::string::npos) return ErrnoStatus(ENOSPC, "open", path);
-    return FileSystemWrapper::NewWritableFile(path);
-  }
-
- private:
-  std::string part_;
-};
-
 TEST(GroupCheckpoint, AMemberThatCannotWriteFailsTheSaveOnEveryMember) {
   const std::string dir = testing::NewTempDir("group");
-  FailingPartFs failing("ckpt-2_temp/part-00001-of-00003");
+  testing::FailingPartFs failing("ckpt-2_temp/part-00001-of-00003");
   std::vector<Status> second(3);
   RunGroup(3, [&](int rank, CheckpointGroup& group) {
     std::unique_ptr<GroupModel> m = MakeModel(&group, rank == 1 ? &failing : nullptr);
@@ -305,11 +296,7 @@ TEST(GroupCheckpoint, AsyncSavesRunTheirCollectivesInTheBackground) {
 
 TEST(GroupCheckpoint, AnAssertionThatFailsOnOneMemberFailsOnEveryMember) {
   const std::string dir = testing::NewTempDir("group");
-  {
-    std::unique_ptr<GroupModel> m = MakeModel(nullptr, nullptr, {.slots = false});
-    CKFLOW_ASSERT_OK(m->Set(1));
-    ASSERT_TRUE(m->checkpoint().Save(dir + "/ckpt", m->session()).ok());
-  }
+  SavePlain(dir, 1, {.slots = false});
   std::vector<Status> consumed(2), partial(2);
   RunGroup(2, [&](int rank, CheckpointGroup& group) {
     // Member 1 has slots the checkpoint does not.
@@ -327,11 +314,7 @@ TEST(GroupCheckpoint, AnAssertionThatFailsOnOneMemberFailsOnEveryMember) {
 
 TEST(GroupCheckpoint, AValueMatchedOnAnyMemberCountsAsConsumed) {
   const std::string dir = testing::NewTempDir("group");
-  {
-    std::unique_ptr<GroupModel> m = MakeModel(nullptr);
-    CKFLOW_ASSERT_OK(m->Set(1));
-    ASSERT_TRUE(m->checkpoint().Save(dir + "/ckpt", m->session()).ok());
-  }
+  SavePlain(dir, 1);
   std::vector<Status> consumed(2);
   RunGroup(2, [&](int rank, CheckpointGroup& group) {
     // Only member 0 has the optimizer whose slots the checkpoint holds.

@@ -83,23 +83,9 @@ TEST(GroupSave, EveryRankWritesItsPartAndRankZeroMerges) {
   EXPECT_EQ(total, r->num_values());
 }
 
-// Fails creating any file of one part, as a full disk would.
-class FailingPartFs : public FileSystemWrapper {
- public:
-  explicit FailingPartFs(std::string part)
-      : FileSystemWrapper(FileSystem::Default()), part_(part) {}
-  StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
-    if (path.find(part_) != std::string::npos) return ErrnoStatus(ENOSPC, "open", path);
-    return FileSystemWrapper::NewWritableFile(path);
-  }
-
- private:
-  std::string part_;
-};
-
 TEST(GroupSave, ARankThatCannotWriteLeavesThePreviousCheckpointOnEveryRank) {
   const std::string dir = SharedTempDir();
-  FailingPartFs failing("ckpt-2_temp/part-00001-of-");
+  testing::FailingPartFs failing("ckpt-2_temp/part-00001-of-");
   std::unique_ptr<GroupModel> m = MakeModel(workers, workers->rank() == 1 ? &failing : nullptr);
   CKFLOW_ASSERT_OK(m->Set(1));
   auto manager = CheckpointManager::Create(m->checkpoint(), dir, {.max_to_keep = 1});
