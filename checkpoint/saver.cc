@@ -417,7 +417,6 @@ Status Saver::Write(const ObjectGraph& graph, const std::string& prefix, Session
                     const SaveOptions& options, std::function<Status()> on_written) {
   CKFLOW_RETURN_IF_ERROR(CheckOptions(options, "saving checkpoint '" + prefix + "'"));
   if (group_.group != nullptr) {
-    CKFLOW_RETURN_IF_ERROR(WaitForPendingWrite());
     return WriteGroup(graph, prefix, session, options, std::move(on_written));
   }
   StatusOr<SavePlan> plan = PlanOf(graph, format_.object_graph);
@@ -433,7 +432,7 @@ Status Saver::WriteObjects(const std::shared_ptr<Trackable>& root, const std::st
     // A member writes only what placement gives it: no cached plan.
     ObjectGraph graph = BuildObjectGraph(root);
     CKFLOW_RETURN_IF_ERROR(graph.tracking_status);
-    return Write(graph, prefix, session, options, std::move(on_written));
+    return WriteGroup(graph, prefix, session, options, std::move(on_written));
   }
   const uint64_t generation = TrackableStructureGeneration();
   if (plan_ == nullptr || plan_->generation != generation || plan_->root != root.get() ||
@@ -531,6 +530,7 @@ Status Saver::WritePlan(SavePlan& plan, const std::string& prefix, Session& sess
 
 Status Saver::WriteGroup(const ObjectGraph& graph, const std::string& prefix, Session& session,
                          const SaveOptions& options, std::function<Status()> on_written) {
+  CKFLOW_RETURN_IF_ERROR(WaitForPendingWrite());
   CheckpointGroup& group = *group_.group;
   const int rank = group.rank();
   const int size = group.size();
