@@ -84,8 +84,12 @@ struct CachedPlan {
 
 class Session::Impl {
  public:
-  Impl(const Graph& graph, const OpRegistry& registry, FileSystem* file_system)
-      : graph_(graph), registry_(registry), file_system_(file_system) {}
+  Impl(const Graph& graph, const OpRegistry& registry, FileSystem* file_system,
+       std::shared_ptr<ResourceMgr> resources)
+      : graph_(graph),
+        registry_(registry),
+        file_system_(file_system),
+        resources_(resources ? std::move(resources) : std::make_shared<ResourceMgr>()) {}
 
   StatusOr<std::vector<Tensor>> Run(const RunOptions& options, const std::vector<Feed>& feeds,
                                     const std::vector<Output>& fetches,
@@ -98,13 +102,13 @@ class Session::Impl {
     const ExecutionPlan& plan = *cached->plan;
     CKFLOW_RETURN_IF_ERROR(CheckFeedValues(plan, feeds));
     std::vector<Tensor> fetched;
-    CKFLOW_RETURN_IF_ERROR(plan.Run(feeds, resources_, &fetched,
+    CKFLOW_RETURN_IF_ERROR(plan.Run(feeds, *resources_, &fetched,
                                     options.file_system ? options.file_system : file_system_));
     return fetched;
   }
 
   const Graph& graph() const { return graph_; }
-  ResourceMgr& resources() { return resources_; }
+  ResourceMgr& resources() { return *resources_; }
   FileSystem* file_system() const { return file_system_; }
 
   int num_cached_plans() const {
@@ -271,7 +275,7 @@ class Session::Impl {
   const Graph& graph_;
   const OpRegistry& registry_;
   FileSystem* const file_system_;
-  ResourceMgr resources_;
+  const std::shared_ptr<ResourceMgr> resources_;
 
   mutable std::mutex build_mu_;  // serializes plan building
   // By node id; a plan points into these, so they live as long as the
@@ -290,8 +294,8 @@ Session::~Session() = default;
 StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph, SessionOptions options) {
   CKFLOW_RETURN_IF_ERROR(graph.status());
   const OpRegistry& registry = options.registry ? *options.registry : StandardOps();
-  return std::unique_ptr<Session>(
-      new Session(std::make_unique<Impl>(graph, registry, options.file_system)));
+  return std::unique_ptr<Session>(new Session(
+      std::make_unique<Impl>(graph, registry, options.file_system, std::move(options.resources))));
 }
 
 StatusOr<std::vector<Tensor>> Session::Run(const std::vector<Feed>& feeds,
