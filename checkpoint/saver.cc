@@ -153,14 +153,16 @@ Status Saver::CheckGraphAlive() const {
 
 Output Saver::restore_prefix() {
   if (!restore_prefix_.valid() && CheckGraphAlive().ok()) {
-    restore_prefix_ = ops::Placeholder(scope_.WithOpName("restore_prefix"), DT_STRING,
-                                       {.shape = PartialShape::Scalar()});
+    restore_prefix_ = ops::Placeholder(scope_.WithoutExecution().WithOpName("restore_prefix"),
+                                       DT_STRING, {.shape = PartialShape::Scalar()});
   }
   return restore_prefix_;
 }
 
-StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items) {
+StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items,
+                                                const std::string& save_path) {
   CKFLOW_RETURN_IF_ERROR(CheckGraphAlive());
+  if (scope_.eager()) return RestoreNow(std::move(items), save_path);
   struct Group {
     size_t begin, end;
     std::string signature;
@@ -219,6 +221,30 @@ StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items) 
   return result;
 }
 
+StatusOr<std::vector<Output>> Saver::RestoreNow(std::vector<RestoreItem> items,
+                                                const std::string& save_path) {
+  // Restore-on-create: the same RestoreVariables op, run by the eager scope
+  // as it is built, through the reader the restore handed over. Nothing is
+  // cached: the values are in place, and a later restore runs again.
+  std::vector<Output> handles;
+  std::vector<std::string> keys;
+  std::vector<int64_t> positions;
+  handles.reserve(items.size());
+  keys.reserve(items.size());
+  positions.reserve(items.size());
+  for (RestoreItem& item : items) {
+    handles.push_back(item.attribute.handle);
+    keys.push_back(std::move(item.key));
+    positions.push_back(item.position);
+  }
+  CKFLOW_ASSIGN_OR_RETURN(ops::VariableDeclarations variables, ops::DeclarationsOf(handles));
+  const Scope scope = scope_.WithDevice("");
+  Output op = ops::RestoreVariables(scope, ops::Const(scope, save_path), std::move(keys),
+                                    std::move(variables), std::move(positions));
+  if (!op.valid()) return scope_.status().WithContext("restoring on creation");
+  return std::vector<Output>();
+}
+
 StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const ObjectGraph& graph,
                                                 const std::vector<std::vector<int>>& groups,
                                                 bool durable) {
@@ -236,7 +262,8 @@ StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const ObjectGraph& graph,
   if (cached != save_graphs_.end()) return cached->second.get();
 
   auto save = std::make_unique<SaveGraph>();
-  Scope scope = scope_.NewSubScope("save");
+  // Built once and run by a session at every save, also in an eager scope.
+  Scope scope = scope_.WithoutExecution().NewSubScope("save");
   save->object_graph = ops::Placeholder(scope.WithOpName("object_graph"), DT_STRING,
                                         {.shape = PartialShape::Scalar()});
   std::vector<Output> shard_ops;

@@ -71,8 +71,11 @@ class Saver {
   // The string placeholder restore ops read the checkpoint prefix from.
   Output restore_prefix();
   // Restore ops for `items` (split into groups the session runs in
-  // parallel), reusing ops built before for the same items.
-  StatusOr<std::vector<Output>> RestoreOps(std::vector<RestoreItem> items);
+  // parallel), reusing ops built before for the same items. In an eager
+  // scope the values are restored now from `save_path` (through the reader
+  // handed over to the eager context) and no ops are returned.
+  StatusOr<std::vector<Output>> RestoreOps(std::vector<RestoreItem> items,
+                                           const std::string& save_path);
 
   ~Saver();
 
@@ -108,6 +111,9 @@ class Saver {
     Output merge;
     std::vector<Output> reads;  // every value read, once, in order of first use
   };
+  // RestoreOps in an eager scope.
+  StatusOr<std::vector<Output>> RestoreNow(std::vector<RestoreItem> items,
+                                           const std::string& save_path);
   // Copies the values `save` reads into snapshot_ (reusing its buffers) and
   // appends feeds that stand in for the reads.
   Status Snapshot(const SaveGraph& save, Session& session, std::vector<Feed>* feeds);

@@ -20,6 +20,7 @@
 #include "ops/optimizers.h"
 #include "ops/variables.h"
 #include "runtime/session.h"
+#include "tests/ops/op_test_util.h"
 #include "tests/test_util.h"
 
 namespace ckflow {
@@ -205,20 +206,15 @@ TEST(EagerOptimizerTest, SlotsAppearOnTheFirstUpdate) {
 }
 
 // The Regress model of examples/regress.cc, with a deterministic start.
-Initializer Wavy(float phase) {
-  return [phase](const Scope& scope, DataType, const TensorShape& shape) {
-    Tensor t(DT_FLOAT, shape);
-    float i = 0;
-    for (float& v : t.flat<float>()) v = 0.5f * std::sin(phase + 0.7f * i++);
-    return ops::Const(scope, t);
-  };
-}
 
 std::shared_ptr<Sequential> RegressModel() {
   return Sequential::Make(
-      {Dense::Make(10, {.kernel_initializer = Wavy(0), .name = "input_transform"}),
-       Dense::Make(10, {.activation = ops::Relu, .kernel_initializer = Wavy(1), .name = "hidden"}),
-       Dense::Make(1, {.kernel_initializer = Wavy(2), .name = "output"})});
+      {Dense::Make(10,
+                   {.kernel_initializer = testing::WavyInitializer(0), .name = "input_transform"}),
+       Dense::Make(10, {.activation = ops::Relu,
+                        .kernel_initializer = testing::WavyInitializer(1),
+                        .name = "hidden"}),
+       Dense::Make(1, {.kernel_initializer = testing::WavyInitializer(2), .name = "output"})});
 }
 
 std::vector<std::pair<Tensor, Tensor>> Batches(int n) {
