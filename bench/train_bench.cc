@@ -9,6 +9,10 @@
 //                            here). Counters:
 //     eigen_ms        the Eigen step
 //     speed_vs_eigen  Eigen time / session time (target: >= 0.8)
+//   BM_EagerTrainStep/threads:N   the same step executing eagerly, timed
+//                            interleaved with the session step:
+//     graph_ms        the session step
+//     eager_vs_graph  eager time / session time (target: <= 1.5)
 #include <benchmark/benchmark.h>
 #include <tbb/global_control.h>
 
@@ -20,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "ops/array_ops.h"
@@ -166,8 +171,57 @@ class SessionMlp {
   std::unique_ptr<Session> session_;
 };
 
+// The same model executing eagerly (graph/eager.h): every op built and run
+// as it is called, gradients through a GradientTape.
+class EagerMlp {
+ public:
+  EagerMlp() {
+    scope_.graph().set_seed(3);
+    mlp_ =
+        Sequential::Make({Dense::Make(kHidden, {.activation = ops::Relu}),
+                          Dense::Make(kHidden, {.activation = ops::Relu}), Dense::Make(kClasses)});
+    adam_ = Adam::Make();
+  }
+
+  float Step(const Batch& batch) {
+    Output loss;
+    adam_->Minimize(scope_, [&] {
+      loss = losses::SoftmaxCrossEntropyWithLogits(scope_, ops::Const(scope_, batch.y),
+                                                   (*mlp_)(scope_, ops::Const(scope_, batch.x)));
+      return loss;
+    });
+    Check(scope_.status());
+    return loss.value().scalar<float>();
+  }
+
+ private:
+  Scope scope_ = Scope::NewEagerScope();
+  std::shared_ptr<Sequential> mlp_;
+  std::shared_ptr<Adam> adam_;
+};
+
 double Seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
+}
+
+// Runs `measured` and then `baseline` in each iteration, so both see the same
+// machine state; the iteration's time is `measured`'s. Returns the total
+// seconds of each.
+template <typename Measured, typename Baseline>
+std::pair<double, double> TimeInterleaved(benchmark::State& state, const Measured& measured,
+                                          const Baseline& baseline) {
+  double measured_total = 0, baseline_total = 0;
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(measured());
+    auto t1 = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(baseline());
+    auto t2 = std::chrono::steady_clock::now();
+    state.SetIterationTime(Seconds(t1 - t0));
+    measured_total += Seconds(t1 - t0);
+    baseline_total += Seconds(t2 - t1);
+  }
+  return {measured_total, baseline_total};
 }
 
 void BM_TrainStep(benchmark::State& state) {
@@ -180,23 +234,39 @@ void BM_TrainStep(benchmark::State& state) {
   EigenMlp eigen_mlp;
   Eigen::Map<const Matrix> x(batch.x.flat<float>().data(), kBatch, kInput);
   Eigen::Map<const Matrix> y(batch.y.flat<float>().data(), kBatch, kClasses);
-  double session_total = 0, eigen_total = 0;
-  for (auto _ : state) {
-    auto t0 = std::chrono::steady_clock::now();
-    benchmark::DoNotOptimize(session_mlp.Step(batch));
-    auto t1 = std::chrono::steady_clock::now();
-    benchmark::DoNotOptimize(eigen_mlp.Step(x, y));
-    auto t2 = std::chrono::steady_clock::now();
-    state.SetIterationTime(Seconds(t1 - t0));
-    session_total += Seconds(t1 - t0);
-    eigen_total += Seconds(t2 - t1);
-  }
+  const auto [session_total, eigen_total] = TimeInterleaved(
+      state, [&] { return session_mlp.Step(batch); }, [&] { return eigen_mlp.Step(x, y); });
   const auto n = static_cast<double>(state.iterations());
   state.counters["eigen_ms"] = eigen_total / n * 1e3;
   state.counters["speed_vs_eigen"] = eigen_total / session_total;
   state.SetItemsProcessed(state.iterations() * kBatch);
 }
 BENCHMARK(BM_TrainStep)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(0)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+// The eager step, timed interleaved with the session step. Counter
+// eager_vs_graph: eager time / session time (target: <= 1.5).
+void BM_EagerTrainStep(benchmark::State& state) {
+  std::optional<tbb::global_control> limit;
+  if (state.range(0) > 0) {
+    limit.emplace(tbb::global_control::max_allowed_parallelism, state.range(0));
+  }
+  Batch batch;
+  SessionMlp session_mlp;
+  EagerMlp eager_mlp;
+  eager_mlp.Step(batch);  // builds the layers and slots
+  const auto [eager_total, session_total] = TimeInterleaved(
+      state, [&] { return eager_mlp.Step(batch); }, [&] { return session_mlp.Step(batch); });
+  const auto n = static_cast<double>(state.iterations());
+  state.counters["graph_ms"] = session_total / n * 1e3;
+  state.counters["eager_vs_graph"] = eager_total / session_total;
+  state.SetItemsProcessed(state.iterations() * kBatch);
+}
+BENCHMARK(BM_EagerTrainStep)
     ->ArgName("threads")
     ->Arg(1)
     ->Arg(0)
