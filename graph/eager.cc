@@ -1,6 +1,5 @@
 #include "graph/eager.h"
 
-#include <algorithm>
 #include <span>
 #include <string>
 #include <utility>
@@ -48,9 +47,7 @@ Status EagerContext::Execute(Node& node) {
 
 void EagerContext::AddObserver(EagerObserver* observer) { observers_.push_back(observer); }
 
-void EagerContext::RemoveObserver(EagerObserver* observer) {
-  observers_.erase(std::remove(observers_.begin(), observers_.end(), observer), observers_.end());
-}
+void EagerContext::RemoveObserver(EagerObserver* observer) { std::erase(observers_, observer); }
 
 void EagerContext::Pin(std::shared_ptr<Node> node) {
   pinned_[next_pin_] = std::move(node);
