@@ -25,7 +25,8 @@ CTEST=/usr/bin/ctest
 PACKAGES=(build-essential cmake ninja-build ccache pkg-config python3
   libeigen3-dev libprotobuf-dev protobuf-compiler libtbb-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libleveldb-dev libsnappy-dev libisal-dev libcli11-dev clang-format)
+  libleveldb-dev libsnappy-dev libisal-dev libcli11-dev clang-format
+  openmpi-bin libopenmpi-dev)
 
 install_packages() {
   local missing=()

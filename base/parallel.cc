@@ -3,13 +3,21 @@
 #include <tbb/blocked_range.h>
 #include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+#include <tbb/task_arena.h>
 
+#include <algorithm>
+#include <utility>
+
+#include "base/parallel_internal.h"
 #include "base/tsan_internal.h"
 
 namespace ckflow {
 namespace {
 // Below this many cycles a task switch costs more than it saves.
 constexpr int64_t kMinCyclesPerTask = 20000;
+
+thread_local int intra_op_threads = 0;
 
 // tbb::parallel_for's body. For ThreadSanitizer (see tsan_internal.h) it
 // states the edges libtbb makes out of TSan's sight: each copy is published
@@ -44,8 +52,20 @@ void ParallelFor(int64_t n, int64_t cost_per_unit,
                  const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   int64_t cost = cost_per_unit < 1 ? 1 : cost_per_unit;
-  if (n * cost < 2 * kMinCyclesPerTask || MaxParallelism() <= 1) {
+  if (n * cost < 2 * kMinCyclesPerTask || intra_op_threads == 1 || MaxParallelism() <= 1) {
     fn(0, n);
+    return;
+  }
+  const int limit = intra_op_threads;
+  if (limit > 1 && limit < MaxParallelism()) {
+    // At most `limit` pieces, so at most `limit` threads run them.
+    const int64_t parts = std::min<int64_t>(limit, n * cost / kMinCyclesPerTask);
+    const std::function<void(int64_t, int64_t)> by_part = [&](int64_t b, int64_t e) {
+      fn(b * n / parts, e * n / parts);
+    };
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, parts, 1), ParallelForBody(by_part),
+                      tbb::simple_partitioner());
+    internal::TsanAcquire(ParallelForBody::Done(&by_part));
     return;
   }
   int64_t grain = kMinCyclesPerTask / cost;
@@ -88,8 +108,13 @@ extern "C" const char* __tsan_default_suppressions() {
 #endif
 
 int MaxParallelism() {
-  return static_cast<int>(
-      tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism));
+  return std::min(static_cast<int>(tbb::global_control::active_value(
+                      tbb::global_control::max_allowed_parallelism)),
+                  tbb::this_task_arena::max_concurrency());
 }
+
+namespace internal {
+int SetIntraOpThreads(int threads) { return std::exchange(intra_op_threads, threads); }
+}  // namespace internal
 
 }  // namespace ckflow

@@ -1,6 +1,7 @@
 #include "bundle/bundle_reader.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -50,8 +51,20 @@ StatusOr<BundleEntry> MakeEntry(const std::string& index_path, int num_shards, s
   e.offset = proto.offset();
   e.size = proto.size();
   e.masked_crc32c = proto.crc32c();
-  e.num_slices = proto.slices_size();
-  if (e.num_slices == 0) {
+  for (const tensorflow::TensorSliceProto& proto_slice : proto.slices()) {
+    TensorSlice slice;
+    for (const auto& extent : proto_slice.extent()) {
+      const bool has_length =
+          extent.has_length_case() == tensorflow::TensorSliceProto::Extent::kLength;
+      slice.extents.push_back(
+          {extent.start(), has_length ? extent.length() : TensorSlice::kFullExtent});
+    }
+    if (Status fits = slice.CheckFits(e.shape); !fits.ok()) {
+      return corrupt("slice ", e.slices.size(), ": ", fits.message());
+    }
+    e.slices.push_back(std::move(slice));
+  }
+  if (e.slices.empty()) {
     if (e.shard_id < 0 || e.shard_id >= num_shards) {
       return corrupt("shard_id ", e.shard_id, " out of range: the checkpoint has ", num_shards,
                      " shard(s)");
@@ -149,10 +162,10 @@ StatusOr<const RandomAccessFile*> BundleReader::DataFile(int shard) const {
 }
 
 StatusOr<const RandomAccessFile*> BundleReader::EntryFile(const BundleEntry& e) const {
-  if (e.num_slices > 0) {
-    return UnimplementedError(index_path_, ": key '", e.key,
-                              "' is a partitioned variable saved in ", e.num_slices,
-                              " slices; reading slices is not supported");
+  if (e.is_sliced()) {
+    return InvalidArgumentError(index_path_, ": key '", e.key, "' is a tensor saved in ",
+                                e.slices.size(),
+                                " slices, which hold its data; it has none of its own");
   }
   if (StoredElementSize(e.dtype) == 0 && e.dtype != DT_STRING) {
     return InvalidArgumentError(
@@ -240,16 +253,221 @@ Status BundleReader::ReadValidated(const BundleEntry& e, const RandomAccessFile&
   return DecodeStrings(e, file, bytes, dest->flat<std::string>());
 }
 
-Status BundleReader::ReadInto(const BundleEntry& e, Tensor* dest) const {
-  if (dest == nullptr || dest->dtype() != e.dtype || !(dest->shape() == e.shape)) {
-    return InvalidArgumentError(
-        "key '", e.key, "' in ", index_path_, " is ", StoredDataTypeName(e.dtype),
-        e.shape.ToString(), ", the destination is ",
-        dest && dest->IsValid() ? std::string(DataTypeName(dest->dtype())) : "an invalid tensor",
-        dest && dest->IsValid() ? dest->shape().ToString() : "");
+namespace {
+
+Status CheckDestination(const BundleEntry& e, const std::string& index_path,
+                        const TensorShape& shape, std::string_view what, const Tensor* dest) {
+  if (dest != nullptr && dest->dtype() == e.dtype && dest->shape() == shape) return OkStatus();
+  return InvalidArgumentError(
+      "key '", e.key, "' in ", index_path, what, " is ", StoredDataTypeName(e.dtype),
+      shape.ToString(), ", the destination is ",
+      dest && dest->IsValid() ? std::string(DataTypeName(dest->dtype())) : "an invalid tensor",
+      dest && dest->IsValid() ? dest->shape().ToString() : "");
+}
+
+// Row-major strides of `shape`, in elements.
+std::vector<int64_t> Strides(const TensorShape& shape) {
+  std::vector<int64_t> strides(shape.rank(), 1);
+  for (int d = shape.rank() - 2; d >= 0; --d) strides[d] = strides[d + 1] * shape.dim(d + 1);
+  return strides;
+}
+
+// Calls copy(src_index, dst_index, n) for each run of n elements of the box
+// [lo, hi) that is contiguous in both a tensor of `src` shape whose origin
+// is at `src_origin` and one of `dst` shape whose origin is at `dst_origin`.
+template <typename Copy>
+void ForEachRow(const std::vector<int64_t>& lo, const std::vector<int64_t>& hi,
+                const TensorShape& src, const std::vector<int64_t>& src_origin,
+                const TensorShape& dst, const std::vector<int64_t>& dst_origin, Copy copy) {
+  const int rank = static_cast<int>(lo.size());
+  if (rank == 0) {
+    copy(0, 0, 1);
+    return;
   }
+  const std::vector<int64_t> src_strides = Strides(src);
+  const std::vector<int64_t> dst_strides = Strides(dst);
+  const int64_t n = hi[rank - 1] - lo[rank - 1];
+  std::vector<int64_t> at(lo.begin(), lo.end());
+  for (;;) {
+    int64_t s = 0;
+    int64_t t = 0;
+    for (int d = 0; d < rank; ++d) {
+      s += (at[d] - src_origin[d]) * src_strides[d];
+      t += (at[d] - dst_origin[d]) * dst_strides[d];
+    }
+    copy(s, t, n);
+    int d = rank - 2;
+    for (; d >= 0; --d) {
+      if (++at[d] < hi[d]) break;
+      at[d] = lo[d];
+    }
+    if (d < 0) return;
+  }
+}
+
+}  // namespace
+
+StatusOr<std::vector<BundleReader::StoredSlice>> BundleReader::StoredSlicesOf(
+    const BundleEntry& full) const {
+  std::vector<StoredSlice> stored;
+  if (!full.is_sliced()) {
+    CKFLOW_RETURN_IF_ERROR(EntryFile(full).status());
+    stored.push_back({TensorSlice::Full(full.shape.rank()), &full});
+    return stored;
+  }
+  auto corrupt = [&](auto&&... what) {
+    return DataLossError(index_path_, ": key '", full.key, "' (", StoredDataTypeName(full.dtype),
+                         full.shape.ToString(), " in ", full.slices.size(), " slices): ", what...);
+  };
+  const int64_t total = full.shape.num_elements();
+  int64_t covered = 0;
+  stored.reserve(full.slices.size());
+  for (const TensorSlice& slice : full.slices) {
+    const BundleEntry* entry = FindEntry(EncodeTensorNameSlice(full.key, slice));
+    if (entry == nullptr) return corrupt("slice ", slice.ToString(), " is missing");
+    if (entry->dtype != full.dtype || entry->is_sliced()) {
+      return corrupt("slice ", slice.ToString(), " is ", StoredDataTypeName(entry->dtype),
+                     entry->is_sliced() ? " and sliced itself" : "");
+    }
+    const TensorShape shape = slice.ShapeIn(full.shape);
+    if (!(entry->shape == shape)) {
+      return corrupt("slice ", slice.ToString(), " is stored as ", entry->shape.ToString(),
+                     ", not ", shape.ToString());
+    }
+    CKFLOW_RETURN_IF_ERROR(EntryFile(*entry).status());
+    covered += shape.num_elements();  // each at most total: no overflow below
+    if (covered > total) break;
+    stored.push_back({slice, entry});
+  }
+  // Disjoint boxes inside the shape whose sizes add up to it tile it. Boxes
+  // are compared only with those overlapping them in dimension 0.
+  std::sort(stored.begin(), stored.end(), [](const StoredSlice& a, const StoredSlice& b) {
+    return a.slice.rank() > 0 && a.slice.Begin(0) < b.slice.Begin(0);
+  });
+  const int rank = full.shape.rank();
+  for (size_t i = 0; i < stored.size(); ++i) {
+    for (size_t j = i + 1; j < stored.size(); ++j) {
+      const TensorSlice& a = stored[i].slice;
+      const TensorSlice& b = stored[j].slice;
+      if (rank > 0 && b.Begin(0) >= a.End(0, full.shape.dim(0))) break;
+      bool overlap = true;
+      for (int d = 0; d < rank && overlap; ++d) {
+        const int64_t size = full.shape.dim(d);
+        overlap = std::max(a.Begin(d), b.Begin(d)) < std::min(a.End(d, size), b.End(d, size));
+      }
+      if (overlap && stored[i].slice.ShapeIn(full.shape).num_elements() > 0 &&
+          stored[j].slice.ShapeIn(full.shape).num_elements() > 0) {
+        return corrupt("slices ", a.ToString(), " and ", b.ToString(), " overlap");
+      }
+    }
+  }
+  if (covered != total) {
+    return corrupt("the slices hold ", covered > total ? "more" : "fewer", " elements than the ",
+                   total, " of the tensor");
+  }
+  return stored;
+}
+
+Status BundleReader::CopyStoredSlice(const BundleEntry& full, const StoredSlice& stored,
+                                     const TensorSlice& want, Tensor* dest) const {
+  const int rank = full.shape.rank();
+  std::vector<int64_t> lo(rank), hi(rank), stored_origin(rank), want_origin(rank);
+  for (int d = 0; d < rank; ++d) {
+    const int64_t size = full.shape.dim(d);
+    stored_origin[d] = stored.slice.Begin(d);
+    want_origin[d] = want.Begin(d);
+    lo[d] = std::max(stored_origin[d], want_origin[d]);
+    hi[d] = std::min(stored.slice.End(d, size), want.End(d, size));
+    if (lo[d] >= hi[d]) return OkStatus();  // nothing of it is wanted
+  }
+  const BundleEntry& e = *stored.entry;
+  CKFLOW_ASSIGN_OR_RETURN(const RandomAccessFile* file, EntryFile(e));
+  const TensorShape& stored_shape = e.shape;
+  const TensorShape& dest_shape = dest->shape();
+  if (e.dtype == DT_STRING) {
+    std::vector<std::string> strings(static_cast<size_t>(stored_shape.num_elements()));
+    CKFLOW_ASSIGN_OR_RETURN(std::string bytes, ReadBytes(e, *file));
+    CKFLOW_RETURN_IF_ERROR(DecodeStrings(e, *file, bytes, strings));
+    std::span<std::string> out = dest->flat<std::string>();
+    ForEachRow(lo, hi, stored_shape, stored_origin, dest_shape, want_origin,
+               [&](int64_t s, int64_t t, int64_t n) {
+                 std::move(strings.begin() + s, strings.begin() + s + n, out.begin() + t);
+               });
+    return OkStatus();
+  }
+  const size_t element_size = StoredElementSize(e.dtype);
+  char* out = static_cast<char*>(dest->raw_data());
+  // The whole stored slice is wanted and its rows are consecutive in the
+  // destination (every dimension after the first it does not span whole
+  // is whole there, those before it one wide): read it in place.
+  bool in_place = true;
+  int innermost_partial = -1;
+  for (int d = rank - 1; d >= 0; --d) {
+    if (lo[d] != stored_origin[d] || hi[d] - lo[d] != stored_shape.dim(d)) in_place = false;
+    if (hi[d] - lo[d] != dest_shape.dim(d) && innermost_partial < 0) innermost_partial = d;
+  }
+  for (int d = 0; d < innermost_partial; ++d) in_place = in_place && hi[d] - lo[d] == 1;
+  if (in_place) {
+    const std::vector<int64_t> strides = Strides(dest_shape);
+    int64_t offset = 0;
+    for (int d = 0; d < rank; ++d) offset += (lo[d] - want_origin[d]) * strides[d];
+    return ReadNumeric(e, *file, out + offset * static_cast<int64_t>(element_size));
+  }
+  // Bounded by the data file (EntryFile checked the entry lies within it).
+  std::vector<char> buffer(static_cast<size_t>(e.size));
+  CKFLOW_RETURN_IF_ERROR(ReadNumeric(e, *file, buffer.data()));
+  ForEachRow(lo, hi, stored_shape, stored_origin, dest_shape, want_origin,
+             [&](int64_t s, int64_t t, int64_t n) {
+               std::memcpy(out + t * element_size, buffer.data() + s * element_size,
+                           n * element_size);
+             });
+  return OkStatus();
+}
+
+Status BundleReader::ReadBox(const BundleEntry& full, const TensorSlice& want, Tensor* dest) const {
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<StoredSlice> stored, StoredSlicesOf(full));
+  if (dest->NumElements() == 0) return OkStatus();
+  for (const StoredSlice& piece : stored) {
+    CKFLOW_RETURN_IF_ERROR(CopyStoredSlice(full, piece, want, dest));
+  }
+  return OkStatus();
+}
+
+Status BundleReader::ReadInto(const BundleEntry& e, Tensor* dest) const {
+  CKFLOW_RETURN_IF_ERROR(CheckDestination(e, index_path_, e.shape, "", dest));
+  if (e.is_sliced()) return ReadBox(e, TensorSlice::Full(e.shape.rank()), dest);
   CKFLOW_ASSIGN_OR_RETURN(const RandomAccessFile* file, EntryFile(e));
   return ReadValidated(e, *file, dest);
+}
+
+Status BundleReader::ReadSliceInto(std::string_view key, const TensorSlice& slice,
+                                   Tensor* dest) const {
+  const BundleEntry* e = FindEntry(key);
+  if (e == nullptr) return NotFoundError("key '", key, "' not found in ", index_path_);
+  Status fits = slice.CheckFits(e->shape);
+  if (!fits.ok()) return fits.WithContext("key '" + e->key + "' in " + index_path_);
+  CKFLOW_RETURN_IF_ERROR(CheckDestination(*e, index_path_, slice.ShapeIn(e->shape),
+                                          " (slice " + slice.ToString() + ")", dest));
+  return ReadBox(*e, slice, dest);
+}
+
+StatusOr<Tensor> BundleReader::LookupSlice(std::string_view key, const TensorSlice& slice) const {
+  const BundleEntry* e = FindEntry(key);
+  if (e == nullptr) return NotFoundError("key '", key, "' not found in ", index_path_);
+  Status fits = slice.CheckFits(e->shape);
+  if (!fits.ok()) return fits.WithContext("key '" + e->key + "' in " + index_path_);
+  // The stored pieces first: once they are known to lie within their files
+  // and to tile the tensor, the allocation is no larger than the files.
+  CKFLOW_RETURN_IF_ERROR(StoredSlicesOf(*e).status());
+  if (!IsSupportedDataType(static_cast<DataType>(e->dtype)) || e->dtype == DT_RESOURCE) {
+    return InvalidArgumentError(index_path_, ": key '", e->key, "' has dtype ",
+                                StoredDataTypeName(e->dtype),
+                                ", which a ckflow Tensor cannot hold");
+  }
+  CKFLOW_ASSIGN_OR_RETURN(
+      Tensor t, Tensor::Allocate(static_cast<DataType>(e->dtype), slice.ShapeIn(e->shape)));
+  CKFLOW_RETURN_IF_ERROR(ReadBox(*e, slice, &t));
+  return t;
 }
 
 Status BundleReader::ReadBatch(
@@ -321,6 +539,7 @@ Status BundleReader::ReadInto(std::string_view key, Tensor* dest) const {
 StatusOr<Tensor> BundleReader::Lookup(std::string_view key) const {
   const BundleEntry* e = FindEntry(key);
   if (e == nullptr) return NotFoundError("key '", key, "' not found in ", index_path_);
+  if (e->is_sliced()) return LookupSlice(key, TensorSlice::Full(e->shape.rank()));
   // Bounds first: the allocation below is then no larger than the file.
   CKFLOW_ASSIGN_OR_RETURN(const RandomAccessFile* file, EntryFile(*e));
   if (!IsSupportedDataType(static_cast<DataType>(e->dtype)) || e->dtype == DT_RESOURCE) {

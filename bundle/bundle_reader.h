@@ -7,6 +7,9 @@
 //     ""   -> BundleHeaderProto {num_shards, endianness, version}
 //     key  -> BundleEntryProto {dtype, shape, shard_id, offset, size, crc32c,
 //                               slices}        (absent fields are 0)
+//   a partitioned tensor: its key's entry has dtype, full shape and slices
+//     (no data); each slice's data is an ordinary entry under
+//     EncodeTensorNameSlice(key, slice) (tensor_slice.h)
 //   P.data-SSSSS-of-NNNNN, SSSSS = entry.shard_id, NNNNN = header.num_shards:
 //     bytes [offset, offset + size) of an entry hold its tensor; Mask(CRC32C)
 //     of them (DT_STRING: of the lengths, length checksum and bytes, see
@@ -18,6 +21,15 @@
 // opened on first use and kept open. Every read checks the entry's bounds
 // against its data file and its CRC, and byte-swaps data written on a
 // big-endian host.
+//
+// A partitioned tensor reads like any other: Lookup() and ReadInto() of its
+// key assemble it from its slices, and ReadSliceInto() reads any box of any
+// tensor, sliced or not, the box spanning stored slices as needed. Each
+// stored slice is read once, straight into the destination when its rows
+// are contiguous there (one pread), else through a buffer of its size. Its
+// slices must tile it exactly: each within the full shape, none
+// overlapping, all present under their keys with the full entry's dtype
+// (DataLoss naming the key otherwise).
 //
 // ReadInto() reads straight into a caller's tensor (a variable's memory):
 // numeric bytes go from the file into the destination with pread, no
@@ -48,6 +60,7 @@
 #include "base/file_system.h"
 #include "base/status.h"
 #include "base/tensor.h"
+#include "bundle/tensor_slice.h"
 
 namespace ckflow {
 
@@ -62,9 +75,11 @@ struct BundleEntry {
   int64_t offset = 0;
   int64_t size = 0;
   uint32_t masked_crc32c = 0;  // as stored; crc32c::Unmask gives the CRC
-  // > 0: the full-tensor entry of a partitioned variable, whose data lives
-  // under one key per slice (not supported for reading).
-  int num_slices = 0;
+  // Non-empty: the full-tensor entry of a partitioned tensor, whose data
+  // lives under one key per slice (EncodeTensorNameSlice); each slice is
+  // checked at Open to fit `shape`.
+  std::vector<TensorSlice> slices;
+  bool is_sliced() const { return !slices.empty(); }
 };
 
 class BundleReader {
@@ -111,6 +126,13 @@ class BundleReader {
   Status ReadInto(std::string_view key, Tensor* dest) const;
   Status ReadInto(const BundleEntry& entry, Tensor* dest) const;
 
+  // Reads the box `slice` of the tensor saved under `key` (sliced or not)
+  // into *dest, which must have the tensor's dtype and the box's shape.
+  // NotFound for a missing key; InvalidArgument if the box does not fit the
+  // tensor or the destination; DataLoss for corrupt slices (see above).
+  Status ReadSliceInto(std::string_view key, const TensorSlice& slice, Tensor* dest) const;
+  StatusOr<Tensor> LookupSlice(std::string_view key, const TensorSlice& slice) const;
+
   // Reads many small numeric entries with few reads: entries that lie close
   // together in one data file are read as one range, then each is checked
   // (bounds, CRC, bools, byte order) and handed to consume(i, bytes) with
@@ -123,7 +145,8 @@ class BundleReader {
 
   // The entry's bytes as stored, after checking bounds and checksum: for
   // copying or comparing entries of any dtype, including ones a Tensor
-  // cannot hold. Only for entries of a fixed-size dtype or DT_STRING.
+  // cannot hold. Only for entries of a fixed-size dtype or DT_STRING, and
+  // not for the full entry of a sliced tensor (which holds no bytes).
   StatusOr<std::string> ReadRaw(const BundleEntry& entry) const;
 
   // Reads `entry` and checks its checksum (and, for DT_STRING, its
@@ -137,6 +160,20 @@ class BundleReader {
  private:
   BundleReader(std::string prefix, FileSystem* fs, int num_shards, bool big_endian,
                std::vector<BundleEntry> entries);
+
+  // One stored piece of a tensor: its box and the entry holding its data.
+  struct StoredSlice {
+    TensorSlice slice;
+    const BundleEntry* entry;
+  };
+  // The pieces `full` is stored in (itself, unless sliced), checked as
+  // described above, each within its data file.
+  StatusOr<std::vector<StoredSlice>> StoredSlicesOf(const BundleEntry& full) const;
+  // Reads box `want` of `full` (already checked to fit) into *dest.
+  Status ReadBox(const BundleEntry& full, const TensorSlice& want, Tensor* dest) const;
+  // Copies the part of `stored` inside `want` into *dest (shaped as want).
+  Status CopyStoredSlice(const BundleEntry& full, const StoredSlice& stored,
+                         const TensorSlice& want, Tensor* dest) const;
 
   // Checks that the entry's data can be read (dtype stored densely or as
   // strings, not sliced, within its data file) and returns that file.

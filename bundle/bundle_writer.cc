@@ -152,6 +152,39 @@ Status BundleWriter::AddRaw(std::string_view key, int dtype, const TensorShape& 
   return OkStatus();
 }
 
+Status BundleWriter::AddSlice(std::string_view full_key, const TensorShape& full_shape,
+                              const TensorSlice& slice, const Tensor& slice_tensor) {
+  if (Status fits = slice.CheckFits(full_shape); !fits.ok()) {
+    return fits.WithContext("adding a slice of '" + std::string(full_key) + "'");
+  }
+  const TensorShape shape = slice.ShapeIn(full_shape);
+  if (!slice_tensor.IsValid() || !(slice_tensor.shape() == shape)) {
+    return InvalidArgumentError(
+        "key '", full_key, "': slice ", slice.ToString(), " of ", full_shape.ToString(), " is ",
+        shape.ToString(), ", the tensor is ",
+        slice_tensor.IsValid() ? slice_tensor.shape().ToString() : std::string("invalid"));
+  }
+  if (slice.IsFullIn(full_shape)) return Add(full_key, slice_tensor);
+  auto it = entries_.find(full_key);
+  if (it == entries_.end()) {
+    CKFLOW_RETURN_IF_ERROR(CheckAdd(full_key));
+  } else if (it->second.slices.empty() || it->second.dtype != slice_tensor.dtype() ||
+             !(it->second.shape == full_shape)) {
+    return InvalidArgumentError(
+        "key '", full_key, "': a slice of ", DataTypeName(slice_tensor.dtype()),
+        full_shape.ToString(), " added to ",
+        it->second.slices.empty() ? "an unsliced tensor" : "a tensor of another dtype or shape",
+        ", ", StoredDataTypeName(it->second.dtype), it->second.shape.ToString());
+  }
+  CKFLOW_RETURN_IF_ERROR(Add(EncodeTensorNameSlice(full_key, slice), slice_tensor));
+  if (it == entries_.end()) {
+    it = entries_.emplace(std::string(full_key), Entry{slice_tensor.dtype(), full_shape, 0, 0, 0})
+             .first;
+  }
+  it->second.slices.push_back(slice);
+  return OkStatus();
+}
+
 Status BundleWriter::FinishFiles() {
   CKFLOW_RETURN_IF_ERROR(write_error_);
   CKFLOW_RETURN_IF_ERROR(FlushBuffer());
@@ -170,6 +203,18 @@ Status BundleWriter::FinishFiles() {
     proto.set_offset(e.offset);
     proto.set_size(e.size);
     proto.set_crc32c(e.masked_crc32c);
+    for (const TensorSlice& slice : e.slices) {
+      tensorflow::TensorSliceProto* slice_proto = proto.add_slices();
+      for (const TensorSlice::Extent& extent : slice.extents) {
+        tensorflow::TensorSliceProto::Extent* out = slice_proto->add_extent();
+        // As TensorFlow's TensorSlice::AsProto: a whole dimension is an
+        // empty extent.
+        if (extent.length != TensorSlice::kFullExtent) {
+          out->set_start(extent.start);
+          out->set_length(extent.length);
+        }
+      }
+    }
     entries.emplace_back(key, std::move(proto));
   }
   CKFLOW_ASSIGN_OR_RETURN(std::string index,

@@ -13,6 +13,10 @@
 //                                version {producer: 1}}   = 08 01 1A 02 08 01
 //     key  -> BundleEntryProto {dtype, shape, shard_id: 0, offset, size,
 //                               crc32c: Mask(CRC32C of the entry's bytes)}
+//   a tensor added in slices (AddSlice), as TensorFlow's BundleWriter does:
+//     key  -> BundleEntryProto {dtype, full shape, slices: [TensorSliceProto
+//             per slice: one extent per dimension, empty when it is whole]}
+//     EncodeTensorNameSlice(key, slice) -> an ordinary entry of the slice
 //
 // Crash safety: the data goes to "P.data-00000-of-00001.tempstate<random>"
 // and the index to "P.index.tempstate<random>"; Finish() completes both, then
@@ -36,10 +40,12 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/file_system.h"
 #include "base/status.h"
 #include "base/tensor.h"
+#include "bundle/tensor_slice.h"
 
 namespace ckflow {
 
@@ -79,6 +85,17 @@ class BundleWriter {
   // the dtype is not fixed-size.
   Status AddRaw(std::string_view key, int dtype, const TensorShape& shape, std::string_view data);
 
+  // Adds `slice_tensor` as the part `slice` of the tensor saved under
+  // `full_key`, of shape `full_shape` (TensorFlow's AddSlice): slices of one
+  // key may come in any order, interleaved with other keys; a slice that
+  // covers the whole shape is added as the tensor itself (Add). Errors as
+  // Add's, and InvalidArgument if the slice does not fit `full_shape`, the
+  // tensor is not the slice's shape, or an earlier slice of the key had
+  // another dtype or full shape. Slices are not checked to be disjoint
+  // (that needs them all; readers check).
+  Status AddSlice(std::string_view full_key, const TensorShape& full_shape,
+                  const TensorSlice& slice, const Tensor& slice_tensor);
+
   // Writes the index and renames both files into place. After it (OK or
   // not) the writer accepts nothing more; on error no file of the new
   // checkpoint remains.
@@ -93,6 +110,7 @@ class BundleWriter {
     int64_t offset;
     int64_t size;
     uint32_t masked_crc32c;
+    std::vector<TensorSlice> slices;  // non-empty: a full entry, no data
   };
 
   BundleWriter(std::string prefix, const Options& options, std::string data_temp_path,

@@ -15,6 +15,11 @@
 //            and (with delete_old_dirs) each input directory other than
 //            P's, if empty
 //
+// One input with a single data file (I.data-00000-of-00001, what one
+// BundleWriter or SaveV2 writes) is renamed, data then index, without
+// reading or rewriting its index: it is already the one the merge would
+// write. Its index is then the writer's to sync, as data files always are.
+//
 // Differences from TensorFlow, none visible in a valid result: P.index goes
 // through a temp file; num_shards is N rather than the sum of the inputs'
 // num_shards, which differ only when an input has a data file without

@@ -20,8 +20,10 @@ namespace internal {
 // The root object of a Checkpoint: its dependencies, then save_counter.
 class CheckpointRoot : public Trackable {
  public:
-  CheckpointRoot(const Scope& scope, FileSystem* fs)
-      : scope_(scope), saver_(std::make_shared<Saver>(scope.NewSubScope("save"), fs)) {}
+  CheckpointRoot(const Scope& scope, FileSystem* fs, GroupOptions group)
+      : scope_(scope),
+        saver_(std::make_shared<Saver>(scope.NewSubScope("save"), fs, SaverFormat{},
+                                       std::move(group))) {}
   std::string TypeName() const override { return "Checkpoint"; }
 
   const Scope& scope() const { return scope_; }
@@ -123,6 +125,34 @@ Status CommitStateFile(FileSystem* fs, const std::string& path, bool durable) {
   return s.WithContext("recording checkpoint '" + path + "' in the state file");
 }
 
+// Whether this process touches the directory's shared files (debris, the
+// state file, old checkpoints): alone, or as member 0 of a group.
+bool OwnsDirectory(const CheckpointGroup* group) { return group == nullptr || group->rank() == 0; }
+
+// Collective, before a group save writes anything: every member has
+// `local` OK (a pending save's error, the counter's increment) and the same
+// save number `n`, and member 0 has removed the debris of dead saves, which
+// includes other members' parts. Returns member 0's `now`, so every
+// member's bookkeeping stamps the save alike. Without a group, `now`.
+StatusOr<double> AgreeOnSave(CheckpointGroup* group, const Status& local, int64_t n, double now) {
+  if (group == nullptr) {
+    CKFLOW_RETURN_IF_ERROR(local);
+    return now;
+  }
+  CKFLOW_RETURN_IF_ERROR(AgreeOnStatus(*group, local));
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                          group->AllGather(std::to_string(n) + " " + std::to_string(now)));
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (all[r].substr(0, all[r].find(' ')) != all[0].substr(0, all[0].find(' '))) {
+      return FailedPreconditionError("checkpoint group: rank 0 saves number ",
+                                     all[0].substr(0, all[0].find(' ')), ", rank ", r, " number ",
+                                     all[r].substr(0, all[r].find(' ')),
+                                     " (every member must restore the same checkpoint, or none)");
+    }
+  }
+  return std::strtod(all[0].c_str() + all[0].find(' ') + 1, nullptr);
+}
+
 }  // namespace
 }  // namespace internal
 
@@ -130,7 +160,8 @@ Status CommitStateFile(FileSystem* fs, const std::string& path, bool durable) {
 
 Checkpoint::Checkpoint(const Scope& scope, Dependencies dependencies, CheckpointOptions options)
     : root_(std::make_shared<internal::CheckpointRoot>(
-          scope, options.file_system ? options.file_system : FileSystem::Default())) {
+          scope, options.file_system ? options.file_system : FileSystem::Default(),
+          std::move(options.group))) {
   std::sort(dependencies.begin(), dependencies.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   for (size_t i = 0; i < dependencies.size(); ++i) {
@@ -179,8 +210,13 @@ void RemoveDebris(FileSystem* fs, const std::string& dir,
 
 StatusOr<std::string> Checkpoint::Write(const std::string& prefix, Session& session,
                                         const SaveOptions& options) {
-  CKFLOW_RETURN_IF_ERROR(Sync());
-  RemoveDebris(file_system(), Dirname(prefix), {std::string(Basename(prefix)), /*numbered=*/false});
+  CheckpointGroup* group = root_->saver()->group();
+  Status synced = Sync();
+  if (synced.ok() && internal::OwnsDirectory(group)) {
+    RemoveDebris(file_system(), Dirname(prefix),
+                 {std::string(Basename(prefix)), /*numbered=*/false});
+  }
+  CKFLOW_RETURN_IF_ERROR(internal::AgreeOnSave(group, synced, 0, 0).status());
   return WriteThen(prefix, session, options, {});
 }
 
@@ -188,10 +224,8 @@ StatusOr<std::string> Checkpoint::WriteThen(const std::string& prefix, Session& 
                                             const SaveOptions& options,
                                             std::function<Status()> on_written) {
   CKFLOW_RETURN_IF_ERROR(root_->scope().status());
-  internal::ObjectGraph graph = internal::BuildObjectGraph(root_);
-  CKFLOW_RETURN_IF_ERROR(graph.tracking_status);
   CKFLOW_RETURN_IF_ERROR(
-      root_->saver()->Write(graph, prefix, session, options, std::move(on_written)));
+      root_->saver()->WriteObjects(root_, prefix, session, options, std::move(on_written)));
   return prefix;
 }
 
@@ -203,15 +237,28 @@ StatusOr<std::string> Checkpoint::Save(const std::string& prefix, const SaveOpti
 StatusOr<std::string> Checkpoint::Save(const std::string& prefix, Session& session,
                                        const SaveOptions& options) {
   CKFLOW_RETURN_IF_ERROR(internal::Saver::CheckOptions(options, "saving under '" + prefix + "'"));
+  CheckpointGroup* group = root_->saver()->group();
   // A failed background save is reported before the counter moves on.
-  CKFLOW_RETURN_IF_ERROR(Sync());
+  Status local = Sync();
   FileSystem* fs = file_system();
-  RemoveDebris(fs, Dirname(prefix), {std::string(Basename(prefix)), /*numbered=*/true});
-  CKFLOW_ASSIGN_OR_RETURN(int64_t n, root_->IncrementSaveCounter(session));
+  int64_t n = 0;
+  if (local.ok()) {
+    if (internal::OwnsDirectory(group)) {
+      RemoveDebris(fs, Dirname(prefix), {std::string(Basename(prefix)), /*numbered=*/true});
+    }
+    StatusOr<int64_t> counted = root_->IncrementSaveCounter(session);
+    local = counted.status();
+    if (counted.ok()) n = *counted;
+  }
+  CKFLOW_RETURN_IF_ERROR(internal::AgreeOnSave(group, local, n, 0).status());
   const std::string path = prefix + "-" + std::to_string(n);
-  return WriteThen(path, session, options, [fs, path, durable = options.durable] {
-    return internal::CommitStateFile(fs, path, durable);
-  });
+  std::function<Status()> commit;
+  if (internal::OwnsDirectory(group)) {
+    commit = [fs, path, durable = options.durable] {
+      return internal::CommitStateFile(fs, path, durable);
+    };
+  }
+  return WriteThen(path, session, options, std::move(commit));
 }
 
 StatusOr<LoadStatus> Checkpoint::Restore(const std::optional<std::string>& save_path,
@@ -451,6 +498,7 @@ int64_t CheckpointNumber(const std::string& path, const std::string& name) {
 }  // namespace
 
 void CheckpointManager::RemoveDebris() {
+  if (!internal::OwnsDirectory(checkpoint_.root_->saver()->group())) return;
   FileSystem* fs = checkpoint_.file_system();
   const internal::CheckpointNaming naming{options_.checkpoint_name, /*numbered=*/true};
   StatusOr<internal::DebrisRemoved> removed = internal::RemoveSaveDebris(fs, directory_, naming);
@@ -541,18 +589,26 @@ StatusOr<std::string> CheckpointManager::Save(Session& session,
     }
     last_checkpoint_step_ = step;
   }
-  CKFLOW_RETURN_IF_ERROR(checkpoint_.Sync());
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    sweep_status_ = OkStatus();
-    RemoveDebris();
+  Status local = checkpoint_.Sync();
+  int64_t counter = 0;
+  if (local.ok()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      sweep_status_ = OkStatus();
+      RemoveDebris();
+    }
+    StatusOr<int64_t> counted = checkpoint_.root_->IncrementSaveCounter(session);
+    local = counted.status();
+    if (counted.ok()) counter = *counted;
   }
-  CKFLOW_ASSIGN_OR_RETURN(int64_t counter, checkpoint_.root_->IncrementSaveCounter(session));
   const int64_t n = checkpoint_number.value_or(counter);
+  // Timestamped when the save starts, as TensorFlow does (in a group, by
+  // member 0's clock).
+  CKFLOW_ASSIGN_OR_RETURN(
+      const double now,
+      internal::AgreeOnSave(checkpoint_.root_->saver()->group(), local, n, options_.clock()));
   const std::string prefix =
       JoinPath(directory_, options_.checkpoint_name + "-" + std::to_string(n));
-  // Timestamped when the save starts, as TensorFlow does.
-  const double now = options_.clock();
   return checkpoint_.WriteThen(prefix, session, options_.save_options,
                                [this, prefix, now] { return Record(prefix, now); });
 }
@@ -579,6 +635,9 @@ Status CheckpointManager::Record(const std::string& prefix, double timestamp) {
   std::lock_guard<std::mutex> lock(mu_);
   FileSystem* fs = checkpoint_.file_system();
   const bool durable = options_.save_options.durable;
+  // In a group, member 0 writes the state file and deletes; the others only
+  // keep the same books.
+  const bool files = internal::OwnsDirectory(checkpoint_.root_->saver()->group());
   // The bookkeeping after this save, computed aside: memory changes only
   // once the directory does.
   std::vector<std::pair<std::string, double>> active = active_;
@@ -607,7 +666,8 @@ Status CheckpointManager::Record(const std::string& prefix, double timestamp) {
   std::vector<std::pair<std::string, double>> listed = to_delete;
   listed.insert(listed.end(), active.begin(), active.end());
   Status committed =
-      WriteCheckpointState(directory_, StateOf(prefix, listed, last_preserved), fs, durable);
+      files ? WriteCheckpointState(directory_, StateOf(prefix, listed, last_preserved), fs, durable)
+            : OkStatus();
   if (!committed.ok()) {
     // Not a checkpoint: nothing names it (unless it replaced one that was
     // already listed, whose files are now these).
@@ -623,13 +683,13 @@ Status CheckpointManager::Record(const std::string& prefix, double timestamp) {
   Status swept;
   std::vector<std::pair<std::string, double>> kept;
   for (const auto& [path, ts] : to_delete) {
-    Status s = DeleteManaged(path);
+    Status s = files ? DeleteManaged(path) : OkStatus();
     if (s.ok()) continue;
     kept.emplace_back(path, ts);
     if (swept.ok()) swept = s.WithContext("deleting old checkpoint '" + path + "'");
   }
   active_.insert(active_.begin(), kept.begin(), kept.end());
-  if (!to_delete.empty()) {
+  if (!to_delete.empty() && files) {
     Status s =
         WriteCheckpointState(directory_, StateOf(latest_, active_, last_preserved_), fs, durable);
     if (!s.ok() && swept.ok()) swept = s.WithContext("rewriting the state file after the sweep");

@@ -59,6 +59,7 @@
 #include "base/file_system.h"
 #include "base/status.h"
 #include "bundle/checkpoint_state.h"
+#include "checkpoint/group.h"
 #include "graph/graph.h"
 #include "graph/trackable.h"
 #include "runtime/session.h"
@@ -158,6 +159,9 @@ struct CheckpointOptions {
   // the kernels the Checkpoint runs; null: FileSystem::Default(). Must
   // outlive the Checkpoint and its statuses.
   FileSystem* file_system = nullptr;
+  // Save and restore as one member of a group of processes (group.h), also
+  // through a CheckpointManager.
+  GroupOptions group;
 };
 
 // Options of Checkpoint::Restore (TensorFlow's tf.train.CheckpointOptions

@@ -11,6 +11,7 @@
 #include "base/parallel.h"
 #include "base/resource.h"
 #include "bundle/bundle_format.h"
+#include "checkpoint/group_internal.h"
 #include "checkpoint/load_status_internal.h"
 #include "checkpoint/restore_coordinator_internal.h"
 #include "ops/checkpoint_ops_internal.h"
@@ -95,7 +96,47 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
   LoadStatus::Kind kind() const override { return LoadStatus::Kind::kCheckpointLoad; }
   const std::string& save_path() const override { return coord_->save_path(); }
 
-  Status AssertExistingObjectsMatched() override {
+  // In a group (group.h) each assertion is collective: every member runs
+  // the same collectives in the same order and returns the same status.
+  Status AssertExistingObjectsMatched() override { return Agreed(ExistingObjectsMatched()); }
+
+  Status AssertConsumed() override {
+    CKFLOW_RETURN_IF_ERROR(AssertExistingObjectsMatched());
+    const RestoreCoordinator& c = *coord_;
+    CKFLOW_ASSIGN_OR_RETURN(const std::vector<std::string> unresolved,
+                            OnEveryMember(c.UnresolvedValues()));
+    CKFLOW_RETURN_IF_ERROR(
+        Unmet("Unresolved object(s) in checkpoint '" + c.save_path() +
+                  "': " + std::to_string(unresolved.size()) +
+                  " checkpointed value(s) were not matched to any object (create these objects "
+                  "— e.g. call the layer or run Minimize — before asserting, or call "
+                  "ExpectPartial() if they are not needed):",
+              unresolved));
+    CKFLOW_ASSIGN_OR_RETURN(const std::vector<std::string> slots, OnEveryMember(c.PendingSlots()));
+    CKFLOW_RETURN_IF_ERROR(Unmet("Unresolved slot restorations in checkpoint '" + c.save_path() +
+                                     "': " + std::to_string(slots.size()) +
+                                     " slot variable(s) could not be restored because their "
+                                     "variable was never matched:",
+                                 slots));
+    return Agreed(
+        Unmet("Unused attributes in these objects (the attributes exist in the checkpoint but were "
+              "not restored), checkpoint '" +
+                  c.save_path() + "': the matched objects do not have these attributes:",
+              c.UnusedAttributes()));
+  }
+
+  Status AssertNontrivialMatch() override { return Agreed(NontrivialMatch()); }
+
+ private:
+  CheckpointGroup* group() const { return coord_->saver()->group(); }
+  Status Agreed(const Status& mine) const { return group() ? AgreeOnStatus(*group(), mine) : mine; }
+  // What did not match on any member: a value matched on one counts.
+  StatusOr<std::vector<std::string>> OnEveryMember(std::vector<std::string> lines) const {
+    if (group() == nullptr) return lines;
+    return LinesOnEveryMember(*group(), lines);
+  }
+
+  Status ExistingObjectsMatched() const {
     const RestoreCoordinator& c = *coord_;
     // In graph mode running the restore ops reports these; eager restores
     // have no ops to run.
@@ -122,31 +163,7 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
                  unmatched);
   }
 
-  Status AssertConsumed() override {
-    CKFLOW_RETURN_IF_ERROR(AssertExistingObjectsMatched());
-    const RestoreCoordinator& c = *coord_;
-    const std::vector<std::string> unresolved = c.UnresolvedValues();
-    CKFLOW_RETURN_IF_ERROR(
-        Unmet("Unresolved object(s) in checkpoint '" + c.save_path() +
-                  "': " + std::to_string(unresolved.size()) +
-                  " checkpointed value(s) were not matched to any object (create these objects "
-                  "— e.g. call the layer or run Minimize — before asserting, or call "
-                  "ExpectPartial() if they are not needed):",
-              unresolved));
-    const std::vector<std::string> slots = c.PendingSlots();
-    CKFLOW_RETURN_IF_ERROR(Unmet("Unresolved slot restorations in checkpoint '" + c.save_path() +
-                                     "': " + std::to_string(slots.size()) +
-                                     " slot variable(s) could not be restored because their "
-                                     "variable was never matched:",
-                                 slots));
-    return Unmet(
-        "Unused attributes in these objects (the attributes exist in the checkpoint but were "
-        "not restored), checkpoint '" +
-            c.save_path() + "': the matched objects do not have these attributes:",
-        c.UnusedAttributes());
-  }
-
-  Status AssertNontrivialMatch() override {
+  Status NontrivialMatch() const {
     const RestoreCoordinator& c = *coord_;
     ObjectGraph current = CurrentObjects(root_);
     // TensorFlow lists the objects that have no matching value.
@@ -172,6 +189,7 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
         c.save_path(), "').");
   }
 
+ public:
   void ExpectPartial() override { coord_->ExpectPartial(); }
 
   Status RunRestoreOps(Session& session) override {
@@ -305,7 +323,7 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl {
           }
           continue;
         }
-        if (entry->dtype != attr.dtype || !attr.shape.IsCompatibleWith(entry->shape)) {
+        if (entry->dtype != attr.dtype || !attr.saved_shape().IsCompatibleWith(entry->shape)) {
           return InvalidArgumentError("name-based checkpoint '", save_path_, "': key '",
                                       attr.full_name, "' is ", StoredDataTypeName(entry->dtype),
                                       entry->shape.ToString(), " but the variable is ",

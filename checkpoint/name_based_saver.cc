@@ -68,7 +68,10 @@ StatusOr<std::unique_ptr<NameBasedSaver>> NameBasedSaver::Make(const Scope& scop
       return InvalidArgumentError("NameBasedSaver: a variable (", entries[i].variable->name(),
                                   ") has an empty name");
     }
-    if (i > 0 && entries[i - 1].key == entries[i].key) {
+    // Parts of a partitioned variable share its key, each a slice of it.
+    const auto sliced = [](const Entry& e) { return e.variable->save_slice_info().has_value(); };
+    if (i > 0 && entries[i - 1].key == entries[i].key &&
+        !(sliced(entries[i - 1]) && sliced(entries[i]))) {
       return InvalidArgumentError("NameBasedSaver: at least two variables have the same name: ",
                                   entries[i].key);
     }
@@ -88,7 +91,9 @@ StatusOr<std::unique_ptr<NameBasedSaver>> NameBasedSaver::Create(
   std::vector<Entry> entries;
   for (const auto& v : list) {
     if (v == nullptr) return InvalidArgumentError("NameBasedSaver: a variable is null");
-    entries.push_back({v->name(), v});
+    // As TensorFlow's op_list_to_dict: a part of a partitioned variable is
+    // saved under the whole variable's name.
+    entries.push_back({v->save_slice_info() ? v->save_slice_info()->full_name : v->name(), v});
   }
   return Make(scope, std::move(entries), std::move(options));
 }
@@ -205,15 +210,14 @@ Status NameBasedSaver::Restore(Session& session, const std::string& save_path) {
                            ")");
     }
     SaveableAttribute attribute = std::move(e.variable->Attributes().at(0));
-    if (entry->num_slices > 0) {
-      return UnimplementedError("'", key, "' in '", save_path, "' is a partitioned variable (",
-                                entry->num_slices, " slices); reading slices is not supported");
-    }
-    if (entry->dtype != attribute.dtype || !attribute.shape.IsCompatibleWith(entry->shape)) {
-      return InvalidArgumentError("checkpoint '", save_path, "': key '", key, "' is ",
-                                  StoredDataTypeName(entry->dtype), entry->shape.ToString(),
-                                  " but variable '", e.variable->name(), "' is ",
-                                  DataTypeName(attribute.dtype), attribute.shape.ToString());
+    if (entry->dtype != attribute.dtype ||
+        !attribute.saved_shape().IsCompatibleWith(entry->shape)) {
+      return InvalidArgumentError(
+          "checkpoint '", save_path, "': key '", key, "' is ", StoredDataTypeName(entry->dtype),
+          entry->shape.ToString(), " but variable '", e.variable->name(), "' is ",
+          DataTypeName(attribute.dtype), attribute.shape.ToString(),
+          attribute.slice_spec.empty() ? std::string()
+                                       : " (a part of " + attribute.saved_shape().ToString() + ")");
     }
     items.push_back({key, std::move(attribute), entry - reader->entries().data()});
   }

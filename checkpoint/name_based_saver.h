@@ -69,7 +69,10 @@ class NameBasedSaver {
   using Options = NameBasedSaverOptions;
 
   // A saver of `variables` keyed by their names; with none, of every
-  // variable in scope's graph now (as TensorFlow's default var_list).
+  // variable in scope's graph now (as TensorFlow's default var_list). A part
+  // of a PartitionedVariable (ops/partitioned_variables.h) is keyed by the
+  // whole variable's name and saved as its slice; restoring it reads its
+  // slice of that key whatever partitioning (or none) the checkpoint has.
   // InvalidArgument if two variables share a name ("At least two variables
   // have the same name"), or there is nothing to save; the scope's error.
   static StatusOr<std::unique_ptr<NameBasedSaver>> Create(

@@ -1,3 +1,4 @@
+#include <atomic>
 #include <deque>
 
 #include "bundle/bundle_format.h"
@@ -13,6 +14,8 @@ std::string AttributeKey(std::string_view object_path, std::string_view attribut
 }
 
 namespace {
+
+std::atomic<int64_t> full_builds{0};
 
 std::string JoinPath(const std::string& parent, std::string_view escaped) {
   if (parent.empty()) return std::string(escaped);
@@ -30,8 +33,11 @@ void AddAttributes(ObjectGraph& graph, int id) {
 
 }  // namespace
 
+int64_t NumFullObjectGraphBuilds() { return full_builds.load(std::memory_order_relaxed); }
+
 ObjectGraph BuildObjectGraph(const std::shared_ptr<Trackable>& root, ObjectGraphDetail detail) {
   const bool full = detail == ObjectGraphDetail::kFull;
+  if (full) full_builds.fetch_add(1, std::memory_order_relaxed);
   ObjectGraph graph;
   graph.nodes.push_back({.object = root, .path = "", .display = "(root)"});
   graph.id_of[root.get()] = 0;
@@ -105,6 +111,8 @@ tensorflow::TrackableObjectGraph ToProto(const ObjectGraph& graph) {
       ref->set_local_name(name);
     }
     for (size_t a = 0; a < node.attributes.size(); ++a) {
+      // The parts of a partitioned variable are one attribute, one key.
+      if (a > 0 && node.keys[a] == node.keys[a - 1]) continue;
       auto* attr = out->add_attributes();
       // TensorFlow stores the attribute name escaped once; the key escapes it
       // again (save_util._get_tensors_from_trackable).

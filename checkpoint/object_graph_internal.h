@@ -15,6 +15,7 @@
 #ifndef CKFLOW_CHECKPOINT_OBJECT_GRAPH_INTERNAL_H_
 #define CKFLOW_CHECKPOINT_OBJECT_GRAPH_INTERNAL_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -67,6 +68,9 @@ struct ObjectGraph {
 enum class ObjectGraphDetail { kFull, kObjectsOnly };
 ObjectGraph BuildObjectGraph(const std::shared_ptr<Trackable>& root,
                              ObjectGraphDetail detail = ObjectGraphDetail::kFull);
+// For tests: how many kFull graphs BuildObjectGraph has built in this
+// process (a save of an unchanged model builds none).
+int64_t NumFullObjectGraphBuilds();
 
 // The TrackableObjectGraph proto TensorFlow would write for `graph`,
 // has_checkpoint_values set on every node.

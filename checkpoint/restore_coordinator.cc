@@ -200,7 +200,7 @@ void RestoreCoordinator::AddRestoreOps(std::vector<std::pair<int, RestoreItem>> 
       entries[i] = reader_->FindEntry(item.key);
       if (entries[i] != nullptr) item.position = entries[i] - reader_->entries().data();
       fits[i] = entries[i] != nullptr && entries[i]->dtype == item.attribute.dtype &&
-                item.attribute.shape.IsCompatibleWith(entries[i]->shape);
+                item.attribute.saved_shape().IsCompatibleWith(entries[i]->shape);
     }
   });
   std::vector<RestoreItem> ok_items;
@@ -224,7 +224,7 @@ void RestoreCoordinator::AddRestoreOps(std::vector<std::pair<int, RestoreItem>> 
     } else {
       problems_.push_back(InvalidArgumentError(
           where, ": key '", item.key, "' has shape ", entry->shape.ToString(), " but variable '",
-          item.attribute.full_name, "' has shape ", item.attribute.shape.ToString()));
+          item.attribute.full_name, "' has shape ", item.attribute.saved_shape().ToString()));
     }
   }
   if (ok_items.empty()) return;
@@ -253,17 +253,19 @@ void RestoreCoordinator::RestoreFrom(int proto_id, const std::shared_ptr<Trackab
     if (uid_ > obj->update_uid()) {
       std::vector<SaveableAttribute> attributes = obj->Attributes();
       for (const auto& serialized : node.attributes()) {
-        auto match = std::find_if(attributes.begin(), attributes.end(), [&](const auto& a) {
-          return a.name == serialized.name() || EscapeLocalName(a.name) == serialized.name();
-        });
-        if (match == attributes.end()) {
-          unused_attributes_[id].push_back(serialized.name());
-          continue;
+        // Every match: the parts of a partitioned variable share one name,
+        // each restoring its slice of the key.
+        bool matched = false;
+        for (SaveableAttribute& a : attributes) {
+          if (a.name != serialized.name() && EscapeLocalName(a.name) != serialized.name()) continue;
+          matched = true;
+          // The usual single attribute is moved, not copied.
+          items.push_back(
+              {id, RestoreItem{
+                       serialized.checkpoint_key(),
+                       node.attributes_size() == 1 && attributes.size() == 1 ? std::move(a) : a}});
         }
-        // The usual single attribute is moved, not copied.
-        items.push_back(
-            {id, RestoreItem{serialized.checkpoint_key(),
-                             node.attributes_size() == 1 ? std::move(*match) : *match}});
+        if (!matched) unused_attributes_[id].push_back(serialized.name());
       }
       obj->set_update_uid(uid_);
     }

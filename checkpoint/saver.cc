@@ -1,6 +1,7 @@
 // Saver: the cached save and restore ops of one checkpoint root.
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <limits>
 #include <map>
@@ -10,8 +11,10 @@
 #include "base/logging.h"
 #include "base/parallel.h"
 #include "bundle/bundle_format.h"
+#include "bundle/merge.h"
 #include "checkpoint/save_files_internal.h"
 #include "checkpoint/saver_internal.h"
+#include "graph/structure_generation.h"
 #include "ops/array_ops.h"
 #include "ops/checkpoint_ops.h"
 #include "ops/variable_ops.h"
@@ -99,13 +102,13 @@ int64_t DeclaredBytes(const SaveableAttribute& a) {
 // the group with fewest values, so that values of no size (empty or of
 // unknown shape) still fill every group. Each group keeps the values'
 // original order; none is left empty.
-std::vector<std::vector<int>> SplitBySize(const ObjectGraph& graph, std::vector<int> values,
-                                          int files) {
+std::vector<std::vector<int>> SplitBySize(const std::vector<ObjectGraph::Value>& all,
+                                          std::vector<int> values, int files) {
   files = std::min<int>(files, static_cast<int>(values.size()));
   if (files <= 1) return {std::move(values)};
   std::vector<int64_t> bytes(values.size());
   for (size_t i = 0; i < values.size(); ++i) {
-    bytes[i] = DeclaredBytes(graph.values[values[i]].attribute);
+    bytes[i] = DeclaredBytes(all[values[i]].attribute);
   }
   std::vector<size_t> order(values.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -126,12 +129,13 @@ std::vector<std::vector<int>> SplitBySize(const ObjectGraph& graph, std::vector<
 }
 
 // How many files a device's values go into under `options`.
-int FilesFor(const ObjectGraph& graph, const std::vector<int>& values, const SaveOptions& options) {
+int FilesFor(const std::vector<ObjectGraph::Value>& all, const std::vector<int>& values,
+             const SaveOptions& options) {
   if (options.files_per_device > 0) return options.files_per_device;
   int64_t total = 0;
   for (int v : values) {
-    total = std::min(total + DeclaredBytes(graph.values[v].attribute),
-                     std::numeric_limits<int64_t>::max() / 2);
+    total =
+        std::min(total + DeclaredBytes(all[v].attribute), std::numeric_limits<int64_t>::max() / 2);
   }
   return static_cast<int>(
       std::clamp<int64_t>(total / kMinBytesPerAutoFile, 1, std::max(1, MaxParallelism())));
@@ -162,6 +166,23 @@ Output Saver::restore_prefix() {
 StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items,
                                                 const std::string& save_path) {
   CKFLOW_RETURN_IF_ERROR(CheckGraphAlive());
+  // A group member restores only what it owns, also on creation.
+  if (group_.group != nullptr && group_.restore_owned_only) {
+    std::vector<std::pair<std::string, int64_t>> sized;
+    sized.reserve(items.size());
+    for (const RestoreItem& item : items) {
+      sized.emplace_back(item.key, DeclaredBytes(item.attribute));
+    }
+    CKFLOW_ASSIGN_OR_RETURN(std::vector<int> owners, owners_.Place(sized));
+    const int rank = group_.group->rank();
+    size_t kept = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (owners[i] != rank && items[i].key != kSaveCounterKey) continue;
+      if (kept != i) items[kept] = std::move(items[i]);
+      ++kept;
+    }
+    items.resize(kept);
+  }
   if (scope_.eager()) return RestoreNow(std::move(items), save_path);
   struct Group {
     size_t begin, end;
@@ -204,14 +225,17 @@ StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items,
     if (!g.variables.ok()) return g.variables.status().WithContext("building restore ops");
     std::vector<std::string> keys;
     std::vector<int64_t> positions;
+    std::vector<std::string> slices;
     keys.reserve(g.end - g.begin);
     positions.reserve(g.end - g.begin);
+    slices.reserve(g.end - g.begin);
     for (size_t i = g.begin; i < g.end; ++i) {
       keys.push_back(std::move(items[i].key));
       positions.push_back(items[i].position);
+      slices.push_back(std::move(items[i].attribute.slice_spec));
     }
     g.op = ops::RestoreVariables(scope_.WithDevice(""), prefix, std::move(keys),
-                                 *std::move(g.variables), std::move(positions));
+                                 *std::move(g.variables), std::move(positions), std::move(slices));
     if (!g.op.valid()) return scope_.status().WithContext("building restore ops");
     restore_ops_.emplace(std::move(g.signature), g.op);
   }
@@ -226,34 +250,40 @@ StatusOr<std::vector<Output>> Saver::RestoreNow(std::vector<RestoreItem> items,
   // Restore-on-create: the same RestoreVariables op, run by the eager scope
   // as it is built, through the reader the restore handed over. Nothing is
   // cached: the values are in place, and a later restore runs again.
+  if (items.empty()) return std::vector<Output>();  // a group member's share
   std::vector<Output> handles;
   std::vector<std::string> keys;
   std::vector<int64_t> positions;
+  std::vector<std::string> slices;  // a part of a partitioned variable
   handles.reserve(items.size());
   keys.reserve(items.size());
   positions.reserve(items.size());
+  slices.reserve(items.size());
   for (RestoreItem& item : items) {
     handles.push_back(item.attribute.handle);
     keys.push_back(std::move(item.key));
     positions.push_back(item.position);
+    slices.push_back(std::move(item.attribute.slice_spec));
   }
   CKFLOW_ASSIGN_OR_RETURN(ops::VariableDeclarations variables, ops::DeclarationsOf(handles));
   const Scope scope = scope_.WithDevice("");
   Output op = ops::RestoreVariables(scope, ops::Const(scope, save_path), std::move(keys),
-                                    std::move(variables), std::move(positions));
+                                    std::move(variables), std::move(positions), std::move(slices));
   if (!op.valid()) return scope_.status().WithContext("restoring on creation");
   return std::vector<Output>();
 }
 
-StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const ObjectGraph& graph,
+StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const std::vector<ObjectGraph::Value>& values,
                                                 const std::vector<std::vector<int>>& groups,
-                                                bool durable) {
+                                                bool durable, bool merge, bool object_graph) {
+  object_graph = object_graph && format_.object_graph;
   std::string sig = durable ? "durable\1" : "";
+  if (!merge) sig += object_graph ? "part+graph\1" : "part\1";
   for (const auto& group : groups) {
     for (int v : group) {
-      sig += graph.values[v].key;
+      sig += values[v].key;
       sig += '\0';
-      sig += std::to_string(graph.values[v].attribute.handle.node()->id());
+      sig += std::to_string(values[v].attribute.handle.node()->id());
       sig += '\0';
     }
     sig += '\1';
@@ -270,12 +300,14 @@ StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const ObjectGraph& graph,
   std::unordered_set<int> read_once;
   for (size_t g = 0; g < groups.size(); ++g) {
     std::vector<std::string> names;
+    std::vector<std::string> slices;
     std::vector<Output> tensors;
     std::string device;  // the group's host (see HostDevice)
     for (int v : groups[g]) {
-      const ObjectGraph::Value& value = graph.values[v];
+      const ObjectGraph::Value& value = values[v];
       if (!value.attribute.device.empty()) device = HostDevice(value.attribute.device);
       names.push_back(value.key);
+      slices.push_back(value.attribute.slice_spec);
       int handle_id = value.attribute.handle.node()->id();
       auto read = reads_.find(handle_id);
       if (read == reads_.end()) {
@@ -287,16 +319,24 @@ StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const ObjectGraph& graph,
       if (read_once.insert(handle_id).second) save->reads.push_back(read->second);
       tensors.push_back(read->second);
     }
-    if (g == 0 && format_.object_graph) {
+    if (g == 0 && object_graph) {
       names.push_back(std::string(kObjectGraphKey));
+      slices.emplace_back();
       tensors.push_back(save->object_graph);
     }
     Scope shard = scope.WithDevice(device);
     Output prefix = ops::Placeholder(shard, DT_STRING, {.shape = PartialShape::Scalar()});
     save->shard_prefixes.push_back(prefix);
     Output names_t = ops::Const(shard, StringVector(names));
-    Output slices_t = ops::Const(shard, StringVector(std::vector<std::string>(names.size())));
+    Output slices_t = ops::Const(shard, StringVector(slices));
     shard_ops.push_back(ops::SaveV2(shard, prefix, names_t, slices_t, tensors, durable));
+  }
+  save->shards = shard_ops;
+  if (!merge) {
+    if (!scope.ok()) return scope.status().WithContext("building save ops");
+    SaveGraph* result = save.get();
+    save_graphs_.emplace(std::move(sig), std::move(save));
+    return result;
   }
   save->merge_inputs = ops::Placeholder(scope, DT_STRING, {.shape = PartialShape({-1})});
   save->merge_destination = ops::Placeholder(scope, DT_STRING, {.shape = PartialShape::Scalar()});
@@ -320,6 +360,12 @@ Status Saver::WaitForPendingWrite() {
   return std::exchange(pending_status_, OkStatus());
 }
 
+namespace {
+std::atomic<int64_t> snapshot_allocations{0};
+}  // namespace
+
+int64_t NumSnapshotAllocations() { return snapshot_allocations.load(std::memory_order_relaxed); }
+
 Status Saver::Snapshot(const SaveGraph& save, Session& session, std::vector<Feed>* feeds) {
   // Fetching the reads shares the variables' buffers (no copy); the copy
   // below goes into buffers touched by earlier saves (no page faults), with
@@ -339,6 +385,7 @@ Status Saver::Snapshot(const SaveGraph& save, Session& session, std::vector<Feed
     Tensor& copy = snapshot_[i];
     if (!copy.IsValid() || copy.dtype() != value.dtype() || !(copy.shape() == value.shape())) {
       CKFLOW_ASSIGN_OR_RETURN(copy, Tensor::Allocate(value.dtype(), value.shape()));
+      snapshot_allocations.fetch_add(1, std::memory_order_relaxed);
     }
     if (value.dtype() == DT_STRING) {
       CKFLOW_RETURN_IF_ERROR(copy.CopyFrom(value));
@@ -385,57 +432,115 @@ Status Saver::CheckOptions(const SaveOptions& options, const std::string& what) 
                               "; it must be 0 (automatic) or more");
 }
 
+StatusOr<Saver::SavePlan> Saver::PlanOf(const ObjectGraph& graph, bool object_graph) {
+  SavePlan plan;
+  plan.values = graph.values;
+  if (object_graph) {
+    std::string serialized;
+    if (!ToProto(graph).SerializeToString(&serialized)) {
+      return InternalError("serializing the object graph");
+    }
+    plan.object_graph = Tensor::Scalar(std::move(serialized));
+  }
+  return plan;
+}
+
 Status Saver::Write(const ObjectGraph& graph, const std::string& prefix, Session& session,
                     const SaveOptions& options, std::function<Status()> on_written) {
   CKFLOW_RETURN_IF_ERROR(CheckOptions(options, "saving checkpoint '" + prefix + "'"));
-  CKFLOW_RETURN_IF_ERROR(WaitForPendingWrite());
-  // One SaveV2 per task (its host device, as TensorFlow groups them), in
-  // order of first appearance. Values without a device (save_counter, say)
-  // and the object graph go with the first.
-  std::vector<std::string> devices;
-  std::vector<std::vector<int>> groups;
-  std::vector<int> default_group;
-  for (size_t v = 0; v < graph.values.size(); ++v) {
-    const std::string device = format_.shard_per_device
-                                   ? graph.values[v].attribute.device
-                                   : HostDevice(graph.values[v].attribute.device);
-    if (device.empty()) {
-      default_group.push_back(static_cast<int>(v));
-      continue;
-    }
-    auto it = std::find(devices.begin(), devices.end(), device);
-    if (it == devices.end()) {
-      devices.push_back(device);
-      groups.emplace_back();
-      it = devices.end() - 1;
-    }
-    groups[it - devices.begin()].push_back(static_cast<int>(v));
+  if (group_.group != nullptr) {
+    CKFLOW_RETURN_IF_ERROR(WaitForPendingWrite());
+    return WriteGroup(graph, prefix, session, options, std::move(on_written));
   }
-  if (groups.empty()) groups.emplace_back();
-  groups[0].insert(groups[0].begin(), default_group.begin(), default_group.end());
-  // Then each task's values over as many files as write in parallel.
-  std::vector<std::vector<int>> files;
-  for (std::vector<int>& group : groups) {
-    const int count = FilesFor(graph, group, options);
-    for (std::vector<int>& file : SplitBySize(graph, std::move(group), count)) {
-      files.push_back(std::move(file));
-    }
-  }
-  groups = std::move(files);
-  CKFLOW_ASSIGN_OR_RETURN(SaveGraph * save, SaveGraphFor(graph, groups, options.durable));
+  StatusOr<SavePlan> plan = PlanOf(graph, format_.object_graph);
+  if (!plan.ok()) return plan.status().WithContext("saving checkpoint '" + prefix + "'");
+  return WritePlan(*plan, prefix, session, options, std::move(on_written));
+}
 
-  std::string serialized;
-  if (format_.object_graph && !ToProto(graph).SerializeToString(&serialized)) {
-    return InternalError("serializing the object graph for '", prefix, "'");
+Status Saver::WriteObjects(const std::shared_ptr<Trackable>& root, const std::string& prefix,
+                           Session& session, const SaveOptions& options,
+                           std::function<Status()> on_written) {
+  CKFLOW_RETURN_IF_ERROR(CheckOptions(options, "saving checkpoint '" + prefix + "'"));
+  if (group_.group != nullptr) {
+    // A member writes only what placement gives it: no cached plan.
+    ObjectGraph graph = BuildObjectGraph(root);
+    CKFLOW_RETURN_IF_ERROR(graph.tracking_status);
+    return Write(graph, prefix, session, options, std::move(on_written));
   }
-  const int n = static_cast<int>(groups.size());
+  const uint64_t generation = TrackableStructureGeneration();
+  if (plan_ == nullptr || plan_->generation != generation || plan_->root != root.get() ||
+      std::any_of(plan_->objects.begin(), plan_->objects.end(),
+                  [](const std::weak_ptr<Trackable>& o) { return o.expired(); })) {
+    plan_.reset();
+    ObjectGraph graph = BuildObjectGraph(root);
+    CKFLOW_RETURN_IF_ERROR(graph.tracking_status);
+    StatusOr<SavePlan> plan = PlanOf(graph, format_.object_graph);
+    if (!plan.ok()) return plan.status().WithContext("saving checkpoint '" + prefix + "'");
+    plan->generation = generation;
+    plan->root = root.get();
+    plan->objects.reserve(graph.nodes.size());
+    for (const ObjectGraphNode& node : graph.nodes) plan->objects.push_back(node.object);
+    plan_ = std::make_unique<SavePlan>(*std::move(plan));
+  }
+  return WritePlan(*plan_, prefix, session, options, std::move(on_written));
+}
+
+Status Saver::WritePlan(SavePlan& plan, const std::string& prefix, Session& session,
+                        const SaveOptions& options, std::function<Status()> on_written) {
+  CKFLOW_RETURN_IF_ERROR(WaitForPendingWrite());
+  const std::vector<ObjectGraph::Value>& values = plan.values;
+  const int threads = MaxParallelism();
+  if (!plan.layout || plan.layout->files_per_device != options.files_per_device ||
+      plan.layout->durable != options.durable || plan.layout->threads != threads) {
+    plan.layout.reset();
+    // One SaveV2 per task (its host device, as TensorFlow groups them), in
+    // order of first appearance. Values without a device (save_counter, say)
+    // and the object graph go with the first.
+    std::vector<std::string> devices;
+    std::vector<std::vector<int>> groups;
+    std::vector<int> default_group;
+    for (size_t v = 0; v < values.size(); ++v) {
+      const std::string device = format_.shard_per_device ? values[v].attribute.device
+                                                          : HostDevice(values[v].attribute.device);
+      if (device.empty()) {
+        default_group.push_back(static_cast<int>(v));
+        continue;
+      }
+      auto it = std::find(devices.begin(), devices.end(), device);
+      if (it == devices.end()) {
+        devices.push_back(device);
+        groups.emplace_back();
+        it = devices.end() - 1;
+      }
+      groups[it - devices.begin()].push_back(static_cast<int>(v));
+    }
+    if (groups.empty()) groups.emplace_back();
+    groups[0].insert(groups[0].begin(), default_group.begin(), default_group.end());
+    // Then each task's values over as many files as write in parallel.
+    std::vector<std::vector<int>> files;
+    for (std::vector<int>& group : groups) {
+      const int count = FilesFor(values, group, options);
+      for (std::vector<int>& file : SplitBySize(values, std::move(group), count)) {
+        files.push_back(std::move(file));
+      }
+    }
+    CKFLOW_ASSIGN_OR_RETURN(SaveGraph * save, SaveGraphFor(values, files, options.durable));
+    plan.layout = SavePlan::Layout{.files_per_device = options.files_per_device,
+                                   .durable = options.durable,
+                                   .threads = threads,
+                                   .files = std::move(files),
+                                   .save = save};
+  }
+  const SaveGraph* save = plan.layout->save;
+
+  const int n = static_cast<int>(plan.layout->files.size());
   std::vector<Feed> feeds;
   std::vector<std::string> shard_prefixes;
   for (int i = 0; i < n; ++i) {
     shard_prefixes.push_back(ShardPrefix(prefix, i, n));
     feeds.emplace_back(save->shard_prefixes[i], Tensor::Scalar(shard_prefixes.back()));
   }
-  if (format_.object_graph) feeds.emplace_back(save->object_graph, Tensor::Scalar(serialized));
+  if (format_.object_graph) feeds.emplace_back(save->object_graph, plan.object_graph);
   feeds.emplace_back(save->merge_inputs, StringVector(shard_prefixes));
   feeds.emplace_back(save->merge_destination, Tensor::Scalar(prefix));
 
@@ -454,6 +559,98 @@ Status Saver::Write(const ObjectGraph& graph, const std::string& prefix, Session
     pending_status_ = std::move(s);
   });
   return OkStatus();
+}
+
+Status Saver::WriteGroup(const ObjectGraph& graph, const std::string& prefix, Session& session,
+                         const SaveOptions& options, std::function<Status()> on_written) {
+  CheckpointGroup& group = *group_.group;
+  const int rank = group.rank();
+  const int size = group.size();
+  GroupWrite write;
+  write.prefix = prefix;
+  write.part = ShardPrefix(prefix, rank, size);
+  write.durable = options.durable;
+  write.on_written = std::move(on_written);
+  // Every member places every value alike (each variable where it was
+  // restored or saved before), so each knows which parts there will be
+  // without asking. Anything that goes wrong here is carried into
+  // the first agreement: a member that left early would leave the others
+  // waiting for it.
+  write.prepared = [&]() -> Status {
+    std::vector<std::pair<std::string, int64_t>> sized;
+    sized.reserve(graph.values.size());
+    for (const ObjectGraph::Value& v : graph.values) {
+      sized.emplace_back(v.key, DeclaredBytes(v.attribute));
+    }
+    CKFLOW_ASSIGN_OR_RETURN(std::vector<int> placed, owners_.Place(sized));
+    std::vector<bool> writes(size, false);
+    writes[0] = true;  // the object graph
+    std::vector<int> mine;
+    for (size_t v = 0; v < placed.size(); ++v) {
+      writes[placed[v]] = true;
+      if (placed[v] == rank) mine.push_back(static_cast<int>(v));
+    }
+    for (int r = 0; r < size; ++r) {
+      if (writes[r]) write.parts.push_back(ShardPrefix(prefix, r, size));
+    }
+    if (!writes[rank]) return OkStatus();
+    CKFLOW_ASSIGN_OR_RETURN(SaveGraph * save, SaveGraphFor(graph.values, {mine}, options.durable,
+                                                           /*merge=*/false, rank == 0));
+    write.targets = save->shards;
+    write.feeds.emplace_back(save->shard_prefixes[0], Tensor::Scalar(write.part));
+    if (rank == 0 && format_.object_graph) {
+      std::string serialized;
+      if (!ToProto(graph).SerializeToString(&serialized)) {
+        return InternalError("serializing the object graph for '", prefix, "'");
+      }
+      write.feeds.emplace_back(save->object_graph, Tensor::Scalar(serialized));
+    }
+    CKFLOW_RETURN_IF_ERROR(fs_->CreateDirs(Dirname(prefix)));
+    if (options.async) {
+      CKFLOW_RETURN_IF_ERROR(
+          Snapshot(*save, session, &write.feeds).WithContext("snapshotting for '" + prefix + "'"));
+    }
+    return OkStatus();
+  }();
+  if (!options.async) return FinishGroupWrite(session, write);
+  pending_ = std::thread([this, &session, write = std::move(write), on_done = options.on_done] {
+    Status s = FinishGroupWrite(session, write);
+    if (on_done) on_done(write.prefix, s);
+    pending_status_ = std::move(s);
+  });
+  return OkStatus();
+}
+
+Status Saver::FinishGroupWrite(Session& session, const GroupWrite& write) {
+  CheckpointGroup& group = *group_.group;
+  const bool merges = group.rank() == 0;
+  Status wrote = write.prepared;
+  if (wrote.ok() && !write.targets.empty()) {
+    wrote = session.Run(write.feeds, {}, write.targets, {.file_system = fs_}).status();
+  }
+  if (!wrote.ok()) wrote = wrote.WithContext("writing '" + write.part + "'");
+  const CheckpointNaming naming{std::string(Basename(write.prefix)), /*numbered=*/false};
+  Status all = AgreeOnStatus(group, wrote);
+  if (!all.ok()) {
+    // Past the barrier every part is written or abandoned: the parts go,
+    // and the previous checkpoint was never touched.
+    if (merges) RemoveSaveDebris(fs_, Dirname(write.prefix), naming).status().IgnoreError();
+    return all.WithContext("saving checkpoint '" + write.prefix + "'");
+  }
+  Status committed;
+  if (merges) {
+    committed = MergeBundles(write.parts, write.prefix,
+                             {.fs = fs_, .delete_old_dirs = true, .sync = write.durable});
+    if (!committed.ok()) {
+      RemoveSaveDebris(fs_, Dirname(write.prefix), naming).status().IgnoreError();
+      committed = committed.WithContext("merging the parts");
+    } else if (write.on_written) {
+      committed = write.on_written();
+    }
+  }
+  Status agreed = AgreeOnStatus(group, committed);
+  if (agreed.ok() && !merges && write.on_written) agreed = write.on_written();
+  return agreed.ok() ? agreed : agreed.WithContext("saving checkpoint '" + write.prefix + "'");
 }
 
 }  // namespace ckflow::internal

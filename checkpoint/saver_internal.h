@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -21,6 +22,8 @@
 #include "base/status.h"
 #include "base/tensor.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/group.h"
+#include "checkpoint/group_internal.h"
 #include "checkpoint/object_graph_internal.h"
 #include "graph/graph.h"
 #include "runtime/session.h"
@@ -44,6 +47,10 @@ struct SaverFormat {
   bool shard_per_device = false;
 };
 
+// For tests: how many snapshot buffers asynchronous saves have allocated in
+// this process (a loop of async saves of one model allocates them once).
+int64_t NumSnapshotAllocations();
+
 // Cached save and restore ops of one Checkpoint (or SaveWeights root), shared
 // by every status restored through it.
 class Saver {
@@ -55,13 +62,20 @@ class Saver {
   //
   // Every file the saver's ops and its caller touch goes through `fs`
   // (null: FileSystem::Default()), handed to the kernels with each run.
-  explicit Saver(const Scope& scope, FileSystem* fs = nullptr, SaverFormat format = {})
+  // With group.group set, this process is one member of a group that
+  // saves and restores together (group.h).
+  explicit Saver(const Scope& scope, FileSystem* fs = nullptr, SaverFormat format = {},
+                 GroupOptions group = {})
       : graph_(scope.shared_graph()),
         scope_(scope.Unowned()),
         fs_(fs ? fs : FileSystem::Default()),
-        format_(format) {}
+        format_(format),
+        group_(std::move(group)),
+        owners_(group_) {}
 
   FileSystem* file_system() const { return fs_; }
+  // Null when the saver is not a member of a group.
+  CheckpointGroup* group() const { return group_.group; }
 
   // FailedPrecondition once the graph is gone: a status kept past its graph
   // must not run the ops it built there, nor a deferred restore (an object
@@ -71,9 +85,10 @@ class Saver {
   // The string placeholder restore ops read the checkpoint prefix from.
   Output restore_prefix();
   // Restore ops for `items` (split into groups the session runs in
-  // parallel), reusing ops built before for the same items. In an eager
-  // scope the values are restored now from `save_path` (through the reader
-  // handed over to the eager context) and no ops are returned.
+  // parallel), reusing ops built before for the same items. In a group, for
+  // the items this member owns (GroupOptions::restore_owned_only). In an
+  // eager scope the values are restored now from `save_path` (through the
+  // reader handed over to the eager context) and no ops are returned.
   StatusOr<std::vector<Output>> RestoreOps(std::vector<RestoreItem> items,
                                            const std::string& save_path);
 
@@ -85,6 +100,11 @@ class Saver {
   // `on_written` (state-file updates), if set. First waits for a pending
   // asynchronous write and returns its error, if it failed.
   //
+  // In a group (group.h) every member calls Write alike: each writes its
+  // own part, member 0 merges them and runs `on_written` before the second
+  // barrier, the others run it after (bookkeeping only: they must not touch
+  // the state file).
+  //
   // With options.async, returns once the values are copied into this
   // saver's snapshot buffers (reused from save to save); writing, syncing
   // and `on_written` happen on a background thread, whose status
@@ -92,6 +112,15 @@ class Saver {
   // that thread.
   Status Write(const ObjectGraph& graph, const std::string& prefix, Session& session,
                const SaveOptions& options, std::function<Status()> on_written = {});
+  // Write of BuildObjectGraph(root), keeping what the save derives from the
+  // object graph (its values, the serialized TrackableObjectGraph, the split
+  // into files and the save ops) while TrackableStructureGeneration() does
+  // not move and every object of it lives: a save of an unchanged model
+  // builds no object graph and serializes nothing but values. Returns the
+  // root's tracking_status, if not OK.
+  Status WriteObjects(const std::shared_ptr<Trackable>& root, const std::string& prefix,
+                      Session& session, const SaveOptions& options,
+                      std::function<Status()> on_written = {});
   // InvalidArgument, naming `what`, for options no save can follow. Save
   // checks before its counter moves, Write again for every other caller.
   static Status CheckOptions(const SaveOptions& options, const std::string& what);
@@ -108,28 +137,77 @@ class Saver {
     Output object_graph;                 // fed serialized proto
     Output merge_inputs;                 // fed list of shard prefixes
     Output merge_destination;
-    Output merge;
-    std::vector<Output> reads;  // every value read, once, in order of first use
+    Output merge;                // invalid for a group member's part
+    std::vector<Output> shards;  // the SaveV2 ops
+    std::vector<Output> reads;   // every value read, once, in order of first use
   };
   // RestoreOps in an eager scope.
   StatusOr<std::vector<Output>> RestoreNow(std::vector<RestoreItem> items,
                                            const std::string& save_path);
+  // What a save derives from one object graph.
+  struct SavePlan {
+    uint64_t generation = 0;
+    const Trackable* root = nullptr;
+    // Every object of the graph: one reached only through a reference
+    // (TrackReference) can expire without the generation moving.
+    std::vector<std::weak_ptr<Trackable>> objects;
+    std::vector<ObjectGraph::Value> values;
+    Tensor object_graph;  // serialized TrackableObjectGraph (string scalar)
+    // The last split of values into data files and its save ops, for the
+    // options and pool size it was made under.
+    struct Layout {
+      int files_per_device = 0;
+      bool durable = false;
+      int threads = 0;
+      std::vector<std::vector<int>> files;  // indices into values
+      SaveGraph* save = nullptr;
+    };
+    std::optional<Layout> layout;
+  };
+  static StatusOr<SavePlan> PlanOf(const ObjectGraph& graph, bool object_graph);
+  Status WritePlan(SavePlan& plan, const std::string& prefix, Session& session,
+                   const SaveOptions& options, std::function<Status()> on_written);
+
   // Copies the values `save` reads into snapshot_ (reusing its buffers) and
   // appends feeds that stand in for the reads.
   Status Snapshot(const SaveGraph& save, Session& session, std::vector<Feed>* feeds);
   // The cached save ops for these value groups; durable ones have SaveV2
-  // sync its files (starting writeback while writing).
-  StatusOr<SaveGraph*> SaveGraphFor(const ObjectGraph& graph,
-                                    const std::vector<std::vector<int>>& groups, bool durable);
+  // sync its files (starting writeback while writing). A group member's
+  // part has no merge, and the object graph only on member 0.
+  StatusOr<SaveGraph*> SaveGraphFor(const std::vector<ObjectGraph::Value>& values,
+                                    const std::vector<std::vector<int>>& groups, bool durable,
+                                    bool merge = true, bool object_graph = true);
+  // Write for a group member (see Write).
+  Status WriteGroup(const ObjectGraph& graph, const std::string& prefix, Session& session,
+                    const SaveOptions& options, std::function<Status()> on_written);
+  // The collective rest of a group member's save, once its part's feeds are
+  // ready (or `prepared` says why they are not): write the part, agree,
+  // merge and commit on member 0, agree again.
+  struct GroupWrite {
+    Status prepared;
+    std::vector<Feed> feeds;
+    std::vector<Output> targets;  // empty: this member owns nothing
+    std::string prefix;
+    std::string part;
+    std::vector<std::string> parts;  // every member's that writes one
+    bool durable = false;
+    std::function<Status()> on_written;
+  };
+  Status FinishGroupWrite(Session& session, const GroupWrite& write);
 
   const std::weak_ptr<Graph> graph_;
   const Scope scope_;  // Unowned: see the constructor
   FileSystem* const fs_;
   const SaverFormat format_;
+  const GroupOptions group_;
+  // Who writes and reads what: placed as restore ops appear and at saves,
+  // and kept, so a member saves what it restored.
+  Owners owners_;
   Output restore_prefix_;
   std::unordered_map<std::string, Output> restore_ops_;  // by item signature
   std::unordered_map<std::string, std::unique_ptr<SaveGraph>> save_graphs_;
   std::unordered_map<int, Output> reads_;  // ReadVariableOp per handle node id
+  std::unique_ptr<SavePlan> plan_;         // of WriteObjects' last root
 
   // The asynchronous write in flight; its status is set by the thread
   // before it ends and read only after join().

@@ -1,9 +1,32 @@
 #include "graph/trackable.h"
 
 #include <algorithm>
+#include <atomic>
+#include <charconv>
+
+#include "graph/structure_generation.h"
 
 namespace ckflow {
+
+PartialShape SaveableAttribute::saved_shape() const {
+  if (slice_spec.empty()) return shape;
+  // "d0 d1 ... spec": every space-separated word but the last is a dim.
+  std::vector<int64_t> dims;
+  size_t start = 0;
+  for (size_t end; (end = slice_spec.find(' ', start)) != std::string::npos; start = end + 1) {
+    int64_t d = -1;
+    const char* first = slice_spec.data() + start;
+    auto [p, ec] = std::from_chars(first, slice_spec.data() + end, d);
+    if (ec != std::errc() || p != slice_spec.data() + end || d < 0) return PartialShape::Unknown();
+    dims.push_back(d);
+  }
+  return PartialShape(dims);
+}
 namespace {
+
+// Relaxed: a save reads it on the thread that built the objects (building
+// the object graph is single-threaded), so only atomicity matters.
+std::atomic<uint64_t> structure_generation{0};
 
 // Newest restore first, as TensorFlow pops deferred positions.
 void RunNewestFirst(std::vector<std::shared_ptr<DeferredRestore>> restores,
@@ -16,7 +39,16 @@ void RunNewestFirst(std::vector<std::shared_ptr<DeferredRestore>> restores,
 
 }  // namespace
 
+uint64_t TrackableStructureGeneration() {
+  return structure_generation.load(std::memory_order_relaxed);
+}
+
+void NoteTrackableStructureChanged() {
+  structure_generation.fetch_add(1, std::memory_order_relaxed);
+}
+
 void Trackable::RecordTrackingError(Status error) {
+  NoteTrackableStructureChanged();
   if (tracking_status_.ok()) tracking_status_ = std::move(error);
 }
 
@@ -45,6 +77,7 @@ void Trackable::TrackImpl(std::string name, const std::shared_ptr<Trackable>& ch
                              children_[it->second].get()->TypeName(), "); names must be unique"));
     return;
   }
+  NoteTrackableStructureChanged();
   auto deferred = deferred_.find(name);
   if (deferred != deferred_.end()) {
     std::vector<std::shared_ptr<DeferredRestore>> restores = std::move(deferred->second);
@@ -87,6 +120,7 @@ void SlotOwner::CreateOrRestoreSlot(const std::shared_ptr<Trackable>& variable,
 
 void SlotOwner::OnSlotCreated(const Trackable& variable, const std::string& slot_name,
                               const std::shared_ptr<Trackable>& slot) {
+  NoteTrackableStructureChanged();
   auto it = deferred_slots_.find({slot_name, &variable});
   if (it == deferred_slots_.end()) return;
   std::vector<std::shared_ptr<DeferredRestore>> restores = std::move(it->second);

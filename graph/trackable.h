@@ -54,6 +54,14 @@ struct SaveableAttribute {
   DataType dtype = DT_INVALID;
   PartialShape shape;
   std::string device;
+  // For one part of a partitioned variable: the whole variable's shape and
+  // the part's place in it, as TensorFlow's shape_and_slice text
+  // ("10 4 0,4:0,4", see bundle/tensor_slice.h); the value is saved as that
+  // slice of the tensor under its key. Empty for a whole variable.
+  std::string slice_spec;
+  // The shape the checkpoint holds under the key: the whole variable's for
+  // a part (from slice_spec; unknown if that does not parse), else `shape`.
+  PartialShape saved_shape() const;
 };
 
 // A pending restore of a child that did not exist when the checkpoint was

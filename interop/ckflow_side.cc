@@ -10,6 +10,10 @@
 //       saved.
 //   interop_ckflow weights [--load P] [--load-via-checkpoint P] [--save P] ...
 //       Keras' Sequential([Dense(4), Dense(2)]) and its weights files.
+//   interop_ckflow partitioned --spec F [--parts N --axis A] [--restore P] [--save P] ...
+//       TensorFlow 1's get_variable(partitioner=fixed_size_partitioner(N,
+//       A)): a PartitionedVariable (or, with no --parts, a plain variable)
+//       of the spec's one rank-2 float32 value, saved and restored by name.
 //   interop_ckflow generic --spec F [--restore PATH|--restore-latest D] ...
 //       A tree of modules and variables made from the keys of a values file
 //       ("a/b/.ATTRIBUTES/VARIABLE_VALUE" is variable b of module a), for
@@ -32,12 +36,15 @@
 
 #include "bundle/bundle_format.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/name_based_saver.h"
 #include "interop/values_file.h"
 #include "ops/array_ops.h"
+#include "ops/initializers.h"
 #include "ops/layers.h"
 #include "ops/losses.h"
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
+#include "ops/partitioned_variables.h"
 #include "ops/variables.h"
 #include "runtime/session.h"
 
@@ -419,6 +426,76 @@ Status Weights(const WeightsOptions& o) {
   return OkStatus();
 }
 
+struct PartitionedOptions {
+  std::string spec, restore, save, dump;
+  int parts = 0;  // 0: a plain variable
+  int axis = 0;
+};
+
+// The box [row0, row0 + rows) x [col0, col0 + cols) of a rank-2 float32
+// tensor, copied to or from `part`.
+void CopyBox(const Tensor& from, int64_t from_row0, int64_t from_col0, Tensor* to, int64_t to_row0,
+             int64_t to_col0, int64_t rows, int64_t cols) {
+  const int64_t from_cols = from.shape().dim(1), to_cols = to->shape().dim(1);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(&to->flat<float>()[(to_row0 + r) * to_cols + to_col0],
+                &from.flat<float>()[(from_row0 + r) * from_cols + from_col0], cols * sizeof(float));
+  }
+}
+
+Status Partitioned(const PartitionedOptions& o) {
+  CKFLOW_ASSIGN_OR_RETURN(NamedTensors spec, ReadValues(o.spec));
+  if (spec.size() != 1 || spec[0].second.dtype() != DT_FLOAT ||
+      spec[0].second.shape().rank() != 2) {
+    return InvalidArgumentError(o.spec, ": expected one rank-2 float32 value");
+  }
+  const auto& [name, value] = spec[0];
+  Scope root = Scope::NewRootScope();
+  std::vector<std::shared_ptr<Variable>> parts;
+  std::vector<std::pair<int64_t, int64_t>> origins;  // (row, col) of each part
+  if (o.parts == 0) {
+    parts.push_back(Variable::Create(root, name, DT_FLOAT, value.shape(), initializers::Zeros()));
+    origins.emplace_back(0, 0);
+  } else {
+    auto v = PartitionedVariable::Create(root, name, DT_FLOAT, value.shape(), initializers::Zeros(),
+                                         {.num_shards = o.parts, .axis = o.axis});
+    CKFLOW_RETURN_IF_ERROR(root.status());
+    parts = v->parts();
+    for (int i = 0; i < v->num_parts(); ++i) {
+      origins.emplace_back(o.axis == 0 ? v->offset(i) : 0, o.axis == 1 ? v->offset(i) : 0);
+    }
+  }
+  std::vector<Output> assigns;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const TensorShape shape = parts[i]->shape().ToTensorShape();
+    Tensor box(DT_FLOAT, shape);
+    CopyBox(value, origins[i].first, origins[i].second, &box, 0, 0, shape.dim(0), shape.dim(1));
+    assigns.push_back(parts[i]->Assign(root, ops::Const(root, box)));
+  }
+  CKFLOW_RETURN_IF_ERROR(root.status());
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(root.graph()));
+  CKFLOW_ASSIGN_OR_RETURN(auto saver, NameBasedSaver::Create(root, {}));
+  if (!o.restore.empty()) {
+    Report("restore", Outcome(saver->Restore(*session, o.restore)));
+  } else {
+    CKFLOW_RETURN_IF_ERROR(session->Run({}, {}, assigns).status());
+  }
+  if (!o.dump.empty()) {
+    Tensor whole(DT_FLOAT, value.shape());
+    for (size_t i = 0; i < parts.size(); ++i) {
+      CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> part, session->Run({}, {parts[i]->value()}));
+      CopyBox(part[0], 0, 0, &whole, origins[i].first, origins[i].second, part[0].shape().dim(0),
+              part[0].shape().dim(1));
+    }
+    CKFLOW_RETURN_IF_ERROR(WriteValues(o.dump, {{name, whole}}));
+  }
+  if (!o.save.empty()) {
+    CKFLOW_ASSIGN_OR_RETURN(std::string saved, saver->Save(*session, o.save));
+    Report("saved", saved);
+  }
+  return OkStatus();
+}
+
 }  // namespace
 }  // namespace ckflow::interop
 
@@ -468,9 +545,22 @@ int main(int argc, char** argv) {
                       "restore this prefix through Checkpoint{model}");
   weights->add_option("--save", w.save, "SaveWeights to this prefix");
   weights->add_option("--dump", w.dump, "dump the model's values here");
+  PartitionedOptions p;
+  CLI::App* partitioned =
+      app.add_subcommand("partitioned", "a partitioned variable, saved and restored by name");
+  partitioned->add_option("--spec", p.spec, "values file: the variable's name and value")
+      ->required();
+  partitioned->add_option("--parts", p.parts, "fixed_size_partitioner's num_shards (0: plain)");
+  partitioned->add_option("--axis", p.axis, "the axis the parts split");
+  partitioned->add_option("--restore", p.restore, "NameBasedSaver::Restore this prefix");
+  partitioned->add_option("--save", p.save, "NameBasedSaver::Save to this path");
+  partitioned->add_option("--dump", p.dump, "dump the whole value here");
   CLI11_PARSE(app, argc, argv);
 
-  ckflow::Status status = train->parsed() ? Train(t) : weights->parsed() ? Weights(w) : Generic(g);
+  ckflow::Status status = train->parsed()         ? Train(t)
+                          : weights->parsed()     ? Weights(w)
+                          : partitioned->parsed() ? Partitioned(p)
+                                                  : Generic(g);
   std::fflush(stdout);
   if (!status.ok()) {
     std::fprintf(stderr, "interop_ckflow: %s\n", status.ToString().c_str());

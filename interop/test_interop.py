@@ -296,10 +296,10 @@ def test_two_devices_and_several_data_files_both_ways(tmp_path, ckflow):
     assert listing_ckflow(ckflow, tmp_path / "ck_b") == listing_tf(tmp_path / "ck_b")
 
 
-# Where they differ (checkpoint/NOTES.md): TensorFlow's MaxShardSizePolicy
-# slices a value across data files to fill each one; ckflow reads no slices,
-# and says so by key rather than restoring part of it.
-def test_sliced_values_are_refused_by_key(tmp_path, ckflow):
+# TensorFlow's MaxShardSizePolicy slices a value across data files to fill
+# each one (one key, its slices in several files); ckflow restores every
+# value whole, bit for bit.
+def test_sliced_values_restore_whole(tmp_path, ckflow):
     spec = float_spec(["model/v0", "model/v1"], 9, shape=(64, 64))
     values.write(tmp_path / "spec", spec)
     roots, _ = tf_module(spec)
@@ -307,9 +307,56 @@ def test_sliced_values_are_refused_by_key(tmp_path, ckflow):
         experimental_sharding_callback=tf.train.experimental.MaxShardSizePolicy(20000)
     )
     prefix = tf.train.Checkpoint(**roots).save(str(tmp_path / "tf"), options=options)
-    ck = ckflow.side("generic", "--spec", tmp_path / "spec", "--zeros", "--restore", prefix)
-    assert ck["restore"].startswith("failed: Unimplemented:"), ck
-    assert "is a partitioned variable saved in" in ck["restore"]
+    tensors = json.loads(ckflow.cli("inspect", "--json", prefix))["tensors"]
+    assert any(t.get("slices", 0) > 1 for t in tensors), tensors
+    ck = ckflow.side(
+        "generic", "--spec", tmp_path / "spec", "--zeros", "--restore", prefix,
+        "--dump", tmp_path / "dump",
+    )
+    assert ck["restore"] == "ok", ck
+    got = read(tmp_path / "dump")
+    assert_same_bits({k: got[k] for k in spec}, expected_dump(spec), "ckflow reading slices")
+    assert listing_ckflow(ckflow, prefix) == listing_tf(prefix)
+
+
+# (8) TF1 partitioned variables (get_variable(partitioner=
+# fixed_size_partitioner(n))): one key holding n slices. TensorFlow's
+# restores into ckflow's variable whole and in other partitionings;
+# ckflow's 3 parts restore into TensorFlow's partitioned and plain variables.
+def partition_grid():
+    return (np.arange(60, dtype=np.float32).reshape(10, 6) * 1.25 - 7).astype(np.float32)
+
+
+PARTITIONINGS = [(0, 0), (2, 0), (2, 1), (3, 0), (4, 1)]
+
+
+def test_tf_partitioned_variable_restores_in_ckflow(tmp_path, ckflow):
+    array = partition_grid()
+    values.write(tmp_path / "spec", {"w": array})
+    path = tf_side.tf1_partitioned_save(str(tmp_path / "tf" / "model.ckpt"), "w", array, 3)
+    tensors = json.loads(ckflow.cli("inspect", "--json", path))["tensors"]
+    assert [(t["key"], t.get("slices")) for t in tensors] == [("w", 3)]
+    assert listing_ckflow(ckflow, path) == listing_tf(path)
+    for parts, axis in PARTITIONINGS:
+        dump = tmp_path / f"dump_{parts}_{axis}"
+        ck = ckflow.side(
+            "partitioned", "--spec", tmp_path / "spec", "--parts", parts, "--axis", axis,
+            "--restore", path, "--dump", dump,
+        )
+        assert ck["restore"] == "ok", (parts, axis, ck)
+        assert read(dump) == {"w": values.entry(tf.float32, array)}, (parts, axis)
+
+
+def test_ckflow_partitioned_variable_restores_in_tf(tmp_path, ckflow):
+    array = partition_grid()
+    values.write(tmp_path / "spec", {"w": array})
+    path = str(tmp_path / "ck" / "model.ckpt")
+    ck = ckflow.side("partitioned", "--spec", tmp_path / "spec", "--parts", 3, "--save", path)
+    assert ck["saved"] == path
+    assert tf.train.list_variables(path) == [("w", [10, 6])]
+    for parts, axis in PARTITIONINGS:
+        got = tf_side.tf1_partitioned_restore(path, "w", [10, 6], parts, axis)
+        assert got.tobytes() == array.tobytes(), (parts, axis)
 
 
 # (6) Keras save_weights / load_weights of a Sequential against ckflow's

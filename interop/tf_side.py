@@ -158,3 +158,42 @@ def train(
                 report["save_counter"] = str(session.run(checkpoint.save_counter))
             report["trained"] = dump(session, regress_variables(model, opt, checkpoint))
     return report
+
+
+def tf1_partitioned_save(path, name, array, parts, axis=0):
+    """get_variable(partitioner=fixed_size_partitioner(parts, axis)) holding
+    `array`, saved by a TF1 Saver (one key, `parts` slices) to `path`."""
+    with tf.Graph().as_default():
+        var = tf.compat.v1.get_variable(
+            name,
+            shape=array.shape,
+            dtype=tf.float32,
+            initializer=tf.compat.v1.zeros_initializer(),
+            partitioner=tf.compat.v1.fixed_size_partitioner(parts, axis),
+        )
+        assigns = []
+        for part in var:
+            info = part._get_save_slice_info()
+            box = tuple(slice(o, o + s) for o, s in zip(info.var_offset, info.var_shape))
+            assigns.append(part.assign(array[box]))
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            session.run(assigns)
+            return tf.compat.v1.train.Saver().save(session, path, write_meta_graph=False)
+
+
+def tf1_partitioned_restore(path, name, shape, parts, axis=0):
+    """The whole value of a variable of `shape` in `parts` parts along
+    `axis` (0: a plain variable) after a TF1 Saver restores `path`."""
+    with tf.Graph().as_default():
+        var = tf.compat.v1.get_variable(
+            name,
+            shape=shape,
+            dtype=tf.float32,
+            initializer=tf.compat.v1.zeros_initializer(),
+            partitioner=tf.compat.v1.fixed_size_partitioner(parts, axis) if parts else None,
+        )
+        whole = var.as_tensor() if parts else var.read_value()
+        with tf.compat.v1.Session() as session:
+            tf.compat.v1.train.Saver().restore(session, path)
+            return session.run(whole)

@@ -1,13 +1,16 @@
 #include "ops/checkpoint_ops.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "bundle/bundle_format.h"
 #include "bundle/bundle_reader.h"
 #include "bundle/bundle_writer.h"
 #include "bundle/merge.h"
+#include "bundle/tensor_slice.h"
 #include "ops/checkpoint_ops_internal.h"
 #include "ops/standard_ops.h"
 #include "ops/variable_resource_internal.h"
@@ -136,17 +139,35 @@ StatusOr<Kernel> SaveV2Kernel(const Node& node) {
     CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleWriter> writer,
                             BundleWriter::Create(prefix, options));
     for (int64_t i = 0; i < n; ++i) {
-      if (!slices[i].empty()) {
-        return UnimplementedError("saving a slice ('", slices[i], "') of '", names[i],
-                                  "': partitioned variables are not supported");
+      const Tensor& tensor = ctx.input(static_cast<int>(i) + 3);
+      if (slices[i].empty()) {
+        CKFLOW_RETURN_IF_ERROR(writer->Add(names[i], tensor));
+        continue;
       }
-      CKFLOW_RETURN_IF_ERROR(writer->Add(names[i], ctx.input(static_cast<int>(i) + 3)));
+      StatusOr<ShapeAndSlice> spec = ParseShapeAndSlice(slices[i]);
+      if (!spec.ok()) return spec.status().WithContext("saving '" + names[i] + "'");
+      CKFLOW_RETURN_IF_ERROR(writer->AddSlice(names[i], spec->full_shape, spec->slice, tensor));
     }
     return writer->Finish();
   });
 }
 
 // ------------------------------------------------------------ RestoreV2
+
+// The slice `shape_and_slice` asks of `entry`; InvalidArgument, as
+// TensorFlow's RestoreV2, if its full shape is not the one stored.
+StatusOr<TensorSlice> SliceToRestore(const BundleEntry& entry, const std::string& shape_and_slice,
+                                     const std::string& prefix) {
+  StatusOr<ShapeAndSlice> spec = ParseShapeAndSlice(shape_and_slice);
+  if (!spec.ok()) return spec.status().WithContext("restoring '" + entry.key + "'");
+  if (!(spec->full_shape == entry.shape)) {
+    return InvalidArgumentError("key '", entry.key, "': shape ", spec->full_shape.ToString(),
+                                " in shape_and_slice '", shape_and_slice,
+                                "' does not match the shape stored in checkpoint '", prefix,
+                                "': ", entry.shape.ToString());
+  }
+  return std::move(spec->slice);
+}
 
 Status RestoreV2Shape(InferenceContext& c) {
   CKFLOW_RETURN_IF_ERROR(CheckStringInput(c, 0, "prefix", 0));
@@ -168,9 +189,6 @@ StatusOr<Kernel> RestoreV2Kernel(const Node& node) {
     CKFLOW_ASSIGN_OR_RETURN(auto slices, StringVector(ctx.input(2), "shape_and_slices", n));
     CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<const BundleReader> reader, ReaderFor(ctx, prefix));
     for (int64_t i = 0; i < n; ++i) {
-      if (!slices[i].empty()) {
-        return UnimplementedError("restoring a slice of '", names[i], "' is not supported");
-      }
       const BundleEntry* entry = reader->FindEntry(names[i]);
       if (entry == nullptr) {
         return NotFoundError("key '", names[i], "' not found in checkpoint '", prefix, "'");
@@ -180,9 +198,16 @@ StatusOr<Kernel> RestoreV2Kernel(const Node& node) {
                                     StoredDataTypeName(entry->dtype), ", expected ",
                                     DataTypeName(dtypes[i]));
       }
-      CKFLOW_ASSIGN_OR_RETURN(Tensor * out,
-                              ctx.AllocateOutput(static_cast<int>(i), dtypes[i], entry->shape));
-      CKFLOW_RETURN_IF_ERROR(reader->ReadInto(*entry, out));
+      if (slices[i].empty()) {
+        CKFLOW_ASSIGN_OR_RETURN(Tensor * out,
+                                ctx.AllocateOutput(static_cast<int>(i), dtypes[i], entry->shape));
+        CKFLOW_RETURN_IF_ERROR(reader->ReadInto(*entry, out));
+        continue;
+      }
+      CKFLOW_ASSIGN_OR_RETURN(TensorSlice slice, SliceToRestore(*entry, slices[i], prefix));
+      CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(static_cast<int>(i), dtypes[i],
+                                                               slice.ShapeIn(entry->shape)));
+      CKFLOW_RETURN_IF_ERROR(reader->ReadSliceInto(entry->key, slice, out));
     }
     return OkStatus();
   });
@@ -221,6 +246,8 @@ struct RestoreVariablesLists {
   const std::vector<DataType>* dtypes;
   const std::vector<PartialShape>* shapes;
   const std::vector<int64_t>* positions;  // optional: null if absent
+  // Optional: per key, "" or the shape_and_slice of the variable's part.
+  const std::vector<std::string>* slices;
 };
 
 StatusOr<RestoreVariablesLists> ListsOf(const AttrMap& attrs) {
@@ -228,7 +255,8 @@ StatusOr<RestoreVariablesLists> ListsOf(const AttrMap& attrs) {
                           attrs.GetIf<std::vector<std::string>>("shared_names"),
                           attrs.GetIf<std::vector<DataType>>("dtypes"),
                           attrs.GetIf<std::vector<PartialShape>>("shapes"),
-                          attrs.GetIf<std::vector<int64_t>>("positions")};
+                          attrs.GetIf<std::vector<int64_t>>("positions"),
+                          attrs.GetIf<std::vector<std::string>>("slices")};
   if (!l.keys || !l.names || !l.dtypes || !l.shapes) {
     return InvalidArgumentError(
         "needs list attributes keys, shared_names (strings), dtypes and shapes");
@@ -240,6 +268,9 @@ StatusOr<RestoreVariablesLists> ListsOf(const AttrMap& attrs) {
   }
   if (l.positions != nullptr && l.positions->size() != l.keys->size()) {
     return InvalidArgumentError(l.keys->size(), " keys for ", l.positions->size(), " positions");
+  }
+  if (l.slices != nullptr && l.slices->size() != l.keys->size()) {
+    return InvalidArgumentError(l.keys->size(), " keys for ", l.slices->size(), " slices");
   }
   return l;
 }
@@ -260,11 +291,14 @@ constexpr int64_t kBatchEntryBytes = int64_t{64} << 10;
 struct RestoreTarget {
   const BundleEntry* entry;
   std::shared_ptr<internal::VariableResource> variable;
+  std::optional<TensorSlice> slice;  // the variable is this part of the entry
+  TensorShape shape;                 // the variable's: the entry's or the slice's
 };
 
-// Finds `key` (first at `position`, if known) and checks it fits `var`.
+// Finds `key` (first at `position`, if known) and checks it, or its part
+// `shape_and_slice` if not empty, fits `var`.
 StatusOr<RestoreTarget> LookupTarget(const BundleReader& reader, const std::string& key,
-                                     int64_t position,
+                                     int64_t position, const std::string& shape_and_slice,
                                      std::shared_ptr<internal::VariableResource> var) {
   const BundleEntry* entry = reader.FindEntry(key, position);
   if (entry == nullptr) {
@@ -276,17 +310,23 @@ StatusOr<RestoreTarget> LookupTarget(const BundleReader& reader, const std::stri
                                 StoredDataTypeName(entry->dtype), " but variable '", var->name(),
                                 "' is ", DataTypeName(var->dtype()));
   }
-  CKFLOW_RETURN_IF_ERROR(
-      var->CheckAssignable(var->dtype(), entry->shape).WithContext("restoring key '" + key + "'"));
-  return RestoreTarget{entry, std::move(var)};
+  RestoreTarget target{entry, std::move(var), std::nullopt, entry->shape};
+  if (!shape_and_slice.empty()) {
+    CKFLOW_ASSIGN_OR_RETURN(target.slice, SliceToRestore(*entry, shape_and_slice, reader.prefix()));
+    target.shape = target.slice->ShapeIn(entry->shape);
+  }
+  CKFLOW_RETURN_IF_ERROR(target.variable->CheckAssignable(target.variable->dtype(), target.shape)
+                             .WithContext("restoring key '" + key + "'"));
+  return target;
 }
 
 // Reads one checkpointed tensor into the variable's own buffer.
 Status RestoreLarge(const BundleReader& reader, const RestoreTarget& target) {
   internal::VariableResource& var = *target.variable;
   std::lock_guard<std::mutex> lock(var.mu());
-  CKFLOW_ASSIGN_OR_RETURN(Tensor * dest, var.PrepareToOverwriteLocked(target.entry->shape));
-  Status read = reader.ReadInto(*target.entry, dest);
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * dest, var.PrepareToOverwriteLocked(target.shape));
+  Status read = target.slice ? reader.ReadSliceInto(target.entry->key, *target.slice, dest)
+                             : reader.ReadInto(*target.entry, dest);
   // A half-read value must never be read as if it were whole.
   var.set_initialized_locked(read.ok());
   return read;
@@ -321,10 +361,21 @@ class RestoreVariablesTargets {
                           const std::vector<std::string>& names,
                           const std::vector<DataType>& dtypes,
                           const std::vector<PartialShape>& shapes,
-                          const std::vector<int64_t>* positions)
-      : keys_(keys), names_(names), dtypes_(dtypes), shapes_(shapes), positions_(positions) {}
+                          const std::vector<int64_t>* positions,
+                          const std::vector<std::string>* slices)
+      : keys_(keys),
+        names_(names),
+        dtypes_(dtypes),
+        shapes_(shapes),
+        positions_(positions),
+        slices_(slices) {}
 
   const std::vector<std::string>& keys() const { return keys_; }
+  // The shape_and_slice of the part variable i is, or "".
+  const std::string& slice(size_t i) const {
+    static const std::string kWhole;
+    return slices_ ? (*slices_)[i] : kWhole;
+  }
   // Where keys[i] was in the checkpoint the op was built for; -1 if unknown.
   int64_t position(size_t i) const { return positions_ ? (*positions_)[i] : -1; }
 
@@ -346,6 +397,7 @@ class RestoreVariablesTargets {
   const std::vector<DataType>& dtypes_;
   const std::vector<PartialShape>& shapes_;
   const std::vector<int64_t>* positions_;
+  const std::vector<std::string>* slices_;
   std::mutex mu_;
   const ResourceMgr* resources_ = nullptr;                              // guarded by mu_
   std::vector<std::shared_ptr<internal::VariableResource>> variables_;  // guarded by mu_
@@ -353,8 +405,8 @@ class RestoreVariablesTargets {
 
 StatusOr<Kernel> RestoreVariablesKernel(const Node& node) {
   CKFLOW_ASSIGN_OR_RETURN(RestoreVariablesLists lists, ListsOf(node.attrs()));
-  auto targets = std::make_shared<RestoreVariablesTargets>(*lists.keys, *lists.names, *lists.dtypes,
-                                                           *lists.shapes, lists.positions);
+  auto targets = std::make_shared<RestoreVariablesTargets>(
+      *lists.keys, *lists.names, *lists.dtypes, *lists.shapes, lists.positions, lists.slices);
   return Kernel([targets](KernelContext& ctx) -> Status {
     CKFLOW_ASSIGN_OR_RETURN(std::string prefix, ScalarString(ctx.input(0), "prefix"));
     CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<const BundleReader> reader, ReaderFor(ctx, prefix));
@@ -364,10 +416,11 @@ StatusOr<Kernel> RestoreVariablesKernel(const Node& node) {
     std::vector<RestoreTarget> small;
     small.reserve(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) {
-      CKFLOW_ASSIGN_OR_RETURN(
-          RestoreTarget target,
-          LookupTarget(*reader, keys[i], targets->position(i), std::move(variables[i])));
-      if (target.entry->dtype != DT_STRING && target.entry->size <= kBatchEntryBytes) {
+      CKFLOW_ASSIGN_OR_RETURN(RestoreTarget target,
+                              LookupTarget(*reader, keys[i], targets->position(i),
+                                           targets->slice(i), std::move(variables[i])));
+      if (target.entry->dtype != DT_STRING && !target.entry->is_sliced() && !target.slice &&
+          target.entry->size <= kBatchEntryBytes) {
         small.push_back(std::move(target));
       } else {
         CKFLOW_RETURN_IF_ERROR(RestoreLarge(*reader, target));
@@ -466,9 +519,13 @@ StatusOr<VariableDeclarations> DeclarationsOf(const std::vector<Output>& handles
 }
 
 Output RestoreVariables(const Scope& scope, Output prefix, std::vector<std::string> keys,
-                        VariableDeclarations variables, std::vector<int64_t> positions) {
+                        VariableDeclarations variables, std::vector<int64_t> positions,
+                        std::vector<std::string> slices) {
   AttrMap attrs;
   if (!positions.empty()) attrs.Set("positions", std::move(positions));
+  if (std::any_of(slices.begin(), slices.end(), [](const std::string& s) { return !s.empty(); })) {
+    attrs.Set("slices", std::move(slices));
+  }
   attrs.Set("keys", std::move(keys));
   attrs.Set("shared_names", std::move(variables.shared_names));
   attrs.Set("dtypes", std::move(variables.dtypes));

@@ -30,15 +30,19 @@ Status RegisterCheckpointOps(OpRegistry& registry);
 
 namespace ops {
 
-// Writes `tensors` under `tensor_names` (a string vector; `shape_and_slices`
-// must hold "" for each: partitioned saves are not supported) into a
-// single-shard bundle at `prefix`. With `sync`, the files are fsynced before
+// Writes `tensors` under `tensor_names` (a string vector) into a
+// single-shard bundle at `prefix`. `shape_and_slices` holds, per tensor, ""
+// or TensorFlow's "<full shape dims> <slice spec>" ("10 4 0,4:-", see
+// bundle/tensor_slice.h): the tensor is then that slice of the one saved
+// under its name (a part of a partitioned variable). With `sync`, the files are fsynced before
 // they are renamed into place. Returns the op (no outputs).
 Output SaveV2(const Scope& scope, Output prefix, Output tensor_names, Output shape_and_slices,
               const std::vector<Output>& tensors, bool sync = false);
 
 // Reads the tensors `tensor_names` (string vector) of dtypes `dtypes` from
-// the checkpoint at `prefix`.
+// the checkpoint at `prefix`, or with a non-empty `shape_and_slices` entry
+// that slice of the tensor (whose full shape must be the one stored,
+// InvalidArgument otherwise), whatever slices the checkpoint stores it in.
 std::vector<Output> RestoreV2(const Scope& scope, Output prefix, Output tensor_names,
                               Output shape_and_slices, const std::vector<DataType>& dtypes);
 
@@ -73,9 +77,12 @@ StatusOr<VariableDeclarations> DeclarationsOf(const std::vector<Output>& handles
 // `positions`, if given, holds where each key was among the entries of the
 // checkpoint the op is built for (BundleReader::entries()); the op looks
 // there first. Only a hint: a checkpoint with other entries still restores
-// correctly, through a search.
+// correctly, through a search. `slices`, if given, holds per key "" or the
+// shape_and_slice (as RestoreV2's) of the part of the key's tensor that the
+// variable is: a part of a partitioned variable.
 Output RestoreVariables(const Scope& scope, Output prefix, std::vector<std::string> keys,
-                        VariableDeclarations variables, std::vector<int64_t> positions = {});
+                        VariableDeclarations variables, std::vector<int64_t> positions = {},
+                        std::vector<std::string> slices = {});
 
 }  // namespace ops
 }  // namespace ckflow

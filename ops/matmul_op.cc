@@ -22,12 +22,13 @@ namespace ckflow {
 namespace internal {
 namespace {
 
-// Rows (or columns) per block: at least this many, because each block's
-// GEMM packs the whole other operand again; with 256 rows that costs a few
+// Rows (or columns) per block: about this many at least, because each block's
+// GEMM packs the whole other operand again; with 128 rows that costs a few
 // percent of the block's multiply-adds (with 32 it cost a third)...
-constexpr int64_t kMinBlock = 256;
-// ...and enough for about this many multiply-adds per block.
-constexpr int64_t kBlockWork = int64_t{1} << 24;
+constexpr int64_t kMinBlock = 128;
+// ...and enough for about this many multiply-adds per block (~0.1 ms on
+// one core): a training step's 128 x 256 x 256 products still split in two.
+constexpr int64_t kBlockWork = int64_t{1} << 21;
 
 std::string Describe(std::string_view arg, const PartialShape& shape, bool transposed,
                      std::string_view name) {
@@ -85,8 +86,10 @@ Status MatMulCompute(KernelContext& ctx, bool ta, bool tb) {
   const bool by_rows = m >= n;
   const int64_t len = by_rows ? m : n;
   const int64_t other = by_rows ? n : m;  // k * other is one input's size: no overflow
-  const int64_t block = std::max(kMinBlock, (kBlockWork + k * other - 1) / (k * other));
-  const int64_t blocks = (len + block - 1) / block;
+  const int64_t max_block = std::max(kMinBlock, (kBlockWork + k * other - 1) / (k * other));
+  const int64_t blocks = (len + max_block - 1) / max_block;
+  // Blocks of equal size, so that two threads get equal halves.
+  const int64_t block = (len + blocks - 1) / blocks;
   auto run = [&](const auto& lhs, const auto& rhs) {
     ParallelRange(blocks, block * k * other, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {

@@ -184,6 +184,16 @@ Output Variable::IsInitialized(const Scope& scope) const {
   return ops::VarIsInitializedOp(scope, handle_);
 }
 
+std::string SaveSliceInfo::Spec() const {
+  std::string spec;
+  for (int64_t d : full_shape) spec += std::to_string(d) + " ";
+  for (size_t d = 0; d < var_offset.size() && d < var_shape.size(); ++d) {
+    if (d) spec += ":";
+    spec += std::to_string(var_offset[d]) + "," + std::to_string(var_shape[d]);
+  }
+  return spec;
+}
+
 std::vector<SaveableAttribute> Variable::Attributes() const {
   // Not `return {SaveableAttribute{...}}`: an initializer list can only be
   // copied from, so each string and the shape would be copied twice, and a
@@ -191,7 +201,8 @@ std::vector<SaveableAttribute> Variable::Attributes() const {
   std::vector<SaveableAttribute> attributes(1);
   SaveableAttribute& a = attributes[0];
   a.name = "VARIABLE_VALUE";
-  a.full_name = name_;
+  a.full_name = options_.save_slice_info ? options_.save_slice_info->full_name : name_;
+  if (options_.save_slice_info) a.slice_spec = options_.save_slice_info->Spec();
   a.handle = handle_;
   a.dtype = dtype_;
   a.shape = shape_;

@@ -41,9 +41,24 @@ namespace ckflow {
 using Initializer =
     std::function<Output(const Scope& scope, DataType dtype, const TensorShape& shape)>;
 
+// Where a variable lies inside a larger one it is a part of (TensorFlow's
+// Variable.SaveSliceInfo): checkpoints save it as that slice of the tensor
+// `full_name`. See ops/partitioned_variables.h, which makes such parts.
+struct SaveSliceInfo {
+  std::string full_name;
+  std::vector<int64_t> full_shape;
+  std::vector<int64_t> var_offset;
+  std::vector<int64_t> var_shape;
+  // "10 4 0,4:0,4": the full shape, then each dimension's offset,length.
+  std::string Spec() const;
+};
+
 struct VariableOptions {
   bool trainable = true;
   std::string device;  // e.g. "/cpu:1"; checkpoints shard saves by device
+  // Set for a part of a partitioned variable: its checkpoint key is then
+  // full_name, holding this variable as one slice.
+  std::optional<SaveSliceInfo> save_slice_info;
 };
 
 class Variable : public Trackable {
@@ -71,6 +86,7 @@ class Variable : public Trackable {
   const PartialShape& shape() const { return shape_; }
   bool trainable() const { return options_.trainable; }
   const std::string& device() const { return options_.device; }
+  const std::optional<SaveSliceInfo>& save_slice_info() const { return options_.save_slice_info; }
 
   Output handle() const { return handle_; }  // DT_RESOURCE
   // Invalid for a variable of an eager scope, which is assigned its

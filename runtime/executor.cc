@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <exception>
 #include <map>
 #include <new>
@@ -9,6 +10,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "base/parallel.h"
+#include "base/parallel_internal.h"
 #include "base/tsan_internal.h"
 #include "runtime/executor_internal.h"
 
@@ -94,6 +97,8 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Build(std::vector<Output
     next_slot += pn.num_outputs;
   }
   plan->num_slots_ = next_slot;
+  plan->cost_ns_ = std::make_unique<std::atomic<int64_t>[]>(order.size());
+  for (size_t i = 0; i < order.size(); ++i) plan->cost_ns_[i].store(-1, std::memory_order_relaxed);
   auto slot_of = [&](const Output& out) {
     int32_t f = feed_slot(out);
     return f >= 0 ? f : plan->nodes_[index.at(out.node())].first_output_slot + out.index();
@@ -171,17 +176,61 @@ void ExecutionPlan::ReleaseState(std::unique_ptr<RunState> state) const {
 
 // ---------------------------------------------------------------- Execute
 
+namespace {
+
+// A node that took less than this on its last timed run is cheap: it runs on
+// the thread that made it ready rather than in a task of its own (a spawn
+// and a steal cost about as much as the node).
+constexpr int64_t kCheapNs = 4000;
+// Ready lists longer than this are split into tasks that each take a part
+// (lazily, by halves), so a node with a thousand cheap successors costs a
+// few dozen spawns, not a thousand, and the parts still spread over threads.
+constexpr int32_t kSplitAbove = 32;
+// Every this many runs of a plan times every node again, so a node that got
+// more expensive (a bigger feed) gets a task of its own again.
+constexpr uint32_t kRetimeEvery = 64;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Nodes a thread has made ready and runs itself, last in first out (a
+// consumer right after its producer, while the tensor is in cache). Fixed
+// size, so a task allocates nothing; what does not fit gets a task.
+class ReadyStack {
+ public:
+  bool empty() const { return size_ == 0; }
+  bool full() const { return size_ == kCapacity; }
+  void push(int32_t id) { ids_[size_++] = id; }
+  int32_t pop() { return ids_[--size_]; }
+
+ private:
+  static constexpr int kCapacity = 2 * kSplitAbove;
+  int32_t ids_[kCapacity];
+  int size_ = 0;
+};
+
+}  // namespace
+
 class Executor;
 
-// The oneTBB task for one ready node. Its move constructor records where it
+// The oneTBB task for a ready node, or for a part of a node's successor list
+// (or of the roots) to check and run. Its move constructor records where it
 // ends up (inside oneTBB's task object), so the spawner can state the
 // spawn-before-run edge on that address for TSan once the task is built.
 class NodeTask {
  public:
-  NodeTask(Executor* executor, int32_t id, const void** built_at)
-      : executor_(executor), id_(id), built_at_(built_at) {}
+  NodeTask(Executor* executor, const int32_t* ids, int32_t count, bool decrement,
+           const void** built_at)
+      : executor_(executor), ids_(ids), count_(count), decrement_(decrement), built_at_(built_at) {}
   NodeTask(NodeTask&& other) noexcept
-      : executor_(other.executor_), id_(other.id_), built_at_(other.built_at_) {
+      : executor_(other.executor_),
+        ids_(other.ids_),
+        count_(other.count_),
+        decrement_(other.decrement_),
+        built_at_(other.built_at_) {
     *built_at_ = this;
   }
   NodeTask(const NodeTask&) = delete;
@@ -192,61 +241,65 @@ class NodeTask {
 
  private:
   Executor* executor_;
-  int32_t id_;
+  const int32_t* ids_;     // into the plan's successors_ or roots_
+  int32_t count_;          // if ids_ is null, count_ is the one ready node
+  bool decrement_;         // ids_ are successors still to count down
   const void** built_at_;  // the spawner's; valid only while it spawns
 };
 
 // Runs one plan once over one RunState. Lives on Run's stack; its tasks end
 // before Run returns.
+//
+// Scheduling, after TensorFlow's executor: a finished node counts down its
+// successors; the cheap ones that become ready (by the plan's measured
+// costs) run on this thread, the expensive ones each get a task, except one
+// kept for this thread when no cheap node is waiting. Long successor lists
+// are split into tasks of kSplitAbove or fewer.
 class Executor {
  public:
   Executor(const ExecutionPlan& plan, RunState& state, ResourceMgr& resources,
-           FileSystem* file_system, tbb::task_group& group)
+           FileSystem* file_system, tbb::task_group* group, bool time_all, int intra_op_threads)
       : plan_(plan),
         state_(state),
         resources_(resources),
         file_system_(file_system),
-        group_(group) {}
+        group_(group),
+        time_all_(time_all),
+        intra_op_threads_(intra_op_threads) {}
 
-  // Runs `id`, then keeps running one successor it made ready in this same
-  // task and spawns the others. Never throws.
-  void RunFrom(int32_t id) {
-    for (;;) {
-      if (failed_.load(std::memory_order_relaxed)) return;
-      const PlanNode& pn = plan_.nodes_[id];
+  // Every node, one after another on this thread, in id order (a
+  // topological order): no counting down and no tasks.
+  void RunSerially() {
+    for (const PlanNode& pn : plan_.nodes_) {
       if (Status s = RunNode(pn); !s.ok()) {
         Fail(std::move(s));
         return;
       }
       ReleaseInputs(pn);
-      int32_t next = -1;
-      const int32_t* succ = plan_.successors_.data() + pn.successors_begin;
-      for (int32_t k = 0; k < pn.num_successors; ++k) {
-        // acq_rel: the last producer's decrement publishes every producer's
-        // outputs to whoever runs the successor.
-        if (state_.pending[succ[k]].fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
-        if (next < 0) {
-          next = succ[k];
-        } else {
-          Spawn(succ[k]);
-        }
-      }
-      if (next < 0) return;
-      id = next;
     }
   }
 
-  void Spawn(int32_t id) {
-    try {
-      const void* built_at = nullptr;
-      tbb::task_handle task = group_.defer(NodeTask(this, id, &built_at));
-      TsanRelease(built_at);
-      group_.run(std::move(task));
-    } catch (const std::bad_alloc&) {
-      Fail(ResourceExhaustedError(NodeLabel(*plan_.nodes_[id].node),
-                                  ": out of memory scheduling the node"));
-    }
+  // Runs the roots (and what they make ready) here and in tasks.
+  void RunRoots() {
+    ReadyStack ready;
+    Schedule(plan_.roots_.data(), static_cast<int32_t>(plan_.roots_.size()),
+             /*decrement=*/false, ready);
+    Drain(ready);
   }
+
+  // A task's body, and its end-before-wait-returns edge for TSan.
+  void RunTask(const int32_t* ids, int32_t count, bool decrement) {
+    ReadyStack ready;
+    if (ids == nullptr) {
+      ready.push(count);
+    } else {
+      Schedule(ids, count, decrement, ready);
+    }
+    Drain(ready);
+    TsanRelease(this);
+  }
+  // Called once task_group::wait has returned.
+  void Joined() { TsanAcquire(this); }
 
   void Fail(Status error) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -259,15 +312,84 @@ class Executor {
     return std::move(error_);
   }
 
-  // A spawned task's body, and its end-before-wait-returns edge for TSan.
-  void RunTask(int32_t id) {
-    RunFrom(id);
-    TsanRelease(this);
-  }
-  // Called once task_group::wait has returned.
-  void Joined() { TsanAcquire(this); }
-
  private:
+  bool Cheap(int32_t id) const {
+    const int64_t cost = plan_.cost_ns_[id].load(std::memory_order_relaxed);
+    return cost >= 0 && cost < kCheapNs;
+  }
+
+  // Runs the nodes on `ready` and whatever they make ready that stays on
+  // this thread. Never throws.
+  void Drain(ReadyStack& ready) {
+    while (!ready.empty()) {
+      if (failed_.load(std::memory_order_relaxed)) return;
+      const int32_t id = ready.pop();
+      const PlanNode& pn = plan_.nodes_[id];
+      const bool timed = time_all_ || !Cheap(id);
+      const int64_t start = timed ? NowNs() : 0;
+      if (Status s = RunNode(pn); !s.ok()) {
+        Fail(std::move(s));
+        return;
+      }
+      if (timed) Learn(id, NowNs() - start);
+      ReleaseInputs(pn);
+      Schedule(plan_.successors_.data() + pn.successors_begin, pn.num_successors,
+               /*decrement=*/true, ready);
+    }
+  }
+
+  // A node's cost estimate drops at once to a faster run and rises by an
+  // eighth of the difference to a slower one, so one run slowed by a busy
+  // machine does not take a cheap node off its producer's thread for long.
+  void Learn(int32_t id, int64_t ns) const {
+    std::atomic<int64_t>& cost = plan_.cost_ns_[id];
+    const int64_t old = cost.load(std::memory_order_relaxed);
+    cost.store(old < 0 || ns < old ? ns : old + (ns - old) / 8, std::memory_order_relaxed);
+  }
+
+  // Of `ids` (a finished node's successors, counted down here, or roots),
+  // puts the ready cheap nodes on `ready` and gives the expensive ones
+  // tasks, keeping one for this thread if nothing else is waiting.
+  void Schedule(const int32_t* ids, int32_t count, bool decrement, ReadyStack& ready) {
+    while (count > kSplitAbove) {
+      const int32_t half = count / 2;
+      Spawn(ids + half, count - half, decrement);
+      count = half;
+    }
+    int32_t kept = -1;
+    for (int32_t k = 0; k < count; ++k) {
+      const int32_t id = ids[k];
+      // acq_rel: the last producer's decrement publishes every producer's
+      // outputs to whoever runs the successor.
+      if (decrement && state_.pending[id].fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
+      if (Cheap(id) && !ready.full()) {
+        ready.push(id);
+        continue;
+      }
+      if (kept >= 0) Spawn(nullptr, kept, false);
+      kept = id;
+    }
+    if (kept < 0) return;
+    if (ready.empty()) {
+      ready.push(kept);
+    } else {
+      Spawn(nullptr, kept, false);
+    }
+  }
+
+  void Spawn(const int32_t* ids, int32_t count, bool decrement) {
+    try {
+      const void* built_at = nullptr;
+      tbb::task_handle task = group_->defer(NodeTask(this, ids, count, decrement, &built_at));
+      TsanRelease(built_at);
+      group_->run(std::move(task));
+    } catch (const std::bad_alloc&) {
+      Fail(ResourceExhaustedError(
+          ids == nullptr ? NodeLabel(*plan_.nodes_[count].node) + ": " : std::string(),
+          "out of memory scheduling a node"));
+    }
+  }
+
   Status RunNode(const PlanNode& pn) {
     std::span<Tensor> outputs(state_.slots.data() + pn.first_output_slot, pn.num_outputs);
     KernelContext ctx(
@@ -275,6 +397,7 @@ class Executor {
         std::span<const Tensor* const>(state_.inputs.data() + pn.inputs_begin, pn.num_inputs),
         outputs, resources_, file_system_);
     Status s;
+    const int outer_limit = intra_op_threads_ == 0 ? 0 : SetIntraOpThreads(intra_op_threads_);
     // The kernel boundary: whatever a kernel throws becomes a Status.
     try {
       s = (*pn.kernel)(ctx);
@@ -285,6 +408,7 @@ class Executor {
     } catch (...) {
       s = InternalError("kernel threw a non-standard exception");
     }
+    if (intra_op_threads_ != 0) SetIntraOpThreads(outer_limit);
     if (!s.ok()) return s.WithContext(NodeLabel(*pn.node));
     return CheckOutputs(*pn.node, outputs);
   }
@@ -326,7 +450,9 @@ class Executor {
   RunState& state_;
   ResourceMgr& resources_;
   FileSystem* const file_system_;
-  tbb::task_group& group_;
+  tbb::task_group* const group_;  // null when running serially
+  const bool time_all_;           // this run times every node
+  const int intra_op_threads_;    // for kernels' ParallelFor; 0: no limit
   std::atomic<bool> failed_{false};
   std::mutex mu_;
   Status error_;  // guarded by mu_; the first error
@@ -334,16 +460,14 @@ class Executor {
 
 void NodeTask::operator()() const {
   TsanAcquire(this);
-  executor_->RunTask(id_);
+  executor_->RunTask(ids_, count_, decrement_);
 }
 
 Status ExecutionPlan::Run(std::span<const Feed> feeds, ResourceMgr& resources,
-                          std::vector<Tensor>* fetched, FileSystem* file_system) const {
+                          std::vector<Tensor>* fetched, FileSystem* file_system, bool serial,
+                          int intra_op_threads) const {
   CKFLOW_CHECK(feeds.size() == feeds_.size());
   std::unique_ptr<RunState> state = AcquireState();
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    state->pending[i].store(nodes_[i].num_predecessors, std::memory_order_relaxed);
-  }
   for (int32_t s = 0; s < num_slots_; ++s) {
     if (slot_consumers_[s] > 1) {
       state->consumers_left[s].store(slot_consumers_[s], std::memory_order_relaxed);
@@ -351,14 +475,21 @@ Status ExecutionPlan::Run(std::span<const Feed> feeds, ResourceMgr& resources,
   }
   for (size_t i = 0; i < feeds.size(); ++i) state->slots[i] = feeds[i].value;
 
+  // One thread gains nothing from tasks: run the nodes in order.
+  serial = serial || MaxParallelism() <= 1;
   Status status;
-  {
+  if (serial) {
+    Executor executor(*this, *state, resources, file_system, nullptr, false, intra_op_threads);
+    executor.RunSerially();
+    status = executor.TakeError();
+  } else {
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      state->pending[i].store(nodes_[i].num_predecessors, std::memory_order_relaxed);
+    }
+    const bool time_all = runs_.fetch_add(1, std::memory_order_relaxed) % kRetimeEvery == 0;
     tbb::task_group group;
-    Executor executor(*this, *state, resources, file_system, group);
-    // Spawn the other roots before running the first on this thread, so a
-    // first root that waits for a sibling (a rendezvous) cannot starve it.
-    for (size_t r = 1; r < roots_.size(); ++r) executor.Spawn(roots_[r]);
-    if (!roots_.empty()) executor.RunFrom(roots_[0]);
+    Executor executor(*this, *state, resources, file_system, &group, time_all, intra_op_threads);
+    executor.RunRoots();
     try {
       group.wait();
     } catch (const std::bad_alloc&) {

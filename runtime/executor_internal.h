@@ -12,18 +12,23 @@
 // slot and the fed node is not run unless something else needs it. Each node
 // has a count of distinct predecessors (data and control) in the plan; a run
 // starts the nodes with none and, as each node finishes, decrements its
-// successors' counts. A node that makes one successor ready runs it in the
-// same task (a chain pays no task spawn); further ready successors are
-// spawned into a oneTBB task_group. A slot is cleared as soon as its last
-// consumer has run (unless it is fetched), so a step does not hold every
-// intermediate tensor until its end.
+// successors' counts. Ready nodes that ran cheaply before (the plan learns
+// each node's cost from timed runs) stay on the thread that made them ready;
+// expensive ones get oneTBB tasks of their own, and long ready lists are
+// split into a few tasks (see Executor in executor.cc). On one thread, or
+// when asked to run serially, the nodes simply run in order on the calling
+// thread. A slot is cleared as soon as its last consumer has run (unless it
+// is fetched), so a step does not hold every intermediate tensor until its
+// end.
 //
-// Thread safety: a built plan is immutable; Run may be called from many
-// threads at once (each run takes its own per-run state from a small pool).
+// Thread safety: a built plan is immutable but for its learned node costs
+// (relaxed atomics, hints only); Run may be called from many threads at once
+// (each run takes its own per-run state from a small pool).
 
 #ifndef CKFLOW_RUNTIME_EXECUTOR_INTERNAL_H_
 #define CKFLOW_RUNTIME_EXECUTOR_INTERNAL_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -80,9 +85,13 @@ class ExecutionPlan {
   // (already checked against its output's dtype and shape). On success
   // `*fetched` holds the fetched tensors in order. An op's error is returned
   // as "<node> (<op type>): <message>" with the kernel's code; nothing throws.
-  // Kernels see `file_system` as KernelContext::file_system().
+  // Kernels see `file_system` as KernelContext::file_system(). `serial`
+  // runs the nodes one after another on the calling thread (also done
+  // whenever oneTBB allows one thread only); `intra_op_threads` > 0 limits
+  // each kernel's ParallelFor to that many threads.
   Status Run(std::span<const Feed> feeds, ResourceMgr& resources, std::vector<Tensor>* fetched,
-             FileSystem* file_system = nullptr) const;
+             FileSystem* file_system = nullptr, bool serial = false,
+             int intra_op_threads = 0) const;
 
   // The outputs the feeds replace, in feed order.
   const std::vector<Output>& feeds() const { return feeds_; }
@@ -109,6 +118,12 @@ class ExecutionPlan {
   std::vector<Output> feeds_;
   std::vector<int32_t> fetch_slots_;
   int32_t num_slots_ = 0;
+
+  // Each node's cost in ns as last learned (-1: not yet timed, taken as
+  // expensive), and the number of parallel runs so far, which picks the
+  // runs that time every node.
+  std::unique_ptr<std::atomic<int64_t>[]> cost_ns_;
+  mutable std::atomic<uint32_t> runs_{0};
 
   // Per-run state of finished runs, reused so a step allocates nothing but
   // tensors.

@@ -1,5 +1,9 @@
 #include "runtime/session.h"
 
+#include <tbb/info.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <exception>
@@ -7,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <shared_mutex>
 #include <string_view>
 #include <unordered_map>
@@ -84,12 +89,21 @@ struct CachedPlan {
 
 class Session::Impl {
  public:
-  Impl(const Graph& graph, const OpRegistry& registry, FileSystem* file_system,
-       std::shared_ptr<ResourceMgr> resources)
+  Impl(const Graph& graph, const OpRegistry& registry, const SessionOptions& options)
       : graph_(graph),
         registry_(registry),
-        file_system_(file_system),
-        resources_(resources ? std::move(resources) : std::make_shared<ResourceMgr>()) {}
+        file_system_(options.file_system),
+        resources_(options.resources ? options.resources : std::make_shared<ResourceMgr>()),
+        serial_(options.inter_op_parallelism_threads == 1),
+        intra_op_threads_(options.intra_op_parallelism_threads) {
+    const int inter = options.inter_op_parallelism_threads;
+    const int intra = options.intra_op_parallelism_threads;
+    if (inter > 0 || intra > 0) {
+      const int default_threads = tbb::info::default_concurrency();
+      arena_.emplace(
+          std::max(inter > 0 ? inter : default_threads, intra > 0 ? intra : default_threads));
+    }
+  }
 
   StatusOr<std::vector<Tensor>> Run(const RunOptions& options, const std::vector<Feed>& feeds,
                                     const std::vector<Output>& fetches,
@@ -102,8 +116,19 @@ class Session::Impl {
     const ExecutionPlan& plan = *cached->plan;
     CKFLOW_RETURN_IF_ERROR(CheckFeedValues(plan, feeds));
     std::vector<Tensor> fetched;
-    CKFLOW_RETURN_IF_ERROR(plan.Run(feeds, *resources_, &fetched,
-                                    options.file_system ? options.file_system : file_system_));
+    FileSystem* file_system = options.file_system ? options.file_system : file_system_;
+    auto run = [&] {
+      return plan.Run(feeds, *resources_, &fetched, file_system, serial_, intra_op_threads_);
+    };
+    Status status;
+    if (arena_.has_value()) {
+      // The whole step runs inside the arena, so every task and loop it
+      // starts stays on the arena's threads.
+      arena_->execute([&] { status = run(); });
+    } else {
+      status = run();
+    }
+    CKFLOW_RETURN_IF_ERROR(status);
     return fetched;
   }
 
@@ -275,7 +300,11 @@ class Session::Impl {
   const Graph& graph_;
   const OpRegistry& registry_;
   FileSystem* const file_system_;
-  const std::shared_ptr<ResourceMgr> resources_;
+  const std::shared_ptr<ResourceMgr> resources_;  // never null
+  const bool serial_;                             // inter_op_parallelism_threads == 1
+  const int intra_op_threads_;                    // 0: no limit
+  // The session's own threads, if its options ask for a number.
+  std::optional<tbb::task_arena> arena_;
 
   mutable std::mutex build_mu_;  // serializes plan building
   // By node id; a plan points into these, so they live as long as the
@@ -293,9 +322,16 @@ Session::~Session() = default;
 
 StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph, SessionOptions options) {
   CKFLOW_RETURN_IF_ERROR(graph.status());
+  if (options.inter_op_parallelism_threads < 0) {
+    return InvalidArgumentError("SessionOptions::inter_op_parallelism_threads is ",
+                                options.inter_op_parallelism_threads, ": expected 0 or more");
+  }
+  if (options.intra_op_parallelism_threads < 0) {
+    return InvalidArgumentError("SessionOptions::intra_op_parallelism_threads is ",
+                                options.intra_op_parallelism_threads, ": expected 0 or more");
+  }
   const OpRegistry& registry = options.registry ? *options.registry : StandardOps();
-  return std::unique_ptr<Session>(new Session(
-      std::make_unique<Impl>(graph, registry, options.file_system, std::move(options.resources))));
+  return std::unique_ptr<Session>(new Session(std::make_unique<Impl>(graph, registry, options)));
 }
 
 StatusOr<std::vector<Tensor>> Session::Run(const std::vector<Feed>& feeds,

@@ -15,6 +15,15 @@
 // State that ops keep across runs (variables) lives in the session's
 // ResourceMgr: two sessions over one graph are independent.
 //
+// Parallelism: one oneTBB scheduler runs both a step's independent nodes
+// (inter-op) and the loops big kernels split (intra-op: MatMul's blocks,
+// large elementwise ops), so the two never oversubscribe the cores. By
+// default a step uses the threads of the calling thread's oneTBB arena,
+// which honours tbb::global_control; under a limit of one, every node and
+// every loop runs on the calling thread. SessionOptions'
+// inter_op_parallelism_threads and intra_op_parallelism_threads, after
+// TensorFlow's ConfigProto, set them per session instead.
+//
 // Errors: an op's error stops the run and is returned prefixed with the
 // node's name and op type ("dense/MatMul (MatMul): ..."); feeds of the wrong
 // dtype or shape, and feeds or fetches of nodes from another graph, are
@@ -58,6 +67,21 @@ struct SessionOptions {
   // run graph-mode ops, such as a checkpoint's save ops, on the variables
   // an eager program created.
   std::shared_ptr<ResourceMgr> resources;
+
+  // Parallelism, named as in TensorFlow's ConfigProto; 0 leaves each to
+  // oneTBB (the calling thread's arena, honouring tbb::global_control).
+  // When either is set, the session runs its steps in its own oneTBB
+  // task_arena of max(inter, intra) threads, the calling thread included (a
+  // 0 counting as oneTBB's default), shared by nodes and kernels' loops:
+  //  - inter_op_parallelism_threads: 1 runs a step's nodes one after
+  //    another on the calling thread; n > 1 lets independent nodes run at
+  //    once on the arena's threads.
+  //  - intra_op_parallelism_threads: the most threads one kernel splits its
+  //    loops over; 1 runs every kernel's loops on the thread that runs it.
+  // Both 1: a step runs entirely on the calling thread. Negative values are
+  // InvalidArgument.
+  int inter_op_parallelism_threads = 0;
+  int intra_op_parallelism_threads = 0;
 };
 
 // Options of one Run.

@@ -18,12 +18,13 @@ ALLOWED = {
     "ops": {"base", "bundle", "graph"},
     "runtime": {"base", "graph", "ops"},
     "checkpoint": {"base", "bundle", "graph", "ops", "runtime"},
+    "distributed": {"base", "bundle", "graph", "ops", "runtime", "checkpoint"},
     "workloads": {"base", "bundle", "graph", "ops", "runtime", "checkpoint"},
 }
 LIBRARY = set(ALLOWED)
 # Folders that use the library and that the library never includes.
-CONSUMERS = {"tools", "examples", "bench", "tests", "interop", "distributed"}
-THIRD_PARTY = re.compile(r'#\s*include\s*<(tbb/|oneapi/|Eigen/|unsupported/Eigen|google/protobuf|leveldb/)')
+CONSUMERS = {"tools", "examples", "bench", "tests", "interop"}
+THIRD_PARTY = re.compile(r'#\s*include\s*<(tbb/|oneapi/|Eigen/|unsupported/Eigen|google/protobuf|leveldb/|mpi\.h)')
 PROJECT = re.compile(r'#\s*include\s*"([a-z_]+)/[^"]+"')
 
 

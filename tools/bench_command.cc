@@ -45,6 +45,7 @@
 #include "checkpoint/checkpoint.h"
 #include "runtime/session.h"
 #include "tools/commands.h"
+#include "workloads/memory.h"
 #include "workloads/model_program.h"
 #include "workloads/raw_io.h"
 
@@ -64,7 +65,8 @@ struct BenchOptions {
   int repeat = 3;
   bool durable = false;
   bool async = false;
-  int files = 0;  // SaveOptions::files_per_device
+  int files = 0;         // SaveOptions::files_per_device
+  int memory_saves = 0;  // extra saves after the timed runs, memory watched
 };
 
 // "1GiB", "256MiB", "64KiB", "1GB", "1000" -> bytes. Units are exact
@@ -276,6 +278,30 @@ void PrintResult(const Plan& plan, double ckflow_s, const std::string& ckflow_wh
   std::snprintf(line, sizeof(line), "ckflow/raw = %.2fx  (> 1: ckflow is faster)\n",
                 raw_s / ckflow_s);
   std::cout << line;
+  // Many small variables cost by their number, not their bytes.
+  if (plan.count >= 1000) {
+    const double count = static_cast<double>(plan.count);
+    std::snprintf(line, sizeof(line), "per variable: ckflow %.3f us, raw %.3f us\n",
+                  ckflow_s / count * 1e6, raw_s / count * 1e6);
+    std::cout << line;
+  }
+}
+
+double Mib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+// "memory  Write: peak RSS +3.2 MiB over the resident set before it (...)".
+void PrintMemory(const std::string& what, int64_t peak_added, const Plan& plan) {
+  char line[240];
+  if (peak_added < 0) {
+    std::snprintf(line, sizeof(line), "memory  %s: peak RSS unknown (no /proc/self/clear_refs)\n",
+                  what.c_str());
+  } else {
+    std::snprintf(line, sizeof(line),
+                  "memory  %s: peak RSS %+.1f MiB over the resident set before it (the "
+                  "variables: %.1f MiB)\n",
+                  what.c_str(), Mib(peak_added), Mib(plan.bytes));
+  }
+  std::cout << line;
 }
 
 // "1 file", "2 files".
@@ -338,6 +364,7 @@ Status RunRestore(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
   CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<ModelProgram> p, NewModel(plan, -1.0f));
   progress.Draw(1);
   std::vector<double> ckflow_s, raw_s;
+  int64_t peak_added = -1;
   uint32_t sink = 0;
   for (int run = 0; run < options.repeat; ++run) {
     auto raw_run = [&]() -> Status {
@@ -348,10 +375,12 @@ Status RunRestore(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
       return OkStatus();
     };
     auto ckflow_run = [&]() -> Status {
+      const workloads::PeakRssProbe probe;
       const auto start = std::chrono::steady_clock::now();
       CKFLOW_ASSIGN_OR_RETURN(LoadStatus status, p->checkpoint->Restore(prefix));
       CKFLOW_RETURN_IF_ERROR(status.InitializeOrRestore(*p->session));
       ckflow_s.push_back(workloads::SecondsSince(start));
+      peak_added = std::max(peak_added, probe.added());
       return run == 0 ? status.AssertConsumed() : OkStatus();
     };
     CKFLOW_RETURN_IF_ERROR(RunBoth(run, raw_run, ckflow_run));
@@ -363,6 +392,7 @@ Status RunRestore(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
       plan, Median(ckflow_s),
       "Restore + InitializeOrRestore, " + Count(static_cast<int64_t>(data_files.size()), "file"),
       Median(raw_s), "pread + CRC32C, " + Count(options.raw_threads, "thread"));
+  PrintMemory("Restore + InitializeOrRestore", peak_added, plan);
   return OkStatus();
 }
 
@@ -393,13 +423,17 @@ Status RunSave(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
   int data_files = 0;
   // Writes `prefix` and returns the seconds until Write returned; an async
   // save is then waited for, untimed, before its files are removed.
+  int64_t peak_sync = -1, peak_async = -1;
   auto write = [&](const SaveOptions& save_options) -> StatusOr<double> {
     WorkDir::RemoveFiles(prefix);
+    const workloads::PeakRssProbe probe;
     const auto start = std::chrono::steady_clock::now();
     StatusOr<std::string> written = p->checkpoint->Write(prefix, *p->session, save_options);
     const double seconds = workloads::SecondsSince(start);
     if (!written.ok()) return written.status();
     CKFLOW_RETURN_IF_ERROR(p->checkpoint->Sync());
+    int64_t& peak = save_options.async ? peak_async : peak_sync;
+    peak = std::max(peak, probe.added());
     if (data_files == 0) {
       CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
       data_files = reader->num_shards();
@@ -463,6 +497,31 @@ Status RunSave(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
                   Median(ckflow_s) / Median(sync_s), Median(sync_s));
     std::cout << line;
   }
+  if (peak_sync >= 0 || !options.async) PrintMemory("Write", peak_sync, plan);
+  if (options.async) PrintMemory("Write async, until its files are written", peak_async, plan);
+  if (options.memory_saves > 0) {
+    // A training loop's saves, one after another: the resident set must stay
+    // flat (an async save's snapshot buffers are reused, not reallocated).
+    const SaveOptions& save_options = options.async ? async_options : sync_options;
+    const workloads::PeakRssProbe probe;
+    int64_t after_first = 0;
+    for (int i = 0; i < options.memory_saves; ++i) {
+      WorkDir::RemoveFiles(prefix);
+      StatusOr<std::string> written = p->checkpoint->Write(prefix, *p->session, save_options);
+      if (!written.ok()) return written.status();
+      CKFLOW_RETURN_IF_ERROR(p->checkpoint->Sync());
+      if (i == 0) after_first = workloads::ReadMemoryUse().rss;
+    }
+    WorkDir::RemoveFiles(prefix);
+    const int64_t after_last = workloads::ReadMemoryUse().rss;
+    char line[240];
+    std::snprintf(line, sizeof(line),
+                  "memory  %d %s saves: resident %.1f MiB after the first, %.1f MiB after the "
+                  "last (%+.1f MiB); peak %+.1f MiB over the resident set before them\n",
+                  options.memory_saves, options.async ? "async" : "sync", Mib(after_first),
+                  Mib(after_last), Mib(after_last - after_first), Mib(probe.added()));
+    std::cout << line;
+  }
   return OkStatus();
 }
 
@@ -506,6 +565,10 @@ void AddBenchOptions(CLI::App* sub, BenchOptions& options, bool save) {
     sub->add_flag("--async", options.async,
                   "time an async Write until it returns (the loop's stall), beside a synchronous "
                   "one");
+    sub->add_option("--memory-saves", options.memory_saves,
+                    "after the timed runs, save this many times more (async with --async) and "
+                    "print the resident set after the first and the last")
+        ->capture_default_str();
   }
 }
 

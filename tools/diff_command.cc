@@ -57,7 +57,7 @@ ValueDiff CompareValues(const Tensor& a, const Tensor& b) {
 }
 
 bool Readable(const BundleEntry& e) {
-  return e.num_slices == 0 && IsSupportedDataType(static_cast<DataType>(e.dtype)) &&
+  return !e.is_sliced() && IsSupportedDataType(static_cast<DataType>(e.dtype)) &&
          e.dtype != DT_RESOURCE;
 }
 

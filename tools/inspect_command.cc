@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "bundle/bundle_format.h"
@@ -21,8 +22,7 @@ struct InspectOptions {
 };
 
 bool CanHold(const BundleEntry& e) {
-  return e.num_slices == 0 && IsSupportedDataType(static_cast<DataType>(e.dtype)) &&
-         e.dtype != DT_RESOURCE;
+  return IsSupportedDataType(static_cast<DataType>(e.dtype)) && e.dtype != DT_RESOURCE;
 }
 
 // A number as JSON at full precision for its type; non-finite as a string.
@@ -64,15 +64,23 @@ int RunInspect(const InspectOptions& options) {
   StatusOr<std::unique_ptr<BundleReader>> opened = OpenCheckpoint(options.path);
   if (!opened.ok()) return ReportError("inspect", opened.status());
   const BundleReader& reader = **opened;
-  const auto& entries = reader.entries();
+  // As TensorFlow's list_variables: a sliced tensor is listed once, under
+  // its own key, not once more per slice.
+  std::set<std::string> slice_keys;
+  for (const BundleEntry& e : reader.entries()) {
+    for (const TensorSlice& s : e.slices) slice_keys.insert(EncodeTensorNameSlice(e.key, s));
+  }
+  std::vector<BundleEntry> entries;
+  for (const BundleEntry& e : reader.entries()) {
+    if (!slice_keys.count(e.key)) entries.push_back(e);
+  }
   const auto limit = static_cast<int64_t>(std::max(0, options.max_values));
   std::ostringstream out;
   int exit_code = 0;
   // The values of an entry, or why they cannot be shown.
   auto values_of = [&](const BundleEntry& e) -> StatusOr<Tensor> {
     if (!CanHold(e)) {
-      return UnimplementedError("values of ", StoredDataTypeName(e.dtype),
-                                e.num_slices ? " slices" : "", " are not shown");
+      return UnimplementedError("values of ", StoredDataTypeName(e.dtype), " are not shown");
     }
     return reader.Lookup(e.key);
   };
@@ -85,7 +93,7 @@ int RunInspect(const InspectOptions& options) {
           << ",\"dtype\":" << internal::JsonQuote(StoredDataTypeName(e.dtype)) << ",\"shape\":[";
       for (int d = 0; d < e.shape.rank(); ++d) out << (d ? "," : "") << e.shape.dim(d);
       out << "],\"shard\":" << e.shard_id << ",\"offset\":" << e.offset << ",\"size\":" << e.size;
-      if (e.num_slices) out << ",\"slices\":" << e.num_slices;
+      if (e.is_sliced()) out << ",\"slices\":" << e.slices.size();
       if (options.values) {
         StatusOr<Tensor> t = values_of(e);
         if (t.ok()) {
@@ -125,7 +133,7 @@ int RunInspect(const InspectOptions& options) {
                   static_cast<long long>(e.offset), static_cast<long long>(e.size));
     out << pad(StoredDataTypeName(e.dtype), dtype_width) << pad(e.shape.ToString(), shape_width)
         << line << e.key;
-    if (e.num_slices) out << "  (" << e.num_slices << " slices)";
+    if (e.is_sliced()) out << "  (" << e.slices.size() << " slices)";
     out << "\n";
     if (!options.values) continue;
     StatusOr<Tensor> t = values_of(e);

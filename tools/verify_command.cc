@@ -26,7 +26,7 @@ int RunVerify(const std::string& path) {
   // Entries are independent; each large one is also read in parallel chunks.
   ParallelFor(static_cast<int64_t>(entries.size()), 100000, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      if (entries[i].num_slices == 0) results[i] = reader.Verify(entries[i]);
+      if (!entries[i].is_sliced()) results[i] = reader.Verify(entries[i]);
     }
   });
   const double seconds =
@@ -35,7 +35,7 @@ int RunVerify(const std::string& path) {
   int bad = 0, sliced = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
     bytes += static_cast<uint64_t>(entries[i].size);
-    if (entries[i].num_slices) ++sliced;
+    if (entries[i].is_sliced()) ++sliced;
     if (results[i].ok()) continue;
     if (++bad <= 10) std::cerr << "ckflow verify: " << results[i] << "\n";
   }

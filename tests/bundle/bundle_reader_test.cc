@@ -347,14 +347,16 @@ TEST_F(BundleReaderTest, MissingKeyIsNotFound) {
   ExpectError(reader->Lookup("zzz").status(), StatusCode::kNotFound, {"'zzz'", "ckpt.index"});
 }
 
-TEST_F(BundleReaderTest, PartitionedVariableIsUnimplemented) {
+TEST_F(BundleReaderTest, SlicedTensorWithoutItsSlicesIsDataLoss) {
   tensorflow::BundleEntryProto full = Entry(DT_FLOAT, {4}, 0, 0, 0);
   full.add_slices()->add_extent()->set_length(2);
   WriteCrafted(prefix_, {{"part", full}}, "");
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix_));
-  EXPECT_EQ(reader->FindEntry("part")->num_slices, 1);
-  ExpectError(reader->Lookup("part").status(), StatusCode::kUnimplemented,
-              {"'part'", "partitioned"});
+  EXPECT_EQ(reader->FindEntry("part")->slices.size(), 1u);
+  ExpectError(reader->Lookup("part").status(), StatusCode::kDataLoss,
+              {"'part'", "slice 0,2 is missing"});
+  ExpectError(reader->ReadRaw(*reader->FindEntry("part")).status(), StatusCode::kInvalidArgument,
+              {"'part'", "1 slices"});
 }
 
 // A bundle written on a big-endian host: numeric data and string length

@@ -106,4 +106,25 @@ Status FaultyFileSystem::CreateDirs(const std::string& path) {
   return target()->CreateDirs(path);
 }
 
+Tensor Grid(int64_t rows, int64_t cols, int64_t row0, int64_t col0) {
+  Tensor t(DT_FLOAT, TensorShape({rows, cols}));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      t.flat<float>()[r * cols + c] = static_cast<float>((row0 + r) * 100 + (col0 + c));
+    }
+  }
+  return t;
+}
+
+std::vector<std::pair<int64_t, int64_t>> FixedSizeParts(int64_t size, int n) {
+  std::vector<std::pair<int64_t, int64_t>> parts;
+  int64_t offset = 0;
+  for (int i = 0; i < n; ++i) {
+    const int64_t length = size / n + (i < size % n ? 1 : 0);
+    parts.emplace_back(offset, length);
+    offset += length;
+  }
+  return parts;
+}
+
 }  // namespace ckflow::testing

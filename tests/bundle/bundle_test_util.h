@@ -32,6 +32,15 @@ inline void PrintTo(const Fixture& f, std::ostream* os) { *os << f.dir << "/" <<
 // fills *output.
 int RunDescribe(const std::string& path, std::string* output);
 
+// A [rows, cols] float32 tensor whose element (r, c) is (row0 + r) * 100 +
+// (col0 + c): the box at (row0, col0) of one grid, so that slices of it
+// read from anywhere can be compared bit for bit.
+Tensor Grid(int64_t rows, int64_t cols, int64_t row0 = 0, int64_t col0 = 0);
+
+// The parts TensorFlow's fixed_size_partitioner(n) makes of `size` along
+// one axis, as (offset, length): the first size % n parts one longer.
+std::vector<std::pair<int64_t, int64_t>> FixedSizeParts(int64_t size, int n);
+
 // The names of the files in `dir`, sorted.
 std::vector<std::string> ListDir(const std::string& dir);
 

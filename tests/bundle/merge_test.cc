@@ -85,6 +85,35 @@ TEST(MergeBundles, OneShardMergeEqualsADirectWrite) {
               testing::ReadFileOrDie(dir + "/merged.index"));
 }
 
+TEST(MergeBundles, OnePartIsRenamedNotRewritten) {
+  // Its index is the one a merge would write, so neither the index nor the
+  // data is copied: both keep their inodes.
+  const std::string dir = testing::NewTempDir("merge1");
+  const std::string prefix = dir + "/ckpt-1";
+  const std::vector<std::string> parts = WriteParts(prefix, 1);
+  const std::string index = testing::ReadFileOrDie(IndexFilename(parts[0]));
+  const uint64_t index_inode = Inode(IndexFilename(parts[0]));
+  const uint64_t data_inode = Inode(DataFilename(parts[0], 0, 1));
+  for (const bool sync : {false, true}) {
+    if (sync) {
+      // Again, durable, over the checkpoint the first merge made.
+      ASSERT_EQ(WriteParts(prefix, 1), parts);
+    }
+    const uint64_t new_index_inode = Inode(IndexFilename(parts[0]));
+    CKFLOW_ASSERT_OK(MergeBundles(parts, prefix, {.sync = sync}));
+    EXPECT_EQ(Inode(IndexFilename(prefix)), sync ? new_index_inode : index_inode);
+    EXPECT_EQ(testing::ReadFileOrDie(IndexFilename(prefix)), index);
+    EXPECT_EQ(testing::ListDir(dir),
+              (std::vector<std::string>{"ckpt-1.data-00000-of-00001", "ckpt-1.index"}));
+  }
+  EXPECT_NE(data_inode, 0u);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor v, reader->Lookup("part0/v"));
+  EXPECT_EQ(v.flat<float>()[1], 1.0f);
+  std::string output;
+  EXPECT_EQ(testing::RunDescribe(prefix, &output), 0) << output;
+}
+
 TEST(MergeBundles, DuplicateKeyIsInvalidArgumentAndLeavesInputsAlone) {
   const std::string dir = testing::NewTempDir("dup");
   const std::string prefix = dir + "/ckpt";

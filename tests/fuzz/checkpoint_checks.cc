@@ -14,9 +14,12 @@
 #include <optional>
 
 #include "bundle/bundle_format.h"
+#include "bundle/bundle_index_internal.h"
 #include "bundle/bundle_reader.h"
 #include "bundle/checkpoint_state.h"
+#include "bundle/crc32c.h"
 #include "bundle/object_tree.h"
+#include "bundle/protos/tensor_bundle.pb.h"
 #include "bundle/protos/trackable_object_graph.pb.h"
 #include "checkpoint/checkpoint.h"
 #include "ops/array_ops.h"
@@ -369,6 +372,111 @@ StatusOr<std::vector<Seed>> StateSeeds(const std::string& fixtures_dir,
                      {text.begin(), text.end()}});
   }
   return seeds;
+}
+
+std::vector<Seed> IndexMutations(const Seed& seed, size_t max_entries) {
+  using tensorflow::BundleEntryProto;
+  using tensorflow::BundleHeaderProto;
+  const std::vector<std::span<const uint8_t>> records = Records(seed.bytes);
+  if (records.empty()) return {};
+  const auto as_view = [](std::span<const uint8_t> bytes) {
+    return std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  };
+  StatusOr<std::vector<internal::KeyValue>> table =
+      internal::ReadTable(seed.name, as_view(records[0]));
+  if (!table.ok() || table->empty() || !table->front().first.empty()) return {};
+
+  // The packed seed with entry `at` of the table replaced by `value` (or
+  // removed, for nullopt).
+  const auto repack = [&](size_t at, std::optional<std::string> value) {
+    std::vector<internal::KeyValue> entries = *table;
+    if (value) {
+      entries[at].second = *std::move(value);
+    } else {
+      entries.erase(entries.begin() + static_cast<ptrdiff_t>(at));
+    }
+    std::vector<uint8_t> out;
+    StatusOr<std::string> index = internal::BuildTable(entries);
+    if (!index.ok()) return out;
+    AppendRecord(*index, &out);
+    for (size_t i = 1; i < records.size(); ++i) AppendRecord(as_view(records[i]), &out);
+    return out;
+  };
+  std::vector<Seed> mutants;
+  const auto add = [&](std::string what, size_t at, std::optional<std::string> value) {
+    std::vector<uint8_t> bytes = repack(at, std::move(value));
+    if (!bytes.empty()) {
+      mutants.push_back({seed.name + ": " + table->at(at).first + " " + what, std::move(bytes)});
+    }
+  };
+
+  BundleHeaderProto header;
+  if (header.ParseFromString(table->front().second)) {
+    const auto header_with = [&](std::string what,
+                                 const std::function<void(BundleHeaderProto&)>& f) {
+      BundleHeaderProto changed = header;
+      f(changed);
+      add("header " + what, 0, changed.SerializeAsString());
+    };
+    header_with("num_shards 0", [](auto& h) { h.set_num_shards(0); });
+    header_with("num_shards -1", [](auto& h) { h.set_num_shards(-1); });
+    header_with("num_shards + 1", [](auto& h) { h.set_num_shards(h.num_shards() + 1); });
+    header_with("num_shards 2^30", [](auto& h) { h.set_num_shards(1 << 30); });
+    header_with("big-endian", [](auto& h) { h.set_endianness(BundleHeaderProto::BIG); });
+    header_with("endianness 7",
+                [](auto& h) { h.set_endianness(BundleHeaderProto::Endianness(7)); });
+    header_with("producer 0", [](auto& h) { h.mutable_version()->set_producer(0); });
+    header_with("min_consumer 99", [](auto& h) { h.mutable_version()->set_min_consumer(99); });
+    header_with("bad consumer 0", [](auto& h) { h.mutable_version()->add_bad_consumers(0); });
+  }
+  add("header removed", 0, std::nullopt);
+
+  const size_t n = table->size() - 1;
+  const size_t picks = std::min(n, max_entries);
+  for (size_t p = 0; p < picks; ++p) {
+    const size_t at = 1 + n * p / picks;
+    BundleEntryProto entry;
+    if (!entry.ParseFromString(table->at(at).second)) continue;
+    // A fresh entry checksum wherever the mutated range lies in its data
+    // file (which is what a writer with a bug, not a bit flip, produces).
+    const auto entry_with = [&](std::string what, const std::function<void(BundleEntryProto&)>& f) {
+      BundleEntryProto changed = entry;
+      f(changed);
+      const size_t file = static_cast<size_t>(changed.shard_id()) + 1;
+      if (changed.shard_id() >= 0 && file < records.size() && changed.offset() >= 0 &&
+          changed.size() >= 0 &&
+          static_cast<uint64_t>(changed.offset()) + static_cast<uint64_t>(changed.size()) <=
+              records[file].size()) {
+        changed.set_crc32c(crc32c::Mask(
+            crc32c::Value(as_view(records[file].subspan(changed.offset(), changed.size())))));
+      }
+      add(what, at, changed.SerializeAsString());
+    };
+    for (int dtype : {0, 1, 2, 3, 7, 9, 10, 14, 19, 20, 21, 1000}) {
+      entry_with("dtype " + std::to_string(dtype),
+                 [&](auto& e) { e.set_dtype(static_cast<tensorflow::DataType>(dtype)); });
+    }
+    entry_with("one more dim", [](auto& e) { e.mutable_shape()->add_dim()->set_size(2); });
+    entry_with("dim of 2^40",
+               [](auto& e) { e.mutable_shape()->add_dim()->set_size(int64_t{1} << 40); });
+    entry_with("dim -1", [](auto& e) { e.mutable_shape()->add_dim()->set_size(-1); });
+    entry_with("shape cleared", [](auto& e) { e.clear_shape(); });
+    entry_with("unknown rank", [](auto& e) { e.mutable_shape()->set_unknown_rank(true); });
+    entry_with("shard -1", [](auto& e) { e.set_shard_id(-1); });
+    entry_with("shard + 1", [](auto& e) { e.set_shard_id(e.shard_id() + 1); });
+    entry_with("offset + 1", [](auto& e) { e.set_offset(e.offset() + 1); });
+    entry_with("offset -1", [](auto& e) { e.set_offset(-1); });
+    entry_with("offset 2^62", [](auto& e) { e.set_offset(int64_t{1} << 62); });
+    entry_with("size 0", [](auto& e) { e.set_size(0); });
+    entry_with("size + 1", [](auto& e) { e.set_size(e.size() + 1); });
+    entry_with("size - 1", [](auto& e) { e.set_size(e.size() - 1); });
+    entry_with("size 2^62", [](auto& e) { e.set_size(int64_t{1} << 62); });
+    entry_with("a slice",
+               [](auto& e) { e.add_slices()->add_extent()->set_length(int64_t{1} << 40); });
+    add("value not a proto", at, std::string("\xff\xff\xff"));
+    add("removed", at, std::nullopt);
+  }
+  return mutants;
 }
 
 CheckResult CheckCheckpointInput(std::span<const uint8_t> input, const std::string& dir) {

@@ -45,6 +45,14 @@ struct CheckResult {
   bool restored = false;  // the program restored everything, asserts passed
 };
 
+// Inputs made from a CheckpointSeeds seed by changing one field of one
+// index entry (dtype, shape, shard, offset, size, slices) or of the header,
+// and writing the index again with fresh block checksums and, where the new
+// byte range lies in a data file, a fresh entry checksum: mutations that
+// reach the parsers behind the CRCs, which flipped bits mostly do not. At
+// most `max_entries` entries per seed (spread over the index) are mutated.
+std::vector<Seed> IndexMutations(const Seed& seed, size_t max_entries);
+
 // Writes the input's files under `dir` (replacing what the last call wrote)
 // and runs the checks.
 CheckResult CheckCheckpointInput(std::span<const uint8_t> input, const std::string& dir);

@@ -156,6 +156,22 @@ TEST_F(FuzzReplayTest, HugeLengthsAndSizes) {
   }
 }
 
+// Mutations that keep every checksum true, so they reach what the CRCs
+// guard: the entry decoding, shape and dtype checks, range checks, restore.
+TEST_F(FuzzReplayTest, IndexEntriesMutatedBehindFreshChecksums) {
+  size_t tried = 0;
+  for (const Seed& seed : *checkpoint_seeds_) {
+    const std::vector<Seed> mutants = IndexMutations(seed, 8);
+    EXPECT_FALSE(mutants.empty()) << seed.name;
+    for (const Seed& mutant : mutants) {
+      ExpectNoFinding(mutant.bytes, mutant.name);
+      ++tried;
+    }
+  }
+  // Eight entries of each of the nine seeds, each in about thirty ways.
+  EXPECT_GE(tried, 1000u);
+}
+
 TEST_F(FuzzReplayTest, StateFiles) {
   ASSERT_GE(state_seeds_->size(), 2u);
   for (const Seed& seed : *state_seeds_) {

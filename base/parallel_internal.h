@@ -1,0 +1,19 @@
+// The per-thread limit a session puts on kernels' ParallelFor
+// (SessionOptions::intra_op_parallelism_threads). Internal to ckflow.
+//
+// Thread safety: the limit is per thread; set it on the thread that runs the
+// kernel.
+
+#ifndef CKFLOW_BASE_PARALLEL_INTERNAL_H_
+#define CKFLOW_BASE_PARALLEL_INTERNAL_H_
+
+namespace ckflow::internal {
+
+// The most threads one ParallelFor on this thread may use from now on (0: no
+// limit beyond MaxParallelism; 1: loops run inline). Returns the previous
+// value, for the caller to restore.
+int SetIntraOpThreads(int threads);
+
+}  // namespace ckflow::internal
+
+#endif  // CKFLOW_BASE_PARALLEL_INTERNAL_H_

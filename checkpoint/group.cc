@@ -1,0 +1,140 @@
+#include "checkpoint/group.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "checkpoint/group_internal.h"
+
+namespace ckflow {
+namespace {
+
+// Length-prefixed strings, so any bytes (keys may hold NUL) survive.
+std::string Encode(const std::vector<std::string>& strings) {
+  std::string out;
+  for (const std::string& s : strings) {
+    const uint64_t n = s.size();
+    out.append(reinterpret_cast<const char*>(&n), sizeof(n));
+    out += s;
+  }
+  return out;
+}
+
+StatusOr<std::vector<std::string>> Decode(std::string_view in) {
+  std::vector<std::string> strings;
+  while (!in.empty()) {
+    uint64_t n = 0;
+    if (in.size() < sizeof(n)) return InternalError("group message truncated");
+    std::memcpy(&n, in.data(), sizeof(n));
+    in.remove_prefix(sizeof(n));
+    if (in.size() < n) return InternalError("group message truncated");
+    strings.emplace_back(in.substr(0, n));
+    in.remove_prefix(n);
+  }
+  return strings;
+}
+
+// Greedy, largest first, onto `load` (bytes per rank so far).
+std::vector<int> BalanceOnto(const std::vector<PlacementItem>& items, std::vector<int64_t>& load) {
+  std::vector<size_t> order(items.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return items[a].bytes > items[b].bytes; });
+  std::vector<int> ranks(items.size(), 0);
+  for (size_t i : order) {
+    const int r = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    ranks[i] = r;
+    load[r] += std::max<int64_t>(items[i].bytes, 1);  // values of no size still spread
+  }
+  return ranks;
+}
+
+}  // namespace
+
+Status AgreeOnStatus(CheckpointGroup& group, const Status& mine) {
+  std::string message;
+  if (!mine.ok()) {
+    message = std::to_string(static_cast<int>(mine.code())) + ":" + std::string(mine.message());
+  }
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<std::string> all, group.AllGather(message));
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r].empty()) continue;
+    const size_t colon = all[r].find(':');
+    const int code = std::atoi(all[r].substr(0, colon).c_str());
+    return Status(static_cast<StatusCode>(code), "rank " + std::to_string(r) + " of " +
+                                                     std::to_string(all.size()) + ": " +
+                                                     all[r].substr(colon + 1));
+  }
+  return OkStatus();
+}
+
+std::vector<int> BalancedByBytes(const std::vector<PlacementItem>& items, int ranks) {
+  std::vector<int64_t> load(std::max(ranks, 1), 0);
+  return BalanceOnto(items, load);
+}
+
+namespace internal {
+
+std::string_view PlacementName(std::string_view key) {
+  for (std::string_view marker : {"/.OPTIMIZER_SLOT/", "/.ATTRIBUTES/"}) {
+    const size_t at = key.find(marker);
+    if (at != std::string_view::npos) return key.substr(0, at);
+  }
+  return key;
+}
+
+StatusOr<std::vector<int>> Owners::Place(
+    const std::vector<std::pair<std::string, int64_t>>& values) {
+  const int size = options_.group->size();
+  if (load_.empty()) load_.assign(size, 0);
+  // The variables not placed before, with their slots' bytes, by name.
+  std::map<std::string, int64_t, std::less<>> fresh;
+  for (const auto& [key, bytes] : values) {
+    const std::string_view name = PlacementName(key);
+    if (key == kSaveCounterKey || rank_of_.count(name)) continue;
+    fresh[std::string(name)] += bytes;
+  }
+  if (!fresh.empty()) {
+    std::vector<PlacementItem> items;
+    items.reserve(fresh.size());
+    for (const auto& [name, bytes] : fresh) items.push_back({name, bytes});
+    const std::vector<int> ranks =
+        options_.placement ? options_.placement(items, size) : BalanceOnto(items, load_);
+    if (ranks.size() != items.size()) {
+      return InvalidArgumentError("checkpoint group: the placement gave ", ranks.size(),
+                                  " ranks for ", items.size(), " variables");
+    }
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (ranks[i] < 0 || ranks[i] >= size) {
+        return InvalidArgumentError("checkpoint group: the placement put '", items[i].name,
+                                    "' on rank ", ranks[i], " of a group of ", size);
+      }
+      rank_of_.emplace(items[i].name, ranks[i]);
+    }
+  }
+  std::vector<int> owners;
+  owners.reserve(values.size());
+  for (const auto& [key, bytes] : values) {
+    owners.push_back(key == kSaveCounterKey ? 0 : rank_of_.find(PlacementName(key))->second);
+  }
+  return owners;
+}
+
+StatusOr<std::vector<std::string>> LinesOnEveryMember(CheckpointGroup& group,
+                                                      const std::vector<std::string>& lines) {
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<std::string> all, group.AllGather(Encode(lines)));
+  std::vector<std::set<std::string>> others;
+  for (size_t r = 1; r < all.size(); ++r) {
+    CKFLOW_ASSIGN_OR_RETURN(std::vector<std::string> theirs, Decode(all[r]));
+    others.emplace_back(theirs.begin(), theirs.end());
+  }
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<std::string> common, Decode(all[0]));
+  std::erase_if(common, [&](const std::string& line) {
+    return std::any_of(others.begin(), others.end(),
+                       [&](const std::set<std::string>& s) { return !s.count(line); });
+  });
+  return common;
+}
+
+}  // namespace internal
+}  // namespace ckflow

@@ -1,0 +1,98 @@
+// Several processes that save and restore one checkpoint together, each
+// writing and reading only the values it owns. The checkpoint layer needs
+// only the few collectives below, so it stays free of MPI; distributed/'s
+// WorkerGroup provides them over an MPI communicator (tests also use
+// threads).
+//
+// With CheckpointOptions::group set, every member builds the same objects
+// (the same model, in the same order) and calls the same Checkpoint or
+// CheckpointManager methods in the same order:
+//
+//   Save: member 0 removes the debris of dead saves; every member writes the
+//   values placement gives it (a variable's optimizer slots go with it) with
+//   SaveV2 into "<prefix>_temp/part-<rank>-of-<size>", member 0 also the
+//   object graph and save_counter; a barrier; member 0 merges the parts
+//   (MergeBundles: data files renamed, never copied) and commits the state
+//   file (and a CheckpointManager's retention, deleting once); a second
+//   barrier. Every member returns the same path, or the same error, whose
+//   message starts "rank R: " naming the first member that failed. An error
+//   leaves the previous checkpoint the latest and intact.
+//
+//   Restore: matching (and so the LoadStatus assertions) happens on every
+//   member; the restore ops read only the values the member owns (all of
+//   them with restore_owned_only = false), save_counter on every member. A
+//   variable a member does not own is neither read nor initialized there by
+//   InitializeOrRestore. The assertions are collective: a checkpointed value
+//   matched on any member counts as consumed, and a failure is the same
+//   error on every member.
+//
+// The file system must be shared: a file written by one member before a
+// barrier is visible to every member after it, and rename is atomic.
+//
+// Thread safety: the collectives of a group are called from one thread at a
+// time. An async save (SaveOptions::async) runs its collectives on the
+// save's background thread, so do not call a group status's assertions
+// while a save is pending (Checkpoint::Sync first).
+
+#ifndef CKFLOW_CHECKPOINT_GROUP_H_
+#define CKFLOW_CHECKPOINT_GROUP_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace ckflow {
+
+// The collectives a group save and restore run, from whatever starts the
+// processes.
+class CheckpointGroup {
+ public:
+  virtual ~CheckpointGroup() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Collective (so also a barrier): every member's `mine`, in rank order.
+  virtual StatusOr<std::vector<std::string>> AllGather(std::string_view mine) = 0;
+};
+
+// Collective: OK on every member if `mine` is OK on every member; else, on
+// every member, the error of the lowest failing rank, with its code and its
+// message led by "rank R: ".
+Status AgreeOnStatus(CheckpointGroup& group, const Status& mine);
+
+// One variable as placement sees it: its object path (e.g.
+// "model/dense/kernel") and its bytes with those of its optimizer slots.
+struct PlacementItem {
+  std::string name;
+  int64_t bytes = 0;
+};
+
+// The rank of each item, for a group of `ranks`. Every member calls it with
+// the same items (sorted by name) and must get the same answer, without
+// talking: it must be a function of its arguments only. A rank out of range
+// fails the save or restore with InvalidArgument.
+using Placement =
+    std::function<std::vector<int>(const std::vector<PlacementItem>& items, int ranks)>;
+
+// The default placement: largest item first, each to the rank with the
+// fewest bytes so far (ties to the lower rank).
+std::vector<int> BalancedByBytes(const std::vector<PlacementItem>& items, int ranks);
+
+// How a Checkpoint takes part in a group (CheckpointOptions::group).
+struct GroupOptions {
+  // Null: no group, a single-process checkpoint. Must outlive the
+  // Checkpoint.
+  CheckpointGroup* group = nullptr;
+  Placement placement;  // null: BalancedByBytes
+  // Restore reads only the member's own values. false: every member reads
+  // every value (replicas, as in data-parallel training); saving still
+  // writes each value once.
+  bool restore_owned_only = true;
+};
+
+}  // namespace ckflow
+
+#endif  // CKFLOW_CHECKPOINT_GROUP_H_

@@ -1,0 +1,74 @@
+// WorkerGroup: the processes `mpirun` started, as a CheckpointGroup
+// (checkpoint/group.h), so a Checkpoint or CheckpointManager saves and
+// restores as one member of them:
+//
+//   CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<WorkerGroup> workers, WorkerGroup::World());
+//   Checkpoint checkpoint(scope, {{"model", model}}, {.group = {.group = workers.get()}});
+//   CKFLOW_ASSIGN_OR_RETURN(auto manager, CheckpointManager::Create(checkpoint, dir, {}));
+//   manager->Save(*session);  // every rank, together
+//
+// This header does not include mpi.h, so a program that does not call MPI
+// itself needs no MPI compiler flags: a group is made from MPI_COMM_WORLD
+// (World) or from a communicator's Fortran handle (MPI_Comm_c2f), which is
+// a plain integer in every MPI. Either way the group works on a duplicate of
+// the communicator, so its collectives never mix with the program's own
+// (an async save runs them on a background thread while training runs its
+// MPI_Allreduce), and MPI errors on it are returned, not fatal.
+//
+// Errors: a collective that fails is Unavailable naming the MPI call and
+// MPI's error string. A member that dies (SIGKILL) is not an error the
+// others see: Open MPI's mpirun aborts the whole job, so no member hangs,
+// and the previous checkpoint stays the latest (README, "Running under
+// mpirun").
+//
+// Thread safety: rank() and size() anywhere; the collectives from one
+// thread at a time (a Checkpoint serializes its own).
+
+#ifndef CKFLOW_DISTRIBUTED_WORKER_GROUP_H_
+#define CKFLOW_DISTRIBUTED_WORKER_GROUP_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "checkpoint/group.h"
+
+namespace ckflow {
+
+class WorkerGroup : public CheckpointGroup {
+ public:
+  // Every process of the job (MPI_COMM_WORLD). Initializes MPI with
+  // MPI_THREAD_MULTIPLE if the program has not (then finalizes it at exit);
+  // FailedPrecondition if MPI was initialized with less, since async saves
+  // call MPI from their own thread.
+  static StatusOr<std::unique_ptr<WorkerGroup>> World();
+  // The processes of the communicator whose Fortran handle (MPI_Comm_c2f)
+  // is `comm`; MPI must be initialized.
+  static StatusOr<std::unique_ptr<WorkerGroup>> FromFortranHandle(int comm);
+
+  ~WorkerGroup() override;
+  WorkerGroup(const WorkerGroup&) = delete;
+  WorkerGroup& operator=(const WorkerGroup&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  StatusOr<std::vector<std::string>> AllGather(std::string_view mine) override;
+
+  // Collective: returns once every member has called it.
+  Status Barrier();
+  // Collective: OK everywhere if `mine` is OK everywhere, else the first
+  // failing rank's error on every member ("rank R of N: ...").
+  Status AgreeOn(const Status& mine) { return AgreeOnStatus(*this, mine); }
+
+ private:
+  WorkerGroup(int comm, int rank, int size) : comm_(comm), rank_(rank), size_(size) {}
+  const int comm_;  // the duplicate's Fortran handle
+  const int rank_;
+  const int size_;
+};
+
+}  // namespace ckflow
+
+#endif  // CKFLOW_DISTRIBUTED_WORKER_GROUP_H_

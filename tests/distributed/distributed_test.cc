@@ -1,0 +1,167 @@
+// WorkerGroup and group saves under mpirun (ctest runs this with -np 2 and
+// -np 4): every rank runs every test, in the same order, as the members of
+// one group. The cross-size matrix and the SIGKILL case are in
+// CMakeLists.txt and distributed_kill_test.cc.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "bundle/checkpoint_state.h"
+#include "checkpoint/checkpoint.h"
+#include "distributed/worker_group.h"
+#include "tests/bundle/bundle_test_util.h"
+#include "tests/checkpoint/group_model.h"
+#include "tests/test_util.h"
+
+namespace ckflow {
+namespace {
+
+using testing::GroupModel;
+using testing::StatusIs;
+
+WorkerGroup* workers = nullptr;
+
+// A directory every rank uses: rank 0's new temp dir.
+std::string SharedTempDir() {
+  std::string mine = workers->rank() == 0 ? testing::NewTempDir("mpi") : "";
+  StatusOr<std::vector<std::string>> all = workers->AllGather(mine);
+  EXPECT_TRUE(all.ok()) << all.status();
+  return all.ok() ? (*all)[0] : "";
+}
+
+std::unique_ptr<GroupModel> MakeModel(CheckpointGroup* group, FileSystem* fs = nullptr) {
+  CheckpointOptions options{.file_system = fs};
+  options.group.group = group;
+  StatusOr<std::unique_ptr<GroupModel>> m = GroupModel::Create({}, std::move(options));
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? *std::move(m) : nullptr;
+}
+
+TEST(WorkerGroup, GathersInRankOrder) {
+  StatusOr<std::vector<std::string>> all = workers->AllGather(std::to_string(workers->rank() * 10));
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(static_cast<int>(all->size()), workers->size());
+  for (int r = 0; r < workers->size(); ++r) EXPECT_EQ((*all)[r], std::to_string(r * 10));
+  CKFLOW_EXPECT_OK(workers->Barrier());
+}
+
+TEST(WorkerGroup, AgreesOnTheLowestFailingRanksError) {
+  const int last = workers->size() - 1;
+  Status mine = workers->rank() == last ? DataLossError("bad disk") : OkStatus();
+  EXPECT_EQ(workers->AgreeOn(mine), DataLossError("rank " + std::to_string(last) + " of " +
+                                                  std::to_string(workers->size()) + ": bad disk"));
+  CKFLOW_EXPECT_OK(workers->AgreeOn(OkStatus()));
+}
+
+TEST(GroupSave, EveryRankWritesItsPartAndRankZeroMerges) {
+  const std::string dir = SharedTempDir();
+  std::unique_ptr<GroupModel> m = MakeModel(workers);
+  ASSERT_NE(m, nullptr);
+  CKFLOW_ASSERT_OK(m->Set(9));
+  StatusOr<std::string> saved = m->checkpoint().Save(dir + "/ckpt", m->session());
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(*saved, dir + "/ckpt-1");
+  CKFLOW_ASSERT_OK(workers->Barrier());
+  EXPECT_EQ(LatestCheckpoint(dir), dir + "/ckpt-1");
+  EXPECT_FALSE(FileSystem::Default()->FileExists(dir + "/ckpt-1_temp").ok());
+  if (workers->rank() == 0) {
+    std::string described;
+    EXPECT_EQ(testing::RunDescribe(dir + "/ckpt-1", &described), 0) << described;
+  }
+  // The same size restores: each rank its own values, all of them once.
+  std::unique_ptr<GroupModel> r = MakeModel(workers);
+  StatusOr<LoadStatus> status = r->checkpoint().Restore(LatestCheckpoint(dir));
+  ASSERT_TRUE(status.ok()) << status.status();
+  CKFLOW_ASSERT_OK(status->InitializeOrRestore(r->session()));
+  CKFLOW_EXPECT_OK(status->AssertConsumed());
+  StatusOr<int> restored = r->CheckInitialized(9);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  StatusOr<std::vector<std::string>> counts = workers->AllGather(std::to_string(*restored));
+  int total = 0;
+  for (const std::string& c : *counts) total += std::stoi(c);
+  EXPECT_EQ(total, r->num_values());
+}
+
+// Fails creating any file of one part, as a full disk would.
+class FailingPartFs : public FileSystemWrapper {
+ public:
+  explicit FailingPartFs(std::string part)
+      : FileSystemWrapper(FileSystem::Default()), part_(part) {}
+  StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
+    if (path.find(part_) != std::string::npos) return ErrnoStatus(ENOSPC, "open", path);
+    return FileSystemWrapper::NewWritableFile(path);
+  }
+
+ private:
+  std::string part_;
+};
+
+TEST(GroupSave, ARankThatCannotWriteLeavesThePreviousCheckpointOnEveryRank) {
+  const std::string dir = SharedTempDir();
+  FailingPartFs failing("ckpt-2_temp/part-00001-of-");
+  std::unique_ptr<GroupModel> m = MakeModel(workers, workers->rank() == 1 ? &failing : nullptr);
+  CKFLOW_ASSERT_OK(m->Set(1));
+  auto manager = CheckpointManager::Create(m->checkpoint(), dir, {.max_to_keep = 1});
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  ASSERT_TRUE((*manager)->Save(m->session()).ok());
+  CKFLOW_ASSERT_OK(m->Set(2));
+  StatusOr<std::string> second = (*manager)->Save(m->session());
+  EXPECT_THAT(second, StatusIs(StatusCode::kResourceExhausted,
+                               "rank 1 of " + std::to_string(workers->size()) + ": writing '" +
+                                   dir + "/ckpt-2_temp/part-00001-of-"));
+  // The same message on every rank.
+  StatusOr<std::vector<std::string>> messages =
+      workers->AllGather(std::string(second.status().message()));
+  ASSERT_TRUE(messages.ok());
+  for (const std::string& s : *messages) EXPECT_EQ(s, (*messages)[0]);
+  EXPECT_EQ((*manager)->latest_checkpoint(), dir + "/ckpt-1");
+  EXPECT_EQ(LatestCheckpoint(dir), dir + "/ckpt-1");
+  EXPECT_FALSE(FileSystem::Default()->FileExists(dir + "/ckpt-2.index").ok());
+  EXPECT_FALSE(FileSystem::Default()->FileExists(dir + "/ckpt-2_temp").ok());
+  // ckpt-1 is intact: a single-process restore finds seed 1.
+  std::unique_ptr<GroupModel> plain = MakeModel(nullptr);
+  StatusOr<LoadStatus> status = plain->checkpoint().Restore(dir + "/ckpt-1");
+  ASSERT_TRUE(status.ok()) << status.status();
+  CKFLOW_ASSERT_OK(status->InitializeOrRestore(plain->session()));
+  StatusOr<int> restored = plain->CheckInitialized(1);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(*restored, plain->num_values());
+}
+
+TEST(GroupSave, AsyncSavesOfAManagerKeepTheLastTwo) {
+  const std::string dir = SharedTempDir();
+  std::unique_ptr<GroupModel> m = MakeModel(workers);
+  CheckpointManager::Options options{.max_to_keep = 2};
+  options.save_options.async = true;
+  auto manager = CheckpointManager::Create(m->checkpoint(), dir, options);
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  for (uint32_t seed = 1; seed <= 4; ++seed) {
+    CKFLOW_ASSERT_OK(m->Set(seed));
+    ASSERT_TRUE((*manager)->Save(m->session()).ok());
+  }
+  CKFLOW_ASSERT_OK(m->checkpoint().Sync());
+  EXPECT_EQ((*manager)->checkpoints(),
+            (std::vector<std::string>{dir + "/ckpt-3", dir + "/ckpt-4"}));
+  CKFLOW_ASSERT_OK(workers->Barrier());
+  std::vector<std::string> files = *FileSystem::Default()->ListDir(dir);
+  EXPECT_EQ(std::count_if(files.begin(), files.end(),
+                          [](const std::string& f) { return f.ends_with(".index"); }),
+            2);
+}
+
+}  // namespace
+}  // namespace ckflow
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  auto world = ckflow::WorkerGroup::World();
+  if (!world.ok()) {
+    std::fprintf(stderr, "%s\n", world.status().ToString().c_str());
+    return 1;
+  }
+  ckflow::workers = world->get();
+  const int result = RUN_ALL_TESTS();
+  world->reset();
+  return result;
+}
