@@ -15,15 +15,19 @@
 #include "bundle/bundle_reader.h"
 #include "checkpoint/checkpoint.h"
 #include "ops/array_ops.h"
+#include "ops/initializers.h"
 #include "ops/layers.h"
 #include "ops/losses.h"
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
+#include "ops/partitioned_variables.h"
 #include "ops/variables.h"
 #include "runtime/session.h"
+#include "tests/bundle/bundle_test_util.h"
 #include "tests/checkpoint/recording_file_system.h"
 #include "tests/ops/op_test_util.h"
 #include "tests/test_util.h"
+#include "workloads/model_program.h"
 
 namespace ckflow {
 namespace {
@@ -270,6 +274,46 @@ TEST_F(EagerCheckpointTest, DescribePassesOnAnEagerCheckpoint) {
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("all checks passed"), std::string::npos) << out;
   EXPECT_NE(out.find("first/kernel"), std::string::npos) << out;
+}
+
+// A partitioned variable saved eagerly restores on creation into another
+// partitioning: each part reads its box of the whole.
+TEST_F(EagerCheckpointTest, PartitionedVariablesRestoreOnCreateIntoTheirBoxes) {
+  constexpr int64_t kRows = 6, kCols = 4;
+  auto box = [](const PartitionedVariable& v, int i) {
+    const TensorShape shape = v.parts()[i]->shape().ToTensorShape();
+    return v.axis() == 0 ? testing::Grid(shape.dim(0), shape.dim(1), v.offset(i), 0)
+                         : testing::Grid(shape.dim(0), shape.dim(1), 0, v.offset(i));
+  };
+  std::string path;
+  {
+    Scope scope = Scope::NewEagerScope();
+    auto saved = PartitionedVariable::Create(scope, "emb", DT_FLOAT, {kRows, kCols},
+                                             initializers::Zeros(), {.num_shards = 3, .axis = 0});
+    ASSERT_NE(saved, nullptr) << scope.status();
+    for (int i = 0; i < saved->num_parts(); ++i) {
+      saved->parts()[i]->Assign(scope, ops::Const(scope, box(*saved, i)));
+    }
+    auto holder = std::make_shared<workloads::Module>();
+    holder->Track("emb", saved);
+    Checkpoint checkpoint(scope, {{"holder", holder}});
+    CKFLOW_ASSERT_OK_AND_ASSIGN(path, checkpoint.Save(dir_ + "/parts"));
+    CKFLOW_ASSERT_OK(checkpoint.Sync());
+  }
+  Scope scope = Scope::NewEagerScope();
+  auto holder = std::make_shared<workloads::Module>();
+  Checkpoint checkpoint(scope, {{"holder", holder}});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, checkpoint.Restore(path));
+  auto restored = PartitionedVariable::Create(scope, "other", DT_FLOAT, {kRows, kCols},
+                                              initializers::Zeros(), {.num_shards = 2, .axis = 1});
+  ASSERT_NE(restored, nullptr) << scope.status();
+  holder->Track("emb", restored);
+  ASSERT_TRUE(scope.ok()) << scope.status();
+  CKFLOW_EXPECT_OK(status.AssertConsumed());
+  for (int i = 0; i < restored->num_parts(); ++i) {
+    SCOPED_TRACE(restored->parts()[i]->name());
+    EXPECT_TRUE(testing::SameTensor(restored->parts()[i]->value().value(), box(*restored, i)));
+  }
 }
 
 TEST_F(EagerCheckpointTest, SaveWithoutASessionNeedsAnEagerScope) {
