@@ -14,6 +14,7 @@
 
 #include "bundle/bundle_reader.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/object_graph_internal.h"
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
 #include "ops/layers.h"
@@ -274,6 +275,48 @@ TEST_F(EagerCheckpointTest, DescribePassesOnAnEagerCheckpoint) {
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("all checks passed"), std::string::npos) << out;
   EXPECT_NE(out.find("first/kernel"), std::string::npos) << out;
+}
+
+// The value a checkpoint at `path` holds under `key`.
+Tensor Stored(const std::string& path, const std::string& key) {
+  StatusOr<std::unique_ptr<BundleReader>> reader = BundleReader::Open(path);
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  if (!reader.ok()) return Tensor();
+  StatusOr<Tensor> value = (*reader)->Lookup(key);
+  EXPECT_TRUE(value.ok()) << value.status();
+  return value.ok() ? *value : Tensor();
+}
+
+// Saves without a Session go through the saver's cached save plan: a save
+// after slots appeared writes them, and a save of an unchanged model writes
+// the values of the moment, not those of the save the plan was made for.
+TEST_F(EagerCheckpointTest, SavesWithoutASessionFollowTheModelThroughThePlanCache) {
+  const std::string kernel_key = "model/first/kernel/.ATTRIBUTES/VARIABLE_VALUE";
+  const std::string slot_key =
+      "model/first/kernel/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE";
+  EagerProgram p;
+  (*p.model)(p.scope, ops::Const(p.scope, Batch(0).first));  // layers, no slots
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string first, p.checkpoint.Save(dir_ + "/ckpt"));
+  CKFLOW_ASSERT_OK(p.checkpoint.Sync());
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto first_reader, BundleReader::Open(first));
+  EXPECT_EQ(first_reader->FindEntry(slot_key), nullptr);
+
+  p.Train(0, 2);  // creates the slots and beta powers
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string second, p.checkpoint.Save(dir_ + "/ckpt"));
+  CKFLOW_ASSERT_OK(p.checkpoint.Sync());
+  EXPECT_TRUE(testing::SameTensor(
+      Stored(second, slot_key),
+      p.adam->GetSlotVariable(*p.model->first->kernel(), "m")->value().value()));
+
+  const int64_t builds = internal::NumFullObjectGraphBuilds();
+  p.Train(2, 2);  // same structure: the plan is kept
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string third, p.checkpoint.Save(dir_ + "/ckpt"));
+  CKFLOW_ASSERT_OK(p.checkpoint.Sync());
+  EXPECT_EQ(internal::NumFullObjectGraphBuilds(), builds);
+  const Tensor kernel = p.model->first->kernel()->value().value();
+  EXPECT_TRUE(testing::SameTensor(Stored(third, kernel_key), kernel));
+  EXPECT_FALSE(testing::SameTensor(Stored(second, kernel_key), kernel));
+  EXPECT_EQ(Stored(third, "save_counter/.ATTRIBUTES/VARIABLE_VALUE").scalar<int64_t>(), 3);
 }
 
 // A partitioned variable saved eagerly restores on creation into another
