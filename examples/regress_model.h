@@ -1,6 +1,7 @@
 // TensorFlow's classic Regress model, shared by the graph-mode example
-// (regress.cc) and the eager one (regress_eager.cc): a Dense(10) named
-// input_transform, a hidden ReLU layer and a Dense(1) output.
+// (regress.cc), the eager one (regress_eager.cc) and the data-parallel one
+// (distributed_train.cc): a Dense(10) named input_transform, a hidden ReLU
+// layer and a Dense(1) output.
 
 #ifndef CKFLOW_EXAMPLES_REGRESS_MODEL_H_
 #define CKFLOW_EXAMPLES_REGRESS_MODEL_H_
