@@ -332,6 +332,12 @@ PairTimes TimePair(benchmark::State& state, Measured measured, Baseline baseline
   return t;
 }
 
+// The cases of a step benchmark: one thread, then no limit; timed by
+// SetIterationTime.
+void ThreadCases(benchmark::internal::Benchmark* b) {
+  b->ArgName("threads")->Arg(1)->Arg(0)->UseManualTime()->Unit(benchmark::kMillisecond);
+}
+
 void BM_TrainStep(benchmark::State& state) {
   std::optional<tbb::global_control> limit;
   const int threads = ApplyThreads(state, limit);
@@ -346,12 +352,7 @@ void BM_TrainStep(benchmark::State& state) {
   state.counters["eigen_ms"] = t.baseline * 1e3;
   state.counters["speed_vs_eigen"] = t.baseline / t.measured;
 }
-BENCHMARK(BM_TrainStep)
-    ->ArgName("threads")
-    ->Arg(1)
-    ->Arg(0)
-    ->UseManualTime()
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TrainStep)->Apply(ThreadCases);
 
 void BM_EagerTrainStep(benchmark::State& state) {
   std::optional<tbb::global_control> limit;
@@ -366,12 +367,7 @@ void BM_EagerTrainStep(benchmark::State& state) {
   state.counters["graph_ms"] = t.baseline * 1e3;
   state.counters["eager_vs_graph"] = t.measured / t.baseline;
 }
-BENCHMARK(BM_EagerTrainStep)
-    ->ArgName("threads")
-    ->Arg(1)
-    ->Arg(0)
-    ->UseManualTime()
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EagerTrainStep)->Apply(ThreadCases);
 
 #ifdef CKFLOW_BENCH_TORCH
 // The same MLP in C++ libtorch: Linear layers as addmm, ReLU, cross-entropy
@@ -427,12 +423,7 @@ void BM_TorchStep(benchmark::State& state) {
   state.counters["torch_ms"] = t.baseline * 1e3;
   state.counters["speed_vs_torch"] = t.baseline / t.measured;
 }
-BENCHMARK(BM_TorchStep)
-    ->ArgName("threads")
-    ->Arg(1)
-    ->Arg(0)
-    ->UseManualTime()
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TorchStep)->Apply(ThreadCases);
 #endif
 
 // ---------------------------------------------------- saves inside the loop
