@@ -11,6 +11,9 @@
 //                 out of what its previous iteration left cached).
 //   Save          Checkpoint::Write vs pwrite of the same bytes; durable:
 //                 both fsync.
+//   RestoreOnCreate  an eager program's restore-on-create of the small
+//                 variables (created after Restore) vs the graph program
+//                 creating and restoring the same; both timed whole.
 //   SaveAsync     the stall of Write({.async = true}) vs a synchronous
 //                 Write with the same durability, and its snapshot vs
 //                 memcpy of the same bytes.
@@ -27,6 +30,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -36,6 +40,7 @@
 #include "bundle/bundle_format.h"
 #include "bundle/bundle_reader.h"
 #include "checkpoint/checkpoint.h"
+#include "ops/array_ops.h"
 #include "workloads/model_program.h"
 #include "workloads/raw_io.h"
 
@@ -261,6 +266,58 @@ void BM_RestoreSmall(benchmark::State& state) {
       static_cast<double>(faults) / static_cast<double>(state.iterations() * count);
 }
 
+// args: variables (1 KiB each). Restore-on-create in an eager program:
+// Restore before anything exists, then create and track each variable (its
+// value read as it appears, through the one reader Restore opened), against
+// the graph program in the same iteration: create the same variables, Restore,
+// InitializeOrRestore. Both timed whole, variable creation included.
+// Counter eager_vs_graph: eager time / graph time (target: <= 2).
+void BM_RestoreOnCreate(benchmark::State& state) {
+  const int64_t count = state.range(0);
+  std::string path;
+  {
+    auto writer = Model(count, 256, true);
+    path = writer->checkpoint->Write(BenchDir() + "/on_create", *writer->session).value();
+  }
+  double eager_s = 0, graph_s = 0;
+  for (auto _ : state) {
+    auto start = Clock::now();
+    {
+      auto p = Model(count, 256, false);
+      LoadStatus status = p->checkpoint->Restore(path).value();
+      Status s = status.InitializeOrRestore(*p->session);
+      if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+      graph_s += SecondsSince(start);
+      state.PauseTiming();
+    }
+    state.ResumeTiming();
+    start = Clock::now();
+    {
+      Scope scope = Scope::NewEagerScope();
+      auto model = std::make_shared<workloads::Module>();
+      Checkpoint checkpoint(scope, {{"model", model}});
+      LoadStatus status = checkpoint.Restore(path).value();
+      Output shape = ops::Const(scope, std::vector<int64_t>{256}, {1});
+      for (int64_t i = 0; i < count; ++i) {
+        char name[32];
+        std::snprintf(name, sizeof(name), "v%lld", static_cast<long long>(i));
+        model->Track(name, Variable::Create(scope, name, ops::Fill(scope, shape, 0.0f)));
+      }
+      Status s = status.AssertConsumed();
+      if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+      const double t = SecondsSince(start);
+      eager_s += t;
+      state.SetIterationTime(t);
+      state.PauseTiming();
+    }
+    state.ResumeTiming();
+  }
+  const auto n = static_cast<double>(state.iterations() * count);
+  state.counters["eager_us_per_variable"] = eager_s / n * 1e6;
+  state.counters["graph_us_per_variable"] = graph_s / n * 1e6;
+  state.counters["eager_vs_graph"] = eager_s / graph_s;
+}
+
 // args: MiB, variables, threads, durable.
 void BM_Save(benchmark::State& state) {
   const int64_t bytes = state.range(0) << 20;
@@ -408,6 +465,9 @@ void Register() {
   restore_small->ArgNames({"vars", "threads", "cold"})
       ->UseManualTime()
       ->Unit(benchmark::kMillisecond);
+  auto* on_create = benchmark::RegisterBenchmark("RestoreOnCreate", BM_RestoreOnCreate);
+  for (int64_t n : smalls) on_create->Args({n});
+  on_create->ArgNames({"vars"})->UseManualTime()->Unit(benchmark::kMillisecond);
 }
 
 }  // namespace

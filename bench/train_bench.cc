@@ -21,6 +21,11 @@
 //                            the session step under the same limit:
 //     torch_ms        the libtorch step
 //     speed_vs_torch  libtorch time / session time (target: >= 1.0)
+//   BM_EagerTrainStep/threads:N   the same step executing eagerly, timed
+//                            interleaved with the session step:
+//     graph_ms        the session step
+//     eager_vs_graph  eager time / session time (target: <= 1.5)
+//     cpu_per_wall    as above, of the eager steps
 #include <benchmark/benchmark.h>
 #include <stdlib.h>
 #include <tbb/global_control.h>
@@ -248,6 +253,35 @@ class SessionModel {
   std::unique_ptr<Session> session_;
 };
 
+// The MLP executing eagerly (graph/eager.h): every op built and run as it is
+// called, gradients through a GradientTape.
+class EagerMlp {
+ public:
+  EagerMlp() {
+    scope_.graph().set_seed(3);
+    mlp_ =
+        Sequential::Make({Dense::Make(kHidden, {.activation = ops::Relu}),
+                          Dense::Make(kHidden, {.activation = ops::Relu}), Dense::Make(kClasses)});
+    adam_ = Adam::Make();
+  }
+
+  float Step(const Batch& batch) {
+    Output loss;
+    adam_->Minimize(scope_, [&] {
+      loss = losses::SoftmaxCrossEntropyWithLogits(scope_, ops::Const(scope_, batch.y),
+                                                   (*mlp_)(scope_, ops::Const(scope_, batch.x)));
+      return loss;
+    });
+    Check(scope_.status());
+    return loss.value().scalar<float>();
+  }
+
+ private:
+  Scope scope_ = Scope::NewEagerScope();
+  std::shared_ptr<Sequential> mlp_;
+  std::shared_ptr<Adam> adam_;
+};
+
 double Seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
@@ -267,34 +301,41 @@ int ApplyThreads(benchmark::State& state, std::optional<tbb::global_control>& li
   return MaxParallelism();
 }
 
-// Times `session_step` and `baseline` alternately; returns their mean
-// seconds per step and the process's CPU time per session step.
+// Times `measured` (the iteration's time) and `baseline` alternately, so
+// both see the same machine state; returns their mean seconds per step
+// and the process's CPU time per measured step.
 struct PairTimes {
-  double session = 0, baseline = 0, session_cpu = 0;
+  double measured = 0, baseline = 0, measured_cpu = 0;
 };
-template <typename SessionStep, typename Baseline>
-PairTimes TimePair(benchmark::State& state, SessionStep session_step, Baseline baseline) {
+template <typename Measured, typename Baseline>
+PairTimes TimePair(benchmark::State& state, Measured measured, Baseline baseline) {
   PairTimes t;
   for (auto _ : state) {
     const double c0 = ProcessCpuSeconds();
     auto t0 = std::chrono::steady_clock::now();
-    session_step();
+    measured();
     auto t1 = std::chrono::steady_clock::now();
     const double c1 = ProcessCpuSeconds();
     baseline();
     auto t2 = std::chrono::steady_clock::now();
     state.SetIterationTime(Seconds(t1 - t0));
-    t.session += Seconds(t1 - t0);
+    t.measured += Seconds(t1 - t0);
     t.baseline += Seconds(t2 - t1);
-    t.session_cpu += c1 - c0;
+    t.measured_cpu += c1 - c0;
   }
   const auto n = static_cast<double>(state.iterations());
-  t.session /= n;
+  t.measured /= n;
   t.baseline /= n;
-  t.session_cpu /= n;
-  state.counters["cpu_per_wall"] = t.session_cpu / t.session;
+  t.measured_cpu /= n;
+  state.counters["cpu_per_wall"] = t.measured_cpu / t.measured;
   state.SetItemsProcessed(state.iterations() * kBatch);
   return t;
+}
+
+// The cases of a step benchmark: one thread, then no limit; timed by
+// SetIterationTime.
+void ThreadCases(benchmark::internal::Benchmark* b) {
+  b->ArgName("threads")->Arg(1)->Arg(0)->UseManualTime()->Unit(benchmark::kMillisecond);
 }
 
 void BM_TrainStep(benchmark::State& state) {
@@ -309,14 +350,24 @@ void BM_TrainStep(benchmark::State& state) {
       state, [&] { benchmark::DoNotOptimize(session_mlp.Step(batch.x, batch.y)); },
       [&] { benchmark::DoNotOptimize(eigen_mlp.Step(x, y)); });
   state.counters["eigen_ms"] = t.baseline * 1e3;
-  state.counters["speed_vs_eigen"] = t.baseline / t.session;
+  state.counters["speed_vs_eigen"] = t.baseline / t.measured;
 }
-BENCHMARK(BM_TrainStep)
-    ->ArgName("threads")
-    ->Arg(1)
-    ->Arg(0)
-    ->UseManualTime()
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TrainStep)->Apply(ThreadCases);
+
+void BM_EagerTrainStep(benchmark::State& state) {
+  std::optional<tbb::global_control> limit;
+  ApplyThreads(state, limit);
+  Batch batch;
+  SessionModel session_mlp(kMlp);
+  EagerMlp eager_mlp;
+  eager_mlp.Step(batch);  // builds the layers and slots
+  const PairTimes t = TimePair(
+      state, [&] { benchmark::DoNotOptimize(eager_mlp.Step(batch)); },
+      [&] { benchmark::DoNotOptimize(session_mlp.Step(batch.x, batch.y)); });
+  state.counters["graph_ms"] = t.baseline * 1e3;
+  state.counters["eager_vs_graph"] = t.measured / t.baseline;
+}
+BENCHMARK(BM_EagerTrainStep)->Apply(ThreadCases);
 
 #ifdef CKFLOW_BENCH_TORCH
 // The same MLP in C++ libtorch: Linear layers as addmm, ReLU, cross-entropy
@@ -370,14 +421,9 @@ void BM_TorchStep(benchmark::State& state) {
       state, [&] { benchmark::DoNotOptimize(session_mlp.Step(batch.x, batch.y)); },
       [&] { benchmark::DoNotOptimize(torch_mlp.Step()); });
   state.counters["torch_ms"] = t.baseline * 1e3;
-  state.counters["speed_vs_torch"] = t.baseline / t.session;
+  state.counters["speed_vs_torch"] = t.baseline / t.measured;
 }
-BENCHMARK(BM_TorchStep)
-    ->ArgName("threads")
-    ->Arg(1)
-    ->Arg(0)
-    ->UseManualTime()
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TorchStep)->Apply(ThreadCases);
 #endif
 
 // ---------------------------------------------------- saves inside the loop

@@ -42,10 +42,32 @@ class CheckpointRoot : public Trackable {
     return save_counter_;
   }
 
+  // A session over the eager variables, for the save ops (made once).
+  StatusOr<Session*> EagerSession() {
+    if (!scope_.eager()) {
+      return FailedPreconditionError(
+          "Checkpoint::Save without a Session needs a checkpoint built in an eager scope");
+    }
+    if (eager_session_ == nullptr) {
+      SessionOptions options{.file_system = saver_->file_system(),
+                             .resources = scope_.eager_context()->shared_resources()};
+      CKFLOW_ASSIGN_OR_RETURN(eager_session_, Session::Create(scope_.graph(), std::move(options)));
+    }
+    return eager_session_.get();
+  }
+
   // Increments save_counter in `session` (creating and initializing it on
   // the first save) and returns the new value, as Checkpoint.save does.
   StatusOr<int64_t> IncrementSaveCounter(Session& session) {
     CKFLOW_RETURN_IF_ERROR(scope_.status());
+    if (scope_.eager()) {
+      if (MaybeCreateSaveCounter() == nullptr) return scope_.status();
+      Scope s = scope_.WithNoControlDependencies().WithDevice("");
+      save_counter_->AssignAdd(s, ops::Const(s, int64_t{1}));
+      Tensor counted = save_counter_->value().value();
+      CKFLOW_RETURN_IF_ERROR(scope_.status());
+      return counted.scalar<int64_t>();
+    }
     if (save_counter_ == nullptr) {
       if (MaybeCreateSaveCounter() == nullptr) return scope_.status();
       CKFLOW_RETURN_IF_ERROR(session.Run({}, {}, {save_counter_->initializer()}).status());
@@ -70,6 +92,7 @@ class CheckpointRoot : public Trackable {
   std::shared_ptr<Saver> saver_;
   std::shared_ptr<Variable> save_counter_;
   Output increment_;
+  std::unique_ptr<Session> eager_session_;
 };
 
 namespace {
@@ -204,6 +227,11 @@ StatusOr<std::string> Checkpoint::WriteThen(const std::string& prefix, Session& 
   CKFLOW_RETURN_IF_ERROR(
       root_->saver()->WriteObjects(root_, prefix, session, options, std::move(on_written)));
   return prefix;
+}
+
+StatusOr<std::string> Checkpoint::Save(const std::string& prefix, const SaveOptions& options) {
+  CKFLOW_ASSIGN_OR_RETURN(Session * session, root_->EagerSession());
+  return Save(prefix, *session, options);
 }
 
 StatusOr<std::string> Checkpoint::Save(const std::string& prefix, Session& session,

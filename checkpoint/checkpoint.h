@@ -104,6 +104,11 @@ class LoadStatus {
   // Runs the restore ops, then initializes every variable this restore did
   // not match and no later restore assigned.
   Status InitializeOrRestore(Session& session) const;
+  // A restore into an eager scope (graph/eager.h) assigned each value as its
+  // object appeared: the four calls above (with or without a session) are
+  // no-ops returning OK; without one, in graph mode, FailedPrecondition.
+  Status RunRestoreOps() const;
+  Status InitializeOrRestore() const;
 
   // The checkpoint this status restores from; empty for kInitializationOnly.
   const std::string& save_path() const;
@@ -191,6 +196,10 @@ class Checkpoint {
   // path written.
   StatusOr<std::string> Save(const std::string& prefix, Session& session,
                              const SaveOptions& options = {});
+  // Save of a checkpoint built in an eager scope (graph/eager.h), whose
+  // variables hold their values without a Session (one over the eager
+  // variables is made on first use). FailedPrecondition in graph mode.
+  StatusOr<std::string> Save(const std::string& prefix, const SaveOptions& options = {});
   // Writes exactly `prefix`: no counter increment, no state file.
   StatusOr<std::string> Write(const std::string& prefix, Session& session,
                               const SaveOptions& options = {});

@@ -138,6 +138,9 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
 
   Status ExistingObjectsMatched() const {
     const RestoreCoordinator& c = *coord_;
+    // In graph mode running the restore ops reports these; eager restores
+    // have no ops to run.
+    if (eager()) CKFLOW_RETURN_IF_ERROR(c.Problems());
     CKFLOW_RETURN_IF_ERROR(
         Unmet("Object(s) not assigned a value from checkpoint '" + c.save_path() + "':",
               c.StaleObjects()));
@@ -330,7 +333,8 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl {
       }
     }
     if (!items.empty()) {
-      CKFLOW_ASSIGN_OR_RETURN(std::vector<Output> ops, saver_->RestoreOps(std::move(items)));
+      CKFLOW_ASSIGN_OR_RETURN(std::vector<Output> ops,
+                              saver_->RestoreOps(std::move(items), save_path_));
       restore_ops_.insert(restore_ops_.end(), ops.begin(), ops.end());
     }
     CKFLOW_RETURN_IF_ERROR(HandOverBundleReader(session.resources(), reader_));
@@ -400,8 +404,10 @@ StatusOr<LoadStatus> RestoreRoot(
     const std::optional<std::string>& save_path,
     const std::function<std::shared_ptr<Trackable>()>& make_save_counter,
     const RestoreOptions& options) {
+  const bool eager = saver->scope().eager();
   if (!save_path.has_value()) {
     auto status = std::make_shared<InitializationOnlyStatusImpl>(root);
+    status->set_eager(eager);
     if (make_save_counter) make_save_counter();
     return LoadStatusImpl::Wrap(status);
   }
@@ -425,17 +431,24 @@ StatusOr<LoadStatus> RestoreRoot(
   CKFLOW_RETURN_IF_ERROR(graph.status());
   if (graph->proto == nullptr) {
     auto status = std::make_shared<NameBasedSaverStatusImpl>(*save_path, *reader, saver, root);
+    status->set_eager(eager);
     if (make_save_counter) {
       if (std::shared_ptr<Trackable> counter = make_save_counter())
         status->MarkOptional(counter.get());
     }
     return LoadStatusImpl::Wrap(status);
   }
+  if (eager) {
+    // Restore-on-create reads every value through this one reader.
+    CKFLOW_RETURN_IF_ERROR(
+        HandOverBundleReader(saver->scope().eager_context()->resources(), *reader));
+  }
   auto coordinator =
       std::make_shared<RestoreCoordinator>(*save_path, *std::move(reader), std::move(graph->arena),
                                            graph->proto, saver, options.skip_slot_variables);
   coordinator->RestoreFrom(0, root);
   auto status = std::make_shared<CheckpointLoadStatusImpl>(std::move(coordinator), root);
+  status->set_eager(eager);
   if (make_save_counter) make_save_counter();
   return LoadStatusImpl::Wrap(status);
 }
@@ -469,9 +482,23 @@ LoadStatus& LoadStatus::ExpectPartial() {
   impl_->ExpectPartial();
   return *this;
 }
-Status LoadStatus::RunRestoreOps(Session& session) const { return impl_->RunRestoreOps(session); }
+Status LoadStatus::RunRestoreOps(Session& session) const {
+  if (impl_->eager()) return OkStatus();
+  return impl_->RunRestoreOps(session);
+}
 Status LoadStatus::InitializeOrRestore(Session& session) const {
+  if (impl_->eager()) return OkStatus();
   return impl_->InitializeOrRestore(session);
+}
+Status LoadStatus::RunRestoreOps() const {
+  if (impl_->eager()) return OkStatus();
+  return FailedPreconditionError("RunRestoreOps of '", save_path(),
+                                 "': a graph-mode restore runs its ops in a Session");
+}
+Status LoadStatus::InitializeOrRestore() const {
+  if (impl_->eager()) return OkStatus();
+  return FailedPreconditionError("InitializeOrRestore of '", save_path(),
+                                 "': a graph-mode restore runs its ops in a Session");
 }
 const std::string& LoadStatus::save_path() const { return impl_->save_path(); }
 

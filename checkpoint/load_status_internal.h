@@ -32,6 +32,14 @@ class LoadStatusImpl {
   static LoadStatus Wrap(std::shared_ptr<LoadStatusImpl> impl) {
     return LoadStatus(std::move(impl));
   }
+
+  // Restored into an eager scope: values were assigned as their objects
+  // appeared, so there are no ops to run (TensorFlow's eager statuses).
+  bool eager() const { return eager_; }
+  void set_eager(bool eager) { eager_ = eager; }
+
+ private:
+  bool eager_ = false;
 };
 
 // Restores `root` from `save_path` through `saver`: the object-based path if

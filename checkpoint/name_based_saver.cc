@@ -221,7 +221,7 @@ Status NameBasedSaver::Restore(Session& session, const std::string& save_path) {
     }
     items.push_back({key, std::move(attribute), entry - reader->entries().data()});
   }
-  CKFLOW_ASSIGN_OR_RETURN(std::vector<Output> ops, saver_->RestoreOps(std::move(items)));
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<Output> ops, saver_->RestoreOps(std::move(items), save_path));
   // The restore kernels read through this reader instead of opening the
   // checkpoint again, as an object-based restore's do.
   CKFLOW_RETURN_IF_ERROR(internal::HandOverBundleReader(session.resources(), std::move(reader)));

@@ -157,14 +157,16 @@ Status Saver::CheckGraphAlive() const {
 
 Output Saver::restore_prefix() {
   if (!restore_prefix_.valid() && CheckGraphAlive().ok()) {
-    restore_prefix_ = ops::Placeholder(scope_.WithOpName("restore_prefix"), DT_STRING,
-                                       {.shape = PartialShape::Scalar()});
+    restore_prefix_ = ops::Placeholder(scope_.WithoutExecution().WithOpName("restore_prefix"),
+                                       DT_STRING, {.shape = PartialShape::Scalar()});
   }
   return restore_prefix_;
 }
 
-StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items) {
+StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items,
+                                                const std::string& save_path) {
   CKFLOW_RETURN_IF_ERROR(CheckGraphAlive());
+  // A group member restores only what it owns, also on creation.
   if (group_.group != nullptr && group_.restore_owned_only) {
     std::vector<std::pair<std::string, int64_t>> sized;
     sized.reserve(items.size());
@@ -181,6 +183,7 @@ StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items) 
     }
     items.resize(kept);
   }
+  if (scope_.eager()) return RestoreNow(std::move(items), save_path);
   struct Group {
     size_t begin, end;
     std::string signature;
@@ -242,6 +245,34 @@ StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items) 
   return result;
 }
 
+StatusOr<std::vector<Output>> Saver::RestoreNow(std::vector<RestoreItem> items,
+                                                const std::string& save_path) {
+  // Restore-on-create: the same RestoreVariables op, run by the eager scope
+  // as it is built, through the reader the restore handed over. Nothing is
+  // cached: the values are in place, and a later restore runs again.
+  if (items.empty()) return std::vector<Output>();  // a group member's share
+  std::vector<Output> handles;
+  std::vector<std::string> keys;
+  std::vector<int64_t> positions;
+  std::vector<std::string> slices;  // a part of a partitioned variable
+  handles.reserve(items.size());
+  keys.reserve(items.size());
+  positions.reserve(items.size());
+  slices.reserve(items.size());
+  for (RestoreItem& item : items) {
+    handles.push_back(item.attribute.handle);
+    keys.push_back(std::move(item.key));
+    positions.push_back(item.position);
+    slices.push_back(std::move(item.attribute.slice_spec));
+  }
+  CKFLOW_ASSIGN_OR_RETURN(ops::VariableDeclarations variables, ops::DeclarationsOf(handles));
+  const Scope scope = scope_.WithDevice("");
+  Output op = ops::RestoreVariables(scope, ops::Const(scope, save_path), std::move(keys),
+                                    std::move(variables), std::move(positions), std::move(slices));
+  if (!op.valid()) return scope_.status().WithContext("restoring on creation");
+  return std::vector<Output>();
+}
+
 StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const std::vector<ObjectGraph::Value>& values,
                                                 const std::vector<std::vector<int>>& groups,
                                                 bool durable, bool merge, bool object_graph) {
@@ -261,7 +292,8 @@ StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const std::vector<ObjectGraph::V
   if (cached != save_graphs_.end()) return cached->second.get();
 
   auto save = std::make_unique<SaveGraph>();
-  Scope scope = scope_.NewSubScope("save");
+  // Built once and run by a session at every save, also in an eager scope.
+  Scope scope = scope_.WithoutExecution().NewSubScope("save");
   save->object_graph = ops::Placeholder(scope.WithOpName("object_graph"), DT_STRING,
                                         {.shape = PartialShape::Scalar()});
   std::vector<Output> shard_ops;

@@ -86,8 +86,11 @@ class Saver {
   Output restore_prefix();
   // Restore ops for `items` (split into groups the session runs in
   // parallel), reusing ops built before for the same items. In a group, for
-  // the items this member owns (GroupOptions::restore_owned_only).
-  StatusOr<std::vector<Output>> RestoreOps(std::vector<RestoreItem> items);
+  // the items this member owns (GroupOptions::restore_owned_only). In an
+  // eager scope the values are restored now from `save_path` (through the
+  // reader handed over to the eager context) and no ops are returned.
+  StatusOr<std::vector<Output>> RestoreOps(std::vector<RestoreItem> items,
+                                           const std::string& save_path);
 
   ~Saver();
 
@@ -138,6 +141,9 @@ class Saver {
     std::vector<Output> shards;  // the SaveV2 ops
     std::vector<Output> reads;   // every value read, once, in order of first use
   };
+  // RestoreOps in an eager scope.
+  StatusOr<std::vector<Output>> RestoreNow(std::vector<RestoreItem> items,
+                                           const std::string& save_path);
   // What a save derives from one object graph.
   struct SavePlan {
     uint64_t generation = 0;

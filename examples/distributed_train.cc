@@ -24,6 +24,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "distributed/worker_group.h"
+#include "examples/regress_model.h"
 #include "ops/array_ops.h"
 #include "ops/layers.h"
 #include "ops/losses.h"
@@ -37,22 +38,7 @@ namespace {
 
 using namespace ckflow;  // NOLINT: an example reads better without prefixes
 
-class Regress : public Model {
- public:
-  Regress() : Model("regress") {
-    input_transform_ = Track("input_transform", Dense::Make(10));
-    hidden_ = Track("hidden", Dense::Make(10, {.activation = ops::Relu}));
-    output_ = Track("output", Dense::Make(1));
-  }
-
- protected:
-  Output Call(const Scope& scope, Output x) override {
-    return (*output_)(scope, (*hidden_)(scope, (*input_transform_)(scope, x)));
-  }
-
- private:
-  std::shared_ptr<Dense> input_transform_, hidden_, output_;
-};
+using examples::Regress;
 
 // y = 2 x0 - x1 + 0.5 x2 x3 + noise; each rank draws its own stream.
 std::vector<Feed> NextBatch(std::mt19937& rng, int64_t batch_size, Output x, Output y) {

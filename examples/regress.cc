@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "examples/regress_model.h"
 #include "ops/array_ops.h"
 #include "ops/layers.h"
 #include "ops/losses.h"
@@ -37,22 +38,7 @@ namespace {
 
 using namespace ckflow;  // NOLINT: an example reads better without prefixes
 
-class Regress : public Model {
- public:
-  Regress() : Model("regress") {
-    input_transform_ = Track("input_transform", Dense::Make(10));
-    hidden_ = Track("hidden", Dense::Make(10, {.activation = ops::Relu}));
-    output_ = Track("output", Dense::Make(1));
-  }
-
- protected:
-  Output Call(const Scope& scope, Output x) override {
-    return (*output_)(scope, (*hidden_)(scope, (*input_transform_)(scope, x)));
-  }
-
- private:
-  std::shared_ptr<Dense> input_transform_, hidden_, output_;
-};
+using examples::Regress;
 
 // Batches of (x, y) drawn from the function above.
 class SyntheticData {

@@ -15,6 +15,11 @@ std::string Output::name() const {
   return node_->name() + ":" + std::to_string(index_);
 }
 
+Tensor Output::value() const {
+  if (node_ == nullptr || !node_->has_values()) return Tensor();
+  return node_->value(index_);
+}
+
 StatusOr<Node*> Graph::AddNode(NodeSpec spec) {
   if (spec.op_def == nullptr) return InvalidArgumentError(spec.name, ": no op definition");
   const std::string where = spec.name + " (" + spec.op_def->type + ")";
@@ -40,7 +45,11 @@ StatusOr<Node*> Graph::AddNode(NodeSpec spec) {
     ctx.input_shapes.push_back(in.shape());
     ctx.input_names.push_back(in.name());
     const Tensor* constant = nullptr;
-    if (in.node()->type() == "Const") {
+    if (in.node()->has_values()) {
+      // Eager: every input is known, so shapes follow from values as they
+      // do from constants.
+      constant = &in.node()->value(in.index());
+    } else if (in.node()->type() == "Const") {
       if (const AttrValue* v = in.node()->attrs().Find("value")) constant = std::get_if<Tensor>(v);
     }
     ctx.input_constants.push_back(constant);
@@ -56,9 +65,35 @@ StatusOr<Node*> Graph::AddNode(NodeSpec spec) {
                          ctx.output_shapes.size(), " shapes");
   }
 
+  if (spec.transient) {
+    // Owned by its Outputs; the context keeps it until one exists.
+    auto node = std::shared_ptr<Node>(new Node());
+    node->graph_ = this;
+    node->transient_ = true;
+    node->name_ = std::move(spec.name);
+    node->op_def_ = spec.op_def;
+    node->device_ = std::move(spec.device);
+    node->attrs_ = std::move(spec.attrs);
+    node->inputs_ = std::move(spec.inputs);
+    node->output_types_ = std::move(ctx.output_types);
+    node->output_shapes_ = std::move(ctx.output_shapes);
+    Node* raw = node.get();
+    if (eager_ != nullptr) eager_->Pin(std::move(node));
+    return raw;
+  }
+
   std::lock_guard<std::mutex> lock(mu_);
   if (by_name_.count(spec.name)) {
     return AlreadyExistsError("node name '", spec.name, "' is already used in the graph");
+  }
+  if (eager_ != nullptr) {
+    // An eager graph reserves name scopes only when something permanent (a
+    // variable) is created in them, so "dense" becomes "dense_1" for a
+    // second layer but a step's "gradients" scope is reused every step.
+    for (size_t slash = spec.name.find('/'); slash != std::string::npos;
+         slash = spec.name.find('/', slash + 1)) {
+      names_.emplace(spec.name.substr(0, slash), 1);
+    }
   }
   auto node = std::unique_ptr<Node>(new Node());
   node->graph_ = this;
@@ -120,6 +155,17 @@ std::string Graph::UniqueName(std::string_view base) {
       names_.emplace(candidate, 1);
       return candidate;
     }
+  }
+}
+
+std::string Graph::FreeName(std::string_view base) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string name(base);
+  auto it = names_.find(name);
+  if (it == names_.end()) return name;
+  for (int n = it->second;; ++n) {
+    std::string candidate = name + "_" + std::to_string(n);
+    if (!names_.count(candidate)) return candidate;
   }
 }
 
@@ -206,12 +252,22 @@ std::string Graph::ToDot() const {
 
 Scope Scope::NewRootScope() { return Scope(std::make_shared<Graph>()); }
 
+Scope Scope::NewEagerScope(FileSystem* file_system) {
+  auto graph = std::make_shared<Graph>();
+  graph->eager_ = std::make_unique<EagerContext>(file_system);
+  Scope scope(std::move(graph));
+  scope.eager_ = true;
+  return scope;
+}
+
 StatusOr<Scope> Scope::ForGraph(Graph& graph) {
   std::shared_ptr<Graph> shared = graph.weak_from_this().lock();
   if (shared == nullptr) {
     return FailedPreconditionError("the graph was not made by Scope::NewRootScope");
   }
-  return Scope(std::move(shared));
+  Scope scope(std::move(shared));
+  scope.eager_ = graph.eager_context() != nullptr;
+  return scope;
 }
 
 Scope Scope::NewSubScope(std::string_view name) const {
@@ -219,7 +275,8 @@ Scope Scope::NewSubScope(std::string_view name) const {
   s.op_name_.clear();
   if (name.empty()) return s;
   std::string full = prefix_.empty() ? std::string(name) : prefix_ + "/" + std::string(name);
-  s.prefix_ = graph_->UniqueName(full);
+  s.prefix_ =
+      graph_->eager_context() != nullptr ? graph_->FreeName(full) : graph_->UniqueName(full);
   return s;
 }
 
@@ -237,7 +294,8 @@ Scope Scope::WithControlDependencies(const std::vector<Output>& deps) const {
           InvalidArgumentError("control dependency is invalid (an earlier build step failed)"));
       continue;
     }
-    s.control_deps_.push_back(d.node());
+    // Eager nodes may be freed, and already ran: nothing to wait for.
+    if (!eager_) s.control_deps_.push_back(d.node());
   }
   return s;
 }
@@ -254,9 +312,19 @@ Scope Scope::WithDevice(std::string_view device) const {
   return s;
 }
 
-Scope Scope::Root() const { return Scope(graph_); }
+Scope Scope::Root() const {
+  Scope s(graph_);
+  s.eager_ = eager_;
+  return s;
+}
 
 StatusOr<std::string> Scope::NameForNode(std::string_view op_type) const {
+  if (eager_) {
+    // Eager nodes are transient: their names label messages and gradient
+    // scopes, and are neither unique nor reserved.
+    std::string_view base = op_name_.empty() ? op_type : std::string_view(op_name_);
+    return prefix_.empty() ? std::string(base) : prefix_ + "/" + std::string(base);
+  }
   if (!op_name_.empty()) {
     std::string full = prefix_.empty() ? op_name_ : prefix_ + "/" + op_name_;
     if (graph_->IsNameUsed(full)) {
@@ -275,16 +343,24 @@ Node* Scope::AddNode(const OpDef& def, std::vector<Output> inputs, AttrMap attrs
     UpdateStatus(name.status());
     return nullptr;
   }
+  // Eager ops run in program order, so control dependencies are moot.
   NodeSpec spec{.name = *std::move(name),
                 .op_def = &def,
                 .inputs = std::move(inputs),
-                .control_inputs = control_deps_,
+                .control_inputs = eager_ ? std::vector<Node*>() : control_deps_,
                 .attrs = std::move(attrs),
-                .device = device_};
+                .device = device_,
+                .transient = eager_};
   StatusOr<Node*> node = graph_->AddNode(std::move(spec));
   if (!node.ok()) {
     UpdateStatus(node.status());
     return nullptr;
+  }
+  if (eager_) {
+    if (Status s = graph_->eager_context()->Execute(**node); !s.ok()) {
+      UpdateStatus(s);
+      return nullptr;
+    }
   }
   return *node;
 }

@@ -36,6 +36,8 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/tensor.h"
+#include "graph/eager.h"
 #include "graph/op_def.h"
 
 namespace ckflow {
@@ -48,7 +50,7 @@ class Node;
 class Output {
  public:
   Output() = default;
-  Output(Node* node, int index = 0) : node_(node), index_(index) {}  // NOLINT
+  Output(Node* node, int index = 0);  // NOLINT
 
   Node* node() const { return node_; }
   int index() const { return index_; }
@@ -56,6 +58,9 @@ class Output {
   DataType dtype() const;             // REQUIRES: valid()
   const PartialShape& shape() const;  // REQUIRES: valid()
   std::string name() const;           // "scope/node:0"
+  // The value an eager scope computed for this output; an invalid Tensor
+  // for an output of a graph-mode node (run those in a Session).
+  Tensor value() const;
 
   friend bool operator==(const Output& a, const Output& b) {
     return a.node_ == b.node_ && a.index_ == b.index_;
@@ -64,9 +69,11 @@ class Output {
  private:
   Node* node_ = nullptr;
   int index_ = 0;
+  // Owns a transient (eager) node; null for graph nodes, which the graph owns.
+  std::shared_ptr<Node> owner_;
 };
 
-class Node {
+class Node : public std::enable_shared_from_this<Node> {
  public:
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
@@ -89,8 +96,16 @@ class Node {
 
   Graph& graph() const { return *graph_; }
 
+  // Built by an eager scope: owned by the Outputs that refer to it, not by
+  // the graph (graph/eager.h); id() is -1.
+  bool transient() const { return transient_; }
+  // Whether an eager context ran this node; then value(i) is output i.
+  bool has_values() const { return !values_.empty(); }
+  const Tensor& value(int i) const { return values_[i]; }  // REQUIRES: has_values()
+
  private:
   friend class Graph;
+  friend class EagerContext;
   Node() = default;
 
   Graph* graph_ = nullptr;
@@ -103,7 +118,13 @@ class Node {
   std::vector<Node*> control_inputs_;
   std::vector<DataType> output_types_;
   std::vector<PartialShape> output_shapes_;
+  bool transient_ = false;
+  std::vector<Tensor> values_;  // set once, by EagerContext::Execute
 };
+
+inline Output::Output(Node* node, int index) : node_(node), index_(index) {
+  if (node != nullptr && node->transient()) owner_ = node->shared_from_this();
+}
 
 // Per-graph state that higher layers keep with the graph (the list of
 // variables, creation hooks). Subclass it; Graph::Attachment<T>() owns one T.
@@ -120,6 +141,9 @@ struct NodeSpec {
   std::vector<Node*> control_inputs;
   AttrMap attrs;
   std::string device;
+  // An eager scope's node (graph/eager.h): not kept by the graph, its name
+  // not reserved.
+  bool transient = false;
 };
 
 class Graph : public std::enable_shared_from_this<Graph> {
@@ -141,6 +165,9 @@ class Graph : public std::enable_shared_from_this<Graph> {
   // `base` if free, else base_1, base_2, ... (the first free one). Reserves
   // the returned name.
   std::string UniqueName(std::string_view base);
+  // The name UniqueName would return, without reserving it (an eager
+  // graph's name scopes: reserved only once a variable is created in them).
+  std::string FreeName(std::string_view base);
   bool IsNameUsed(std::string_view name) const;
 
   // The first build error, or OK. Session::Create returns it.
@@ -161,6 +188,9 @@ class Graph : public std::enable_shared_from_this<Graph> {
     return static_cast<T&>(*slot);
   }
 
+  // The context of a graph made by Scope::NewEagerScope, else null.
+  EagerContext* eager_context() const { return eager_.get(); }
+
   // Graphviz DOT text: one node per op, edges for data (solid) and control
   // (dashed) inputs, name scopes as nested clusters.
   std::string ToDot() const;
@@ -173,6 +203,8 @@ class Graph : public std::enable_shared_from_this<Graph> {
   Status status_;
   std::optional<int64_t> seed_;
   std::unordered_map<std::type_index, std::unique_ptr<GraphAttachment>> attachments_;
+  std::unique_ptr<EagerContext> eager_;  // set once, by Scope::NewEagerScope
+  friend class Scope;
 };
 
 // A position in a graph for building: name scope, control dependencies and
@@ -182,6 +214,9 @@ class Scope {
  public:
   // A new empty graph owned by the returned scope (and its copies).
   static Scope NewRootScope();
+  // A new graph whose ops run when they are built (graph/eager.h);
+  // `file_system` is its kernels' (null: FileSystem::Default()).
+  static Scope NewEagerScope(FileSystem* file_system = nullptr);
 
   // A sub scope "name" (made unique: "name_1" if taken) under this one.
   Scope NewSubScope(std::string_view name) const;
@@ -212,6 +247,18 @@ class Scope {
 
   Graph& graph() const { return *graph_; }
   std::shared_ptr<Graph> shared_graph() const { return graph_; }
+  // Whether nodes built through this scope run at once (graph/eager.h).
+  bool eager() const { return eager_; }
+  // The eager graph's context (variables' values), or null.
+  EagerContext* eager_context() const { return graph_->eager_context(); }
+  // This scope building graph-mode nodes, which a Session runs: on an eager
+  // graph, for ops that must run many times (a checkpoint's save ops) on
+  // the eager variables.
+  Scope WithoutExecution() const {
+    Scope s = *this;
+    s.eager_ = false;
+    return s;
+  }
   bool ok() const { return graph_->status().ok(); }
   Status status() const { return graph_->status(); }
   void UpdateStatus(const Status& s) const { graph_->RecordError(s); }
@@ -226,7 +273,8 @@ class Scope {
   // Builds a node of `def` through this scope: name, control dependencies and
   // device from the scope. Returns nullptr, and records the error in the
   // graph, if the scope already has an error, an input is invalid, or the
-  // shape function rejects the inputs.
+  // shape function rejects the inputs. An eager scope then runs the node
+  // (an error of its kernel is recorded the same way).
   Node* AddNode(const OpDef& def, std::vector<Output> inputs, AttrMap attrs = {}) const;
 
  private:
@@ -237,6 +285,7 @@ class Scope {
   std::string op_name_;  // set by WithOpName
   std::vector<Node*> control_deps_;
   std::string device_;
+  bool eager_ = false;
 };
 
 }  // namespace ckflow

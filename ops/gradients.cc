@@ -4,9 +4,11 @@
 #include <limits>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "ops/array_ops.h"
+#include "ops/gradients_internal.h"
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/ops_internal.h"
@@ -685,24 +687,26 @@ Status CheckOutputs(const Graph& graph, const std::vector<Output>& outputs, std:
   return OkStatus();
 }
 
-// One reverse-accumulation pass. Node ids are a topological order (a node's
-// inputs exist before it), so a forward sweep over ids finds what depends on
-// xs and a backward sweep meets every node after all of its consumers.
+// One reverse-accumulation pass over a topological order of the nodes that
+// may lie between xs and ys (graph ids from the first x on, or a tape's
+// recording): a forward sweep finds what depends on xs and a backward sweep
+// meets every node after all of its consumers.
 class GradientBuilder {
  public:
   GradientBuilder(const Scope& scope, const GradientRegistry& registry)
       : scope_(scope), registry_(registry) {}
 
   StatusOr<std::vector<Output>> Build(const std::vector<Output>& ys, const std::vector<Output>& xs,
-                                      const std::vector<Output>& grad_ys);
+                                      const std::vector<Output>& grad_ys,
+                                      const std::vector<const Node*>& order);
 
  private:
   // True if a gradient flowing into `o` can reach some x.
   bool OnPath(const Output& o) const {
     if (!CarriesGradient(o.dtype())) return false;
-    return reached_[o.node()->id()] || xs_.count({o.node()->id(), o.index()}) > 0;
+    return reached_.count(o.node()) > 0 || xs_.count({o.node(), o.index()}) > 0;
   }
-  void MarkReached(int first_id, int end_id);
+  void MarkReached(const std::vector<const Node*>& order);
   // The name scope of `node`'s gradient, "gradients/<node>_grad", made once.
   const Scope& GradientScope(const Node& node);
   // The gradients that have reached output `index` of `node`, summed into
@@ -713,21 +717,21 @@ class GradientBuilder {
   const Scope& scope_;
   const GradientRegistry& registry_;
   Scope gradients_scope_ = scope_;
-  std::set<std::pair<int, int>> xs_;  // (node id, output index)
-  std::vector<bool> reached_;         // by node id: depends on an x
+  std::set<std::pair<const Node*, int>> xs_;  // (node, output index)
+  std::unordered_set<const Node*> reached_;   // depends on an x
   // Gradients that have arrived at each output of a node, to be summed.
   std::unordered_map<const Node*, std::vector<std::vector<Output>>> pending_;
   std::unordered_map<const Node*, Scope> node_scopes_;
 };
 
-void GradientBuilder::MarkReached(int first_id, int end_id) {
-  Graph& graph = scope_.graph();
-  for (int id = first_id; id < end_id; ++id) {
-    const Node* node = graph.node(id);
+void GradientBuilder::MarkReached(const std::vector<const Node*>& order) {
+  for (const Node* node : order) {
     // A node known to have no gradient blocks every path through it.
     if (registry_.Contains(node->type()) && registry_.Find(node->type()) == nullptr) continue;
-    reached_[id] = std::any_of(node->inputs().begin(), node->inputs().end(),
-                               [this](const Output& in) { return OnPath(in); });
+    if (std::any_of(node->inputs().begin(), node->inputs().end(),
+                    [this](const Output& in) { return OnPath(in); })) {
+      reached_.insert(node);
+    }
   }
 }
 
@@ -787,19 +791,12 @@ Status GradientBuilder::Backprop(const Node& node) {
 
 StatusOr<std::vector<Output>> GradientBuilder::Build(const std::vector<Output>& ys,
                                                      const std::vector<Output>& xs,
-                                                     const std::vector<Output>& grad_ys) {
-  Graph& graph = scope_.graph();
-  const int num_nodes = graph.num_nodes();
-  int first_x = std::numeric_limits<int>::max();
-  for (const Output& x : xs) {
-    xs_.insert({x.node()->id(), x.index()});
-    first_x = std::min(first_x, x.node()->id());
-  }
-  reached_.assign(num_nodes, false);
-  if (!xs.empty()) MarkReached(first_x + 1, num_nodes);
+                                                     const std::vector<Output>& grad_ys,
+                                                     const std::vector<const Node*>& order) {
+  for (const Output& x : xs) xs_.insert({x.node(), x.index()});
+  if (!xs.empty()) MarkReached(order);
 
   gradients_scope_ = scope_.NewSubScope("gradients");
-  int last_y = -1;
   for (size_t i = 0; i < ys.size(); ++i) {
     const Output& y = ys[i];
     if (!OnPath(y)) continue;  // nothing to propagate; skip building ones
@@ -810,12 +807,12 @@ StatusOr<std::vector<Output>> GradientBuilder::Build(const std::vector<Output>& 
     auto& slots = pending_[y.node()];
     slots.resize(y.node()->num_outputs());
     slots[y.index()].push_back(grad_y);
-    last_y = std::max(last_y, y.node()->id());
   }
   CKFLOW_RETURN_IF_ERROR(scope_.status());
 
-  for (int id = last_y; id > first_x && id >= 0; --id) {
-    if (reached_[id]) CKFLOW_RETURN_IF_ERROR(Backprop(*graph.node(id)));
+  // Nodes that no y depends on have nothing pending, and Backprop skips them.
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if (reached_.count(*it)) CKFLOW_RETURN_IF_ERROR(Backprop(**it));
   }
   std::vector<Output> result;
   result.reserve(xs.size());
@@ -828,10 +825,13 @@ StatusOr<std::vector<Output>> GradientBuilder::Build(const std::vector<Output>& 
 
 }  // namespace
 
-StatusOr<std::vector<Output>> AddGradients(const Scope& scope, const std::vector<Output>& ys,
-                                           const std::vector<Output>& xs,
-                                           const std::vector<Output>& grad_ys,
-                                           const GradientRegistry* registry) {
+namespace internal {
+
+StatusOr<std::vector<Output>> GradientsAlong(const Scope& scope, const std::vector<Output>& ys,
+                                             const std::vector<Output>& xs,
+                                             const std::vector<const Node*>& order,
+                                             const std::vector<Output>& grad_ys,
+                                             const GradientRegistry* registry) {
   CKFLOW_RETURN_IF_ERROR(scope.status());
   const Graph& graph = scope.graph();
   CKFLOW_RETURN_IF_ERROR(CheckOutputs(graph, ys, "ys"));
@@ -852,7 +852,29 @@ StatusOr<std::vector<Output>> AddGradients(const Scope& scope, const std::vector
     }
   }
   GradientBuilder builder(scope, registry != nullptr ? *registry : StandardGradients());
-  return builder.Build(ys, xs, grad_ys);
+  return builder.Build(ys, xs, grad_ys, order);
+}
+
+}  // namespace internal
+
+StatusOr<std::vector<Output>> AddGradients(const Scope& scope, const std::vector<Output>& ys,
+                                           const std::vector<Output>& xs,
+                                           const std::vector<Output>& grad_ys,
+                                           const GradientRegistry* registry) {
+  CKFLOW_RETURN_IF_ERROR(scope.status());
+  if (scope.eager()) {
+    return FailedPreconditionError(
+        "AddGradients differentiates a graph; in an eager scope, record the ops with a "
+        "GradientTape (ops/gradient_tape.h)");
+  }
+  const Graph& graph = scope.graph();
+  CKFLOW_RETURN_IF_ERROR(CheckOutputs(graph, xs, "xs"));
+  // Ids are a topological order: everything after the first x.
+  int first_x = graph.num_nodes();
+  for (const Output& x : xs) first_x = std::min(first_x, x.node()->id());
+  std::vector<const Node*> order;
+  for (int id = first_x + 1; id < graph.num_nodes(); ++id) order.push_back(graph.node(id));
+  return internal::GradientsAlong(scope, ys, xs, order, grad_ys, registry);
 }
 
 }  // namespace ckflow

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "ops/array_ops.h"
+#include "ops/gradient_tape.h"
 #include "ops/gradients.h"
 #include "ops/initializers.h"
 #include "ops/math_ops.h"
@@ -40,8 +41,9 @@ Optimizer::Optimizer(std::string type_name, std::string name, std::vector<std::s
 
 // ------------------------------------------------------------ gradients
 
-std::vector<GradAndVar> Optimizer::ComputeGradients(
-    const Scope& scope, Output loss, std::vector<std::shared_ptr<Variable>> var_list) {
+std::vector<GradAndVar> Optimizer::GradientsOf(
+    const Scope& scope, const Output& loss, std::vector<std::shared_ptr<Variable>> var_list,
+    const std::function<StatusOr<std::vector<Output>>(const std::vector<Output>&)>& gradients) {
   if (!scope.ok()) return {};
   if (!loss.valid()) {
     scope.UpdateStatus(InvalidArgumentError(name_, ": the loss is invalid"));
@@ -60,7 +62,7 @@ std::vector<GradAndVar> Optimizer::ComputeGradients(
     }
     handles.push_back(v->handle());
   }
-  StatusOr<std::vector<Output>> grads = AddGradients(scope, {loss}, handles);
+  StatusOr<std::vector<Output>> grads = gradients(handles);
   if (!grads.ok()) {
     scope.UpdateStatus(grads.status().WithContext(name_ + ": gradients of " + loss.name()));
     return {};
@@ -72,10 +74,37 @@ std::vector<GradAndVar> Optimizer::ComputeGradients(
   return out;
 }
 
-Output Optimizer::Minimize(const Scope& scope, Output loss,
-                           std::vector<std::shared_ptr<Variable>> var_list,
-                           std::shared_ptr<Variable> global_step) {
-  std::vector<GradAndVar> grads_and_vars = ComputeGradients(scope, loss, std::move(var_list));
+std::vector<GradAndVar> Optimizer::ComputeGradients(
+    const Scope& scope, Output loss, std::vector<std::shared_ptr<Variable>> var_list) {
+  return GradientsOf(scope, loss, std::move(var_list), [&](const std::vector<Output>& handles) {
+    return AddGradients(scope, {loss}, handles);
+  });
+}
+
+std::vector<GradAndVar> Optimizer::ComputeGradients(const Scope& scope,
+                                                    const std::function<Output()>& loss_fn,
+                                                    std::vector<std::shared_ptr<Variable>> var_list,
+                                                    Output* loss_out) {
+  if (!scope.ok()) return {};
+  if (!loss_fn) {
+    scope.UpdateStatus(InvalidArgumentError(name_, ": no loss function"));
+    return {};
+  }
+  if (!scope.eager()) {
+    Output loss = loss_fn();
+    if (loss_out != nullptr) *loss_out = loss;
+    return ComputeGradients(scope, loss, std::move(var_list));
+  }
+  GradientTape tape(scope);
+  Output loss = loss_fn();
+  if (loss_out != nullptr) *loss_out = loss;
+  return GradientsOf(scope, loss, std::move(var_list), [&](const std::vector<Output>& handles) {
+    return tape.Gradient(loss, handles);
+  });
+}
+
+Output Optimizer::ApplyComputed(const Scope& scope, const std::vector<GradAndVar>& grads_and_vars,
+                                const Output& loss, std::shared_ptr<Variable> global_step) {
   if (!scope.ok()) return Output();
   bool any = std::any_of(grads_and_vars.begin(), grads_and_vars.end(),
                          [](const GradAndVar& gv) { return gv.grad.valid(); });
@@ -86,6 +115,22 @@ Output Optimizer::Minimize(const Scope& scope, Output loss,
     return Output();
   }
   return ApplyGradients(scope, grads_and_vars, std::move(global_step));
+}
+
+Output Optimizer::Minimize(const Scope& scope, Output loss,
+                           std::vector<std::shared_ptr<Variable>> var_list,
+                           std::shared_ptr<Variable> global_step) {
+  return ApplyComputed(scope, ComputeGradients(scope, loss, std::move(var_list)), loss,
+                       std::move(global_step));
+}
+
+Output Optimizer::Minimize(const Scope& scope, const std::function<Output()>& loss_fn,
+                           std::vector<std::shared_ptr<Variable>> var_list,
+                           std::shared_ptr<Variable> global_step) {
+  Output loss;
+  std::vector<GradAndVar> grads_and_vars =
+      ComputeGradients(scope, loss_fn, std::move(var_list), &loss);
+  return ApplyComputed(scope, grads_and_vars, loss, std::move(global_step));
 }
 
 // ---------------------------------------------------------------- apply
@@ -188,6 +233,13 @@ Output Optimizer::ApplyGradients(const Scope& scope, const std::vector<GradAndVa
     }
     train_deps = {
         global_step->AssignAdd(after.WithOpName("increment_global_step"), ops::Const(after, *one))};
+  }
+  if (scope.eager()) {
+    // The updates ran; the train op only stands for them.
+    for (const Output& op : train_deps) {
+      if (!op.valid()) return Output();
+    }
+    return Output(scope.WithOpName(opt_scope.name_prefix()).AddNode(StandardOp("NoOp"), {}));
   }
   // The train op carries the optimizer's name scope as its own name
   // ("Adam"), as TensorFlow names it.

@@ -36,6 +36,7 @@
 #ifndef CKFLOW_OPS_OPTIMIZERS_H_
 #define CKFLOW_OPS_OPTIMIZERS_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -71,11 +72,28 @@ class Optimizer : public SlotOwner {
                   std::vector<std::shared_ptr<Variable>> var_list = {},
                   std::shared_ptr<Variable> global_step = nullptr);
 
+  // The same with the loss computed by `loss_fn`: in an eager scope
+  // (graph/eager.h) under a GradientTape, so the update runs at once
+  // (layers called in `loss_fn` build on first use, and var_list defaults
+  // to the trainable variables existing after it ran); in a graph scope
+  // loss_fn is called once and the result minimized as above. Returns the
+  // train op (in an eager scope, a NoOp standing for the updates, which
+  // have run).
+  Output Minimize(const Scope& scope, const std::function<Output()>& loss_fn,
+                  std::vector<std::shared_ptr<Variable>> var_list = {},
+                  std::shared_ptr<Variable> global_step = nullptr);
+
   // d loss / d variable for each of `var_list` (default: every trainable
   // variable), in order; an invalid grad where the loss does not depend on
   // the variable.
   std::vector<GradAndVar> ComputeGradients(const Scope& scope, Output loss,
                                            std::vector<std::shared_ptr<Variable>> var_list = {});
+  // The same for the loss `loss_fn` computes (recorded by a GradientTape in
+  // an eager scope), which is also stored in *loss if given.
+  std::vector<GradAndVar> ComputeGradients(const Scope& scope,
+                                           const std::function<Output()>& loss_fn,
+                                           std::vector<std::shared_ptr<Variable>> var_list = {},
+                                           Output* loss = nullptr);
 
   // The update ops for each pair with a gradient (pairs without one are
   // skipped), creating missing slots first. InvalidArgument if no pair has a
@@ -141,6 +159,14 @@ class Optimizer : public SlotOwner {
     std::weak_ptr<Variable> variable;  // a dead variable's entry is stale
     std::shared_ptr<Variable> slot;
   };
+  // ComputeGradients's checks around `gradients`, which maps the
+  // variables' handles to their gradients.
+  std::vector<GradAndVar> GradientsOf(
+      const Scope& scope, const Output& loss, std::vector<std::shared_ptr<Variable>> var_list,
+      const std::function<StatusOr<std::vector<Output>>(const std::vector<Output>&)>& gradients);
+  // Minimize's second half: ApplyGradients unless no variable got a gradient.
+  Output ApplyComputed(const Scope& scope, const std::vector<GradAndVar>& grads_and_vars,
+                       const Output& loss, std::shared_ptr<Variable> global_step);
   Status BindGraph(const Scope& scope);
   Status CheckGradients(const std::vector<GradAndVar>& grads_and_vars) const;
 

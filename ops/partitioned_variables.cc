@@ -44,7 +44,12 @@ std::shared_ptr<PartitionedVariable> PartitionedVariable::Create(
     variable->offsets_.push_back(offset);
     offset += dims[axis];
   }
-  variable->initializer_ = VariablesInitializer(outer.WithOpName("Initializer"), variable->parts_);
+  // Eager parts were assigned as they were created and have no initializer
+  // (as an eager Variable): nothing to group.
+  if (!scope.eager()) {
+    variable->initializer_ =
+        VariablesInitializer(outer.WithOpName("Initializer"), variable->parts_);
+  }
   if (!scope.ok()) return nullptr;
   return variable;
 }

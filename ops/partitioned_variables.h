@@ -61,7 +61,8 @@ class PartitionedVariable : public Trackable {
   // Where part i starts along axis().
   int64_t offset(int i) const { return offsets_[i]; }
 
-  // Runs every part's initializer.
+  // Runs every part's initializer; invalid in an eager scope (the parts were
+  // assigned on creation).
   Output initializer() const override { return initializer_; }
   // One VARIABLE_VALUE per part, each with its slice of the whole.
   std::vector<SaveableAttribute> Attributes() const override;

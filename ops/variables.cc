@@ -84,6 +84,14 @@ std::shared_ptr<Variable> Variable::CreateImpl(
     scope.UpdateStatus(handle.status());
     return nullptr;
   }
+  // Eager: the handle is a permanent node (the variable outlives any step),
+  // run here so its ops have the handle's value.
+  if (scope.eager()) {
+    if (Status s = scope.eager_context()->Execute(**handle); !s.ok()) {
+      scope.UpdateStatus(s);
+      return nullptr;
+    }
+  }
 
   Output initial_value = make_initial_value(var_scope.NewSubScope("Initializer"));
   if (!scope.ok()) return nullptr;
@@ -109,7 +117,16 @@ std::shared_ptr<Variable> Variable::CreateImpl(
   variable->initial_value_ = initial_value;
   variable->initializer_ =
       ops::AssignVariableOp(var_scope.WithOpName("Assign"), variable->handle_, initial_value);
-  variable->value_ = variable->Read(var_scope.NewSubScope("Read").WithOpName("ReadVariableOp"));
+  if (scope.eager()) {
+    // Assigned already; holding the initial value would double the
+    // variable's memory, and value() reads afresh each time.
+    variable->initial_value_ = Output();
+    variable->initializer_ = Output();
+    // Unowned: the graph's variable list holds the variable.
+    variable->read_scope_ = var_scope.NewSubScope("Read").WithOpName("ReadVariableOp").Unowned();
+  } else {
+    variable->value_ = variable->Read(var_scope.NewSubScope("Read").WithOpName("ReadVariableOp"));
+  }
   if (!scope.ok()) return nullptr;
 
   VariableList& list = ListOf(scope.graph());
@@ -120,6 +137,8 @@ std::shared_ptr<Variable> Variable::CreateImpl(
   for (const VariableCreatorHook& hook : hooks) hook(variable);
   return variable;
 }
+
+Output Variable::value() const { return read_scope_ ? Read(*read_scope_) : value_; }
 
 Output Variable::Read(const Scope& scope) const {
   return ops::ReadVariableOp(scope, handle_, dtype_, shape_);

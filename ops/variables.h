@@ -1,4 +1,5 @@
-// Resource variables, TensorFlow-1 graph style.
+// Resource variables, TensorFlow-1 graph style; in an eager scope
+// (graph/eager.h) they hold their value from creation on.
 //
 // A Variable is a graph-side object: a VarHandleOp node (the handle), an
 // initializer op, and a Trackable that owns one checkpointed value,
@@ -88,10 +89,13 @@ class Variable : public Trackable {
   const std::optional<SaveSliceInfo>& save_slice_info() const { return options_.save_slice_info; }
 
   Output handle() const { return handle_; }  // DT_RESOURCE
+  // Invalid for a variable of an eager scope, which is assigned its
+  // initial value (or a checkpointed one) when it is created.
   Output initial_value() const { return initial_value_; }
   Output initializer() const override { return initializer_; }  // AssignVariableOp
-  // The variable's value, read by one ReadVariableOp made at creation.
-  Output value() const { return value_; }
+  // The variable's value, read by one ReadVariableOp made at creation; in
+  // an eager scope, a new read (the current value) on every call.
+  Output value() const;
   // A new read of the variable (e.g. after a control dependency).
   Output Read(const Scope& scope) const;
   // Assignments; each returns the op (0 outputs unless noted).
@@ -121,6 +125,7 @@ class Variable : public Trackable {
   Output initial_value_;
   Output initializer_;
   Output value_;
+  std::optional<Scope> read_scope_;  // eager only: where value() reads
 };
 
 // A hook called with every variable created in a graph, right after

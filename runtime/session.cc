@@ -93,6 +93,7 @@ class Session::Impl {
       : graph_(graph),
         registry_(registry),
         file_system_(options.file_system),
+        resources_(options.resources ? options.resources : std::make_shared<ResourceMgr>()),
         serial_(options.inter_op_parallelism_threads == 1),
         intra_op_threads_(options.intra_op_parallelism_threads) {
     const int inter = options.inter_op_parallelism_threads;
@@ -117,7 +118,7 @@ class Session::Impl {
     std::vector<Tensor> fetched;
     FileSystem* file_system = options.file_system ? options.file_system : file_system_;
     auto run = [&] {
-      return plan.Run(feeds, resources_, &fetched, file_system, serial_, intra_op_threads_);
+      return plan.Run(feeds, *resources_, &fetched, file_system, serial_, intra_op_threads_);
     };
     Status status;
     if (arena_.has_value()) {
@@ -132,7 +133,7 @@ class Session::Impl {
   }
 
   const Graph& graph() const { return graph_; }
-  ResourceMgr& resources() { return resources_; }
+  ResourceMgr& resources() { return *resources_; }
   FileSystem* file_system() const { return file_system_; }
 
   int num_cached_plans() const {
@@ -299,11 +300,11 @@ class Session::Impl {
   const Graph& graph_;
   const OpRegistry& registry_;
   FileSystem* const file_system_;
-  const bool serial_;           // inter_op_parallelism_threads == 1
-  const int intra_op_threads_;  // 0: no limit
+  const std::shared_ptr<ResourceMgr> resources_;  // never null
+  const bool serial_;                             // inter_op_parallelism_threads == 1
+  const int intra_op_threads_;                    // 0: no limit
   // The session's own threads, if its options ask for a number.
   std::optional<tbb::task_arena> arena_;
-  ResourceMgr resources_;
 
   mutable std::mutex build_mu_;  // serializes plan building
   // By node id; a plan points into these, so they live as long as the

@@ -62,6 +62,11 @@ struct SessionOptions {
   // MergeV2Checkpoints, RestoreVariables); nullptr means
   // FileSystem::Default(). Must outlive the session.
   FileSystem* file_system = nullptr;
+  // The state the session's ops keep (variables); null: the session's own.
+  // An eager context's (EagerContext::shared_resources()) lets a session
+  // run graph-mode ops, such as a checkpoint's save ops, on the variables
+  // an eager program created.
+  std::shared_ptr<ResourceMgr> resources;
 
   // Parallelism, named as in TensorFlow's ConfigProto; 0 leaves each to
   // oneTBB (the calling thread's arena, honouring tbb::global_control).

@@ -212,4 +212,13 @@ void ExpectIdentical(const Tensor& a, const Tensor& b, const std::string& what) 
   EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.TotalBytes()), 0) << what;
 }
 
+Initializer WavyInitializer(float phase) {
+  return [phase](const Scope& scope, DataType, const TensorShape& shape) {
+    Tensor t(DT_FLOAT, shape);
+    float i = 0;
+    for (float& v : t.flat<float>()) v = 0.5f * std::sin(phase + 0.7f * i++);
+    return ops::Const(scope, t);
+  };
+}
+
 }  // namespace ckflow::testing

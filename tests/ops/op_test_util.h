@@ -24,6 +24,7 @@
 #include "base/tensor.h"
 #include "graph/graph.h"
 #include "ops/input.h"
+#include "ops/variables.h"
 
 namespace ckflow::testing {
 
@@ -63,6 +64,10 @@ Tensor RandomTensor(DataType dtype, const TensorShape& shape, std::mt19937& rng,
                     double hi = 2);
 // Elements as doubles.
 std::vector<double> ToDoubles(const Tensor& t);
+
+// Fills a float32 variable with 0.5 sin(phase + 0.7 i): a start that graph
+// and eager programs share (random initializers draw per-graph seeds).
+Initializer WavyInitializer(float phase);
 // A tensor of `dtype` holding `values` (converted with static_cast).
 Tensor MakeTensor(DataType dtype, const TensorShape& shape, const std::vector<double>& values);
 
