@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "bundle/checkpoint_state.h"
 #include "checkpoint/checkpoint.h"
@@ -148,6 +149,12 @@ int main(int argc, char** argv) {
   }
   ckflow::workers = world->get();
   const int result = RUN_ALL_TESTS();
+  // Rank 0 made the shared directories, and its exit removes them: no rank
+  // may still be looking at one then.
+  if (ckflow::Status s = ckflow::workers->Barrier(); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    return 1;
+  }
   world->reset();
   return result;
 }
