@@ -40,6 +40,7 @@
 #include "bundle/bundle_format.h"
 #include "bundle/bundle_reader.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_management.h"
 #include "ops/array_ops.h"
 #include "workloads/model_program.h"
 #include "workloads/raw_io.h"

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_management.h"
 #include "ops/array_ops.h"
 #include "ops/variables.h"
 #include "runtime/session.h"

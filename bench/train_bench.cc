@@ -53,6 +53,7 @@
 
 #include "base/parallel.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_management.h"
 #include "ops/array_ops.h"
 #include "ops/layers.h"
 #include "ops/losses.h"

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_management.h"
 #include "distributed/worker_group.h"
 #include "examples/regress_model.h"
 #include "ops/array_ops.h"

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_management.h"
 #include "examples/regress_model.h"
 #include "ops/array_ops.h"
 #include "ops/layers.h"

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_management.h"
 #include "examples/regress_model.h"
 #include "ops/array_ops.h"
 #include "ops/layers.h"

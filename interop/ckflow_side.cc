@@ -36,7 +36,9 @@
 
 #include "bundle/bundle_format.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_management.h"
 #include "checkpoint/name_based_saver.h"
+#include "checkpoint/weights.h"
 #include "interop/values_file.h"
 #include "ops/array_ops.h"
 #include "ops/initializers.h"

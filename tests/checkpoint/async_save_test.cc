@@ -13,6 +13,8 @@
 
 #include "bundle/bundle_format.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_management.h"
+#include "checkpoint/weights.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
 #include "tests/test_util.h"
 

@@ -11,6 +11,7 @@
 
 #include "bundle/bundle_reader.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_management.h"
 #include "tests/checkpoint/stepped_model.h"
 #include "tests/test_util.h"
 

@@ -6,6 +6,8 @@
 #include <cmath>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_management.h"
+#include "checkpoint/weights.h"
 #include "ops/array_ops.h"
 #include "ops/optimizers.h"
 #include "ops/variables.h"

@@ -13,6 +13,8 @@
 #include "base/logging.h"
 #include "bundle/bundle_reader.h"
 #include "bundle/checkpoint_state.h"
+#include "checkpoint/checkpoint_management.h"
+#include "checkpoint/weights.h"
 #include "ops/array_ops.h"
 #include "ops/optimizers.h"
 #include "ops/variables.h"

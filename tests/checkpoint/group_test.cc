@@ -13,6 +13,7 @@
 #include "bundle/bundle_reader.h"
 #include "bundle/checkpoint_state.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_management.h"
 #include "checkpoint/group_internal.h"
 #include "tests/bundle/bundle_test_util.h"
 #include "tests/checkpoint/group_model.h"

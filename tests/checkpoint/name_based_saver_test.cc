@@ -19,6 +19,7 @@
 #include "bundle/bundle_reader.h"
 #include "bundle/checkpoint_state.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_management.h"
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
 #include "ops/variables.h"

@@ -21,6 +21,7 @@
 #include "bundle/bundle_writer.h"
 #include "bundle/checkpoint_state.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_management.h"
 #include "ops/array_ops.h"
 #include "ops/checkpoint_ops.h"
 #include "tests/checkpoint/recording_file_system.h"

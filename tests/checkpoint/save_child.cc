@@ -16,6 +16,7 @@
 #include <string>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_management.h"
 #include "tests/checkpoint/recording_file_system.h"
 #include "tests/checkpoint/stepped_model.h"
 

@@ -16,6 +16,7 @@
 #include "bundle/bundle_format.h"
 #include "bundle/bundle_reader.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_management.h"
 #include "checkpoint/object_graph_internal.h"
 #include "checkpoint/saver_internal.h"
 #include "graph/structure_generation.h"

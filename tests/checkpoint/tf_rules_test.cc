@@ -19,6 +19,8 @@
 #include "bundle/checkpoint_state.h"
 #include "bundle/object_tree.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_management.h"
+#include "checkpoint/weights.h"
 #include "ops/array_ops.h"
 #include "ops/layers.h"
 #include "ops/losses.h"

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_management.h"
 #include "tests/checkpoint/group_model.h"
 #include "tests/test_util.h"
 

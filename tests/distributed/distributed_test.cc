@@ -10,6 +10,7 @@
 
 #include "bundle/checkpoint_state.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_management.h"
 #include "distributed/worker_group.h"
 #include "tests/bundle/bundle_test_util.h"
 #include "tests/checkpoint/group_model.h"

@@ -18,6 +18,7 @@
 #include <iostream>
 #include <string>
 
+#include "checkpoint/checkpoint_management.h"
 #include "distributed/worker_group.h"
 #include "tests/checkpoint/group_model.h"
 

@@ -22,6 +22,7 @@
 #include "bundle/protos/tensor_bundle.pb.h"
 #include "bundle/protos/trackable_object_graph.pb.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_management.h"
 #include "ops/array_ops.h"
 #include "ops/layers.h"
 #include "ops/losses.h"

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_management.h"
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
 #include "ops/variables.h"

@@ -1,0 +1,85 @@
+// What Checkpoint, CheckpointManager and SaveWeights share: the root object
+// of a Checkpoint, and the steps of a save around the Saver's write (the
+// state file commit, a group's agreement before it).
+
+#ifndef CKFLOW_CHECKPOINT_CHECKPOINT_INTERNAL_H_
+#define CKFLOW_CHECKPOINT_CHECKPOINT_INTERNAL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/file_system.h"
+#include "base/status.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/group.h"
+#include "checkpoint/saver_internal.h"
+#include "graph/graph.h"
+#include "graph/trackable.h"
+#include "ops/variables.h"
+#include "runtime/session.h"
+
+namespace ckflow::internal {
+
+// The root object of a Checkpoint: its dependencies, then save_counter.
+class CheckpointRoot : public Trackable {
+ public:
+  CheckpointRoot(const Scope& scope, FileSystem* fs, GroupOptions group);
+  std::string TypeName() const override { return "Checkpoint"; }
+
+  const Scope& scope() const { return scope_; }
+  const std::shared_ptr<Saver>& saver() const { return saver_; }
+  const std::shared_ptr<Variable>& save_counter() const { return save_counter_; }
+
+  // Creates save_counter (tracked as child "save_counter", so a deferred
+  // restore of it fires) if it does not exist yet. Returns it (null, with
+  // the error in the scope, if it could not be made).
+  std::shared_ptr<Variable> MaybeCreateSaveCounter();
+
+  // A session over the eager variables, for the save ops (made once).
+  // FailedPrecondition in graph mode.
+  StatusOr<Session*> EagerSession();
+
+  // Increments save_counter in `session` (creating and initializing it on
+  // the first save) and returns the new value, as Checkpoint.save does.
+  StatusOr<int64_t> IncrementSaveCounter(Session& session);
+
+ private:
+  Scope scope_;
+  std::shared_ptr<Saver> saver_;
+  std::shared_ptr<Variable> save_counter_;
+  Output increment_;
+  std::unique_ptr<Session> eager_session_;
+};
+
+// Paths in the state file are relative to its directory, as TensorFlow's
+// save_relative_paths writes them.
+std::string RelativeTo(const std::string& dir, const std::string& path);
+
+// A state-file path (relative to `dir`, or absolute) as a path to open.
+std::string Resolve(const std::string& dir, const std::string& path);
+
+// Points `<dirname(path)>/checkpoint` at `path` alone, as Checkpoint.save
+// and save_weights do: the commit point of a Checkpoint::Save. On error
+// the state file is as before, and the files of `path` are removed (unless
+// the state file names `path` already: then they replaced its files).
+Status CommitStateFile(FileSystem* fs, const std::string& path, bool durable);
+
+// Whether this process touches the directory's shared files (debris, the
+// state file, old checkpoints): alone, or as member 0 of a group.
+bool OwnsDirectory(const CheckpointGroup* group);
+
+// Collective, before a group save writes anything: every member has
+// `local` OK (a pending save's error, the counter's increment) and the same
+// save number `n`, and member 0 has removed the debris of dead saves, which
+// includes other members' parts. Returns member 0's `now`, so every
+// member's bookkeeping stamps the save alike. Without a group, `now`.
+StatusOr<double> AgreeOnSave(CheckpointGroup* group, const Status& local, int64_t n, double now);
+
+// A pending asynchronous save's error, when nobody is left to return it to
+// (a destructor waits for the save).
+void LogAsyncError(const Status& s);
+
+}  // namespace ckflow::internal
+
+#endif  // CKFLOW_CHECKPOINT_CHECKPOINT_INTERNAL_H_
