@@ -444,11 +444,16 @@ Status BundleReader::ReadSliceInto(std::string_view key, const TensorSlice& slic
                                    Tensor* dest) const {
   const BundleEntry* e = FindEntry(key);
   if (e == nullptr) return NotFoundError("key '", key, "' not found in ", index_path_);
-  Status fits = slice.CheckFits(e->shape);
-  if (!fits.ok()) return fits.WithContext("key '" + e->key + "' in " + index_path_);
-  CKFLOW_RETURN_IF_ERROR(CheckDestination(*e, index_path_, slice.ShapeIn(e->shape),
+  return ReadSliceInto(*e, slice, dest);
+}
+
+Status BundleReader::ReadSliceInto(const BundleEntry& e, const TensorSlice& slice,
+                                   Tensor* dest) const {
+  Status fits = slice.CheckFits(e.shape);
+  if (!fits.ok()) return fits.WithContext("key '" + e.key + "' in " + index_path_);
+  CKFLOW_RETURN_IF_ERROR(CheckDestination(e, index_path_, slice.ShapeIn(e.shape),
                                           " (slice " + slice.ToString() + ")", dest));
-  return ReadBox(*e, slice, dest);
+  return ReadBox(e, slice, dest);
 }
 
 StatusOr<Tensor> BundleReader::LookupSlice(std::string_view key, const TensorSlice& slice) const {

@@ -131,6 +131,7 @@ class BundleReader {
   // NotFound for a missing key; InvalidArgument if the box does not fit the
   // tensor or the destination; DataLoss for corrupt slices (see above).
   Status ReadSliceInto(std::string_view key, const TensorSlice& slice, Tensor* dest) const;
+  Status ReadSliceInto(const BundleEntry& entry, const TensorSlice& slice, Tensor* dest) const;
   StatusOr<Tensor> LookupSlice(std::string_view key, const TensorSlice& slice) const;
 
   // Reads many small numeric entries with few reads: entries that lie close

@@ -325,7 +325,7 @@ Status RestoreLarge(const BundleReader& reader, const RestoreTarget& target) {
   internal::VariableResource& var = *target.variable;
   std::lock_guard<std::mutex> lock(var.mu());
   CKFLOW_ASSIGN_OR_RETURN(Tensor * dest, var.PrepareToOverwriteLocked(target.shape));
-  Status read = target.slice ? reader.ReadSliceInto(target.entry->key, *target.slice, dest)
+  Status read = target.slice ? reader.ReadSliceInto(*target.entry, *target.slice, dest)
                              : reader.ReadInto(*target.entry, dest);
   // A half-read value must never be read as if it were whole.
   var.set_initialized_locked(read.ok());
