@@ -165,6 +165,7 @@ void RemoveDebris(FileSystem* fs, const std::string& dir,
 
 StatusOr<std::string> Checkpoint::Write(const std::string& prefix, Session& session,
                                         const SaveOptions& options) {
+  CKFLOW_RETURN_IF_ERROR(internal::Saver::CheckOptions(options, "writing '" + prefix + "'"));
   CheckpointGroup* group = root_->saver()->group();
   Status synced = Sync();
   if (synced.ok() && internal::OwnsDirectory(group)) {

@@ -447,7 +447,6 @@ StatusOr<Saver::SavePlan> Saver::PlanOf(const ObjectGraph& graph, bool object_gr
 
 Status Saver::Write(const ObjectGraph& graph, const std::string& prefix, Session& session,
                     const SaveOptions& options, std::function<Status()> on_written) {
-  CKFLOW_RETURN_IF_ERROR(CheckOptions(options, "saving checkpoint '" + prefix + "'"));
   if (group_.group != nullptr) {
     return WriteGroup(graph, prefix, session, options, std::move(on_written));
   }
@@ -459,7 +458,6 @@ Status Saver::Write(const ObjectGraph& graph, const std::string& prefix, Session
 Status Saver::WriteObjects(const std::shared_ptr<Trackable>& root, const std::string& prefix,
                            Session& session, const SaveOptions& options,
                            std::function<Status()> on_written) {
-  CKFLOW_RETURN_IF_ERROR(CheckOptions(options, "saving checkpoint '" + prefix + "'"));
   if (group_.group != nullptr) {
     // A member writes only what placement gives it: no cached plan.
     ObjectGraph graph = BuildObjectGraph(root);

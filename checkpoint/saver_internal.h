@@ -110,6 +110,10 @@ class Saver {
   // and `on_written` happen on a background thread, whose status
   // WaitForPendingWrite (or the next Write) returns. `session` must outlive
   // that thread.
+  //
+  // REQUIRES: CheckOptions(options) is OK. Each public entry point (Save,
+  // Write, a manager's Create, SaveWeights, NameBasedSaver::Save) checks
+  // once, before anything changes (Save before its counter moves).
   Status Write(const ObjectGraph& graph, const std::string& prefix, Session& session,
                const SaveOptions& options, std::function<Status()> on_written = {});
   // Write of BuildObjectGraph(root), keeping what the save derives from the
@@ -121,8 +125,7 @@ class Saver {
   Status WriteObjects(const std::shared_ptr<Trackable>& root, const std::string& prefix,
                       Session& session, const SaveOptions& options,
                       std::function<Status()> on_written = {});
-  // InvalidArgument, naming `what`, for options no save can follow. Save
-  // checks before its counter moves, Write again for every other caller.
+  // InvalidArgument, naming `what`, for options no save can follow.
   static Status CheckOptions(const SaveOptions& options, const std::string& what);
   // Waits for the background write, if any, and returns its status (once).
   Status WaitForPendingWrite();

@@ -46,6 +46,7 @@ Status SaveWeights(const std::shared_ptr<Trackable>& root, const std::string& pa
                                 "'): async saves need a Checkpoint (Checkpoint::Sync waits)");
   }
   if (root == nullptr) return InvalidArgumentError("SaveWeights('", path, "'): the object is null");
+  CKFLOW_RETURN_IF_ERROR(internal::Saver::CheckOptions(options, "SaveWeights('" + path + "')"));
   internal::ObjectGraph graph = internal::BuildObjectGraph(root);
   CKFLOW_RETURN_IF_ERROR(graph.tracking_status);
   if (graph.values.empty()) {

@@ -673,7 +673,10 @@ TEST_F(CheckpointTest, ANegativeFileCountIsRejectedBeforeAnythingIsWritten) {
   EXPECT_THAT(written.status(),
               testing::StatusIs(StatusCode::kInvalidArgument, "files_per_device"));
   EXPECT_THAT(written.status(), testing::StatusIs(StatusCode::kInvalidArgument, dir_ + "/ckpt"));
-  EXPECT_FALSE(saved.checkpoint->Write(dir_ + "/w", *saved.session, {.files_per_device = -3}).ok());
+  EXPECT_THAT(saved.checkpoint->Write(dir_ + "/w", *saved.session, {.files_per_device = -3}),
+              testing::StatusIs(StatusCode::kInvalidArgument, "files_per_device is -3"));
+  EXPECT_THAT(SaveWeights(saved.model, dir_ + "/weights", *saved.session, {.files_per_device = -2}),
+              testing::StatusIs(StatusCode::kInvalidArgument, "SaveWeights('" + dir_ + "/weights"));
   EXPECT_TRUE(fs::is_empty(dir_));
   StatusOr<std::unique_ptr<CheckpointManager>> manager = CheckpointManager::Create(
       *saved.checkpoint, dir_, {.save_options = {.files_per_device = -1}});
