@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <set>
 #include <unordered_map>
 
@@ -52,7 +53,11 @@ StatusOr<std::unique_ptr<NameBasedSaver>> NameBasedSaver::Make(const Scope& scop
                                                                std::vector<Entry> entries,
                                                                Options options) {
   CKFLOW_RETURN_IF_ERROR(scope.status());
-  if (entries.empty()) return InvalidArgumentError("NameBasedSaver: no variables to save");
+  if (entries.empty() && !options.allow_empty) {
+    return InvalidArgumentError(
+        "No variables to save (NameBasedSaver: the variable list is empty; "
+        "set allow_empty to make an empty saver)");
+  }
   if (options.max_to_keep.has_value() && *options.max_to_keep < 0) {
     return InvalidArgumentError("NameBasedSaver: max_to_keep must not be negative, got ",
                                 *options.max_to_keep);
@@ -107,21 +112,34 @@ StatusOr<std::unique_ptr<NameBasedSaver>> NameBasedSaver::CreateFromMap(
 }
 
 StatusOr<std::string> NameBasedSaver::Save(Session& session, const std::string& save_path,
-                                           const Variable& global_step, bool write_state) {
+                                           const Variable& global_step, bool write_state,
+                                           const std::string& latest_filename) {
   CKFLOW_ASSIGN_OR_RETURN(int64_t step, ReadGlobalStep(session, global_step));
-  return Save(session, save_path, step, write_state);
+  return Save(session, save_path, step, write_state, latest_filename);
 }
 
 StatusOr<std::string> NameBasedSaver::Save(Session& session, const std::string& save_path,
-                                           std::optional<int64_t> global_step, bool write_state) {
+                                           std::optional<int64_t> global_step, bool write_state,
+                                           const std::string& latest_filename) {
   if (save_path.empty()) return InvalidArgumentError("NameBasedSaver::Save: empty save path");
-  const std::string path =
-      global_step.has_value() ? save_path + "-" + std::to_string(*global_step) : save_path;
-  const std::string dir = Dirname(path);
-  if (write_state && Basename(path) == kCheckpointStateFilename) {
-    return InvalidArgumentError("NameBasedSaver::Save: '", path,
-                                "' collides with the checkpoint state file's name");
+  if (latest_filename.empty() || latest_filename.find('/') != std::string::npos) {
+    return InvalidArgumentError(
+        "'latest_filename' must not contain path components (NameBasedSaver", "::Save: got '",
+        latest_filename, "')");
   }
+  std::string path = save_path;
+  if (global_step.has_value()) {
+    // TensorFlow's "%s-%d", or "%s-%08d" when padded.
+    char step[32];
+    std::snprintf(step, sizeof(step), options_.pad_step_number ? "-%08lld" : "-%lld",
+                  static_cast<long long>(*global_step));
+    path += step;
+  } else if (!options_.sharded && Basename(path) == latest_filename) {
+    return InvalidArgumentError("'latest_filename' collides with 'save_path': '", latest_filename,
+                                "' and '", save_path, "'");
+  }
+  if (entries_.empty()) return std::string();  // allow_empty: TensorFlow returns None
+  const std::string dir = Dirname(path);
   internal::ObjectGraph values;
   for (const Entry& e : entries_) {
     std::vector<SaveableAttribute> attributes = e.variable->Attributes();
@@ -135,9 +153,10 @@ StatusOr<std::string> NameBasedSaver::Save(Session& session, const std::string& 
   Record(path);
   std::vector<std::string> all;
   for (const auto& [p, t] : last_checkpoints_) all.push_back(p);
-  CKFLOW_RETURN_IF_ERROR(UpdateCheckpointState(
-      dir, path,
-      {.all_model_checkpoint_paths = all, .save_relative_paths = options_.save_relative_paths}));
+  CKFLOW_RETURN_IF_ERROR(UpdateCheckpointState(dir, path,
+                                               {.all_model_checkpoint_paths = all,
+                                                .save_relative_paths = options_.save_relative_paths,
+                                                .latest_filename = latest_filename}));
   // TensorFlow deletes after the state file no longer names the checkpoint.
   while (!to_delete_.empty()) {
     auto [old_path, time] = to_delete_.front();
@@ -177,6 +196,15 @@ void NameBasedSaver::SetLastCheckpoints(const std::vector<std::string>& paths) {
 }
 
 Status NameBasedSaver::Restore(Session& session, const std::string& save_path) {
+  if (entries_.empty()) return OkStatus();  // allow_empty, as TensorFlow: before any check
+  if (save_path.empty()) {
+    return InvalidArgumentError(
+        "Can't load save_path when it is None (NameBasedSaver::Restore: "
+        "empty save path)");
+  }
+  if (!CheckpointExists(save_path)) {
+    return InvalidArgumentError("The passed save_path is not a valid checkpoint: ", save_path);
+  }
   CKFLOW_RETURN_IF_ERROR(saver_->CheckGraphAlive());
   CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<const BundleReader> reader,
                           BundleReader::Open(save_path));
