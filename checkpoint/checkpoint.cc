@@ -350,9 +350,10 @@ Status SaveWeights(const std::shared_ptr<Trackable>& root, const std::string& pa
 }
 
 StatusOr<LoadStatus> LoadWeights(const std::shared_ptr<Trackable>& root, const std::string& path,
-                                 Session& session) {
+                                 Session& session, const RestoreOptions& options) {
   CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<internal::Saver> saver, SaverForRoot(root, session));
-  CKFLOW_ASSIGN_OR_RETURN(LoadStatus status, internal::RestoreRoot(root, saver, path, nullptr));
+  CKFLOW_ASSIGN_OR_RETURN(LoadStatus status,
+                          internal::RestoreRoot(root, saver, path, nullptr, options));
   CKFLOW_RETURN_IF_ERROR(status.RunRestoreOps(session));
   CKFLOW_RETURN_IF_ERROR(status.AssertNontrivialMatch());
   return status;

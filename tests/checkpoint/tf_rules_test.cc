@@ -598,6 +598,52 @@ TEST_F(TfRulesTest, SkipSlotVariablesRestoresTheModelButNotTheSlots) {
   }
 }
 
+// The same option through load_weights (Keras passes its
+// CheckpointOptions to the restore): a weights file that holds the
+// optimizer's slots, loaded into an unbuilt model, restores its layers and
+// leaves the slots to their initializers.
+TEST_F(TfRulesTest, LoadWeightsSkipsSlotVariablesWhenAsked) {
+  const std::string path = dir_ + "/weights";
+  std::vector<std::pair<std::string, Tensor>> saved;
+  {
+    Scope scope = Scope::NewRootScope();
+    auto model = std::make_shared<TwoLayers>();
+    Training t;
+    t.Build(scope, *model, *model->optimizer());
+    auto session = NewSession(scope);
+    RunOrFail(*session, {GlobalVariablesInitializer(scope)});
+    for (int i = 0; i < 3; ++i) t.Step(*session);
+    CKFLOW_ASSERT_OK(SaveWeights(model, path, *session));
+    saved = ModelValues(*session, *model);
+  }
+  for (bool skip : {true, false}) {
+    Scope scope = Scope::NewRootScope();
+    auto model = std::make_shared<TwoLayers>();
+    auto session = NewSession(scope);
+    CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status,
+                                LoadWeights(model, path, *session, {.skip_slot_variables = skip}));
+    Training t;
+    t.Build(scope, *model, *model->optimizer());
+    CKFLOW_ASSERT_OK(status.InitializeOrRestore(*session));
+    CKFLOW_EXPECT_OK(status.AssertConsumed());
+    std::vector<std::pair<std::string, Tensor>> restored = ModelValues(*session, *model);
+    ASSERT_EQ(restored.size(), saved.size());
+    int fresh_slots = 0;
+    for (size_t i = 0; i < saved.size(); ++i) {
+      const bool is_slot = saved[i].first.ends_with("/m") || saved[i].first.ends_with("/v");
+      if (is_slot && skip) {
+        bool zero = true;
+        for (float x : restored[i].second.flat<float>()) zero = zero && x == 0.0f;
+        fresh_slots += zero;
+        EXPECT_FALSE(SameTensor(restored[i].second, saved[i].second)) << saved[i].first;
+      } else {
+        EXPECT_TRUE(SameTensor(restored[i].second, saved[i].second)) << saved[i].first;
+      }
+    }
+    EXPECT_EQ(fresh_slots, skip ? 8 : 0);
+  }
+}
+
 // ------------------------------------------------------------ data files per task
 
 // TensorFlow's MultiDeviceSaver maps each variable's device to its task's
