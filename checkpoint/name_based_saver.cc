@@ -11,7 +11,10 @@
 #include "bundle/bundle_reader.h"
 #include "bundle/checkpoint_state.h"
 #include "bundle/object_tree.h"
+#include "bundle/tensor_slice.h"
+#include "bundle/v1_checkpoint_reader.h"
 #include "checkpoint/load_status_internal.h"
+#include "ops/array_ops.h"
 #include "ops/checkpoint_ops_internal.h"
 #include "ops/variables.h"
 
@@ -206,6 +209,7 @@ Status NameBasedSaver::Restore(Session& session, const std::string& save_path) {
     return InvalidArgumentError("The passed save_path is not a valid checkpoint: ", save_path);
   }
   CKFLOW_RETURN_IF_ERROR(saver_->CheckGraphAlive());
+  if (IsV1Checkpoint(save_path)) return RestoreV1(session, save_path);
   CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<const BundleReader> reader,
                           BundleReader::Open(save_path));
   // An object-based checkpoint keys values by object path; its object graph
@@ -256,6 +260,50 @@ Status NameBasedSaver::Restore(Session& session, const std::string& save_path) {
   StatusOr<std::vector<Tensor>> ran =
       session.Run({Feed(saver_->restore_prefix(), Tensor::Scalar(save_path))}, {}, ops);
   return ran.status().WithContext("restoring '" + save_path + "'");
+}
+
+Status NameBasedSaver::RestoreV1(Session& session, const std::string& save_path) {
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<V1CheckpointReader> reader,
+                          V1CheckpointReader::Open(save_path));
+  if (v1_assigns_.empty()) {
+    const Scope scope = saver_->scope().NewSubScope("restore_v1");
+    for (const Entry& e : entries_) {
+      Output value = ops::Placeholder(scope, e.variable->dtype(), {.shape = e.variable->shape()});
+      v1_assigns_.emplace_back(value, e.variable->Assign(scope, value));
+    }
+    if (!scope.ok()) {
+      v1_assigns_.clear();
+      return scope.status().WithContext("NameBasedSaver: building the V1 restore");
+    }
+  }
+  std::vector<Feed> feeds;
+  std::vector<Output> assigns;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& e = entries_[i];
+    const V1CheckpointReader::TensorInfo* info = reader->Find(e.key);
+    if (info == nullptr) {
+      return NotFoundError("Key ", e.key, " not found in checkpoint '", save_path,
+                           "' (a V1 checkpoint; variable '", e.variable->name(), "')");
+    }
+    SaveableAttribute attribute = std::move(e.variable->Attributes().at(0));
+    if (info->dtype != attribute.dtype || !attribute.saved_shape().IsCompatibleWith(info->shape)) {
+      return InvalidArgumentError("checkpoint '", save_path, "': key '", e.key, "' is ",
+                                  DataTypeName(info->dtype), info->shape.ToString(),
+                                  " but variable '", e.variable->name(), "' is ",
+                                  DataTypeName(attribute.dtype), attribute.shape.ToString());
+    }
+    StatusOr<Tensor> value = Tensor();
+    if (attribute.slice_spec.empty()) {
+      value = reader->Lookup(e.key);
+    } else {
+      CKFLOW_ASSIGN_OR_RETURN(ShapeAndSlice part, ParseShapeAndSlice(attribute.slice_spec));
+      value = reader->LookupSlice(e.key, part.slice);
+    }
+    if (!value.ok()) return value.status();
+    feeds.emplace_back(v1_assigns_[i].first, *std::move(value));
+    assigns.push_back(v1_assigns_[i].second);
+  }
+  return session.Run(feeds, {}, assigns).status().WithContext("restoring '" + save_path + "'");
 }
 
 }  // namespace ckflow

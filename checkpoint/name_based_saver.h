@@ -138,6 +138,8 @@ class NameBasedSaver {
                                                         Options options);
   // TensorFlow's _RecordLastCheckpoint and _MaybeDeleteOldCheckpoints.
   void Record(const std::string& path);
+  // Restore from a V1 file: each value is read, then fed to its variable.
+  Status RestoreV1(Session& session, const std::string& save_path);
 
   const std::vector<Entry> entries_;
   const Options options_;
@@ -145,6 +147,9 @@ class NameBasedSaver {
   std::vector<std::pair<std::string, double>> last_checkpoints_;  // path, time; oldest first
   std::vector<std::pair<std::string, double>> to_delete_;  // left the window, not yet deleted
   double next_keep_time_ = 0;
+  // Per entry, a placeholder and the op assigning it to the variable; built
+  // by the first V1 restore.
+  std::vector<std::pair<Output, Output>> v1_assigns_;
 };
 
 }  // namespace ckflow

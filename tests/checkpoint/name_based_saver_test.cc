@@ -21,7 +21,10 @@
 #include "checkpoint/checkpoint.h"
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
+#include "ops/partitioned_variables.h"
 #include "ops/variables.h"
+#include "tests/bundle/bundle_test_util.h"
+#include "tests/bundle/v1_fixture.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
 #include "tests/test_util.h"
 
@@ -393,6 +396,62 @@ TEST_F(NameBasedSaverTest, RestoreWithoutACheckpointIsInvalidArgument) {
   // A directory is not a checkpoint either (TensorFlow's glob would match).
   EXPECT_THAT(saver->Restore(*session, dir_),
               StatusIs(StatusCode::kInvalidArgument, "not a valid checkpoint"));
+}
+
+// A V1 checkpoint (Saver(write_version=SaverDef.V1), here TensorFlow 2.21's
+// own file): every variable restores by name, a partitioned variable's
+// two slices into three parts, LatestCheckpoint follows a state file
+// naming the file; a missing name is NotFound, a damaged file DataLoss.
+TEST_F(NameBasedSaverTest, RestoresAV1CheckpointTensorFlowWrote) {
+  const std::string path = dir_ + "/model.ckpt";
+  testing::WriteFileOrDie(path, testing::TfV1CheckpointBytes());
+  CKFLOW_ASSERT_OK(UpdateCheckpointState(dir_, path));
+  ASSERT_EQ(LatestCheckpoint(dir_), path);
+
+  Scope scope = Scope::NewRootScope();
+  auto zeros = [&](const std::string& name, DataType dtype, const TensorShape& shape) {
+    return Variable::Create(scope, name, dtype, shape, initializers::Zeros());
+  };
+  auto kernel = zeros("dense/kernel", DT_FLOAT, TensorShape({2, 3}));
+  auto step = zeros("step", DT_INT64, TensorShape());
+  auto i32 = zeros("i32", DT_INT32, TensorShape({3}));
+  auto f64 = zeros("f64", DT_DOUBLE, TensorShape({2}));
+  auto emb = PartitionedVariable::Create(scope, "emb", DT_FLOAT, {5, 2}, initializers::Zeros(),
+                                         {.num_shards = 3});
+  ASSERT_TRUE(scope.ok()) << scope.status();
+  std::vector<std::shared_ptr<Variable>> list = {kernel, step, i32, f64};
+  list.insert(list.end(), emb->parts().begin(), emb->parts().end());
+  auto session = NewSession(scope);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto saver, NameBasedSaver::Create(scope, list));
+  CKFLOW_ASSERT_OK(saver->Restore(*session, *LatestCheckpoint(dir_)));
+  EXPECT_TRUE(SameTensor(ValueOf(*session, *kernel),
+                         Tensor::FromVector<float>({-1, -0.5, 0, 0.5, 1, 1.5}, {2, 3})));
+  EXPECT_EQ(ValueOf(*session, *step).scalar<int64_t>(), -3);
+  EXPECT_TRUE(SameTensor(ValueOf(*session, *i32), Tensor::FromVector<int32_t>({1, -2, 3})));
+  EXPECT_TRUE(SameTensor(ValueOf(*session, *f64), Tensor::FromVector<double>({1.5, -2.25})));
+  // fixed_size_partitioner(3) of 5 rows: 2, 2, 1.
+  EXPECT_TRUE(SameTensor(ValueOf(*session, *emb->parts()[1]),
+                         Tensor::FromVector<float>({4.25, 5.25, 6.25, 7.25}, {2, 2})));
+  EXPECT_TRUE(SameTensor(ValueOf(*session, *emb->parts()[2]),
+                         Tensor::FromVector<float>({8.25, 9.25}, {1, 2})));
+  // Again, through the ops the first restore built.
+  SetValue(*session, *step, Tensor::Scalar<int64_t>(7));
+  CKFLOW_ASSERT_OK(saver->Restore(*session, path));
+  EXPECT_EQ(ValueOf(*session, *step).scalar<int64_t>(), -3);
+
+  auto other = zeros("other", DT_FLOAT, TensorShape({1}));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto missing, NameBasedSaver::Create(scope, {other}));
+  EXPECT_THAT(missing->Restore(*session, path),
+              StatusIs(StatusCode::kNotFound, "Key other not found in checkpoint"));
+  auto wrong = zeros("i32", DT_INT32, TensorShape({4}));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto mismatch,
+                              NameBasedSaver::CreateFromMap(scope, {{"i32", wrong}}));
+  EXPECT_THAT(mismatch->Restore(*session, path),
+              StatusIs(StatusCode::kInvalidArgument, "key 'i32' is int32[3]"));
+  std::string damaged = testing::TfV1CheckpointBytes();
+  damaged[300] ^= 0x10;
+  testing::WriteFileOrDie(path, damaged);
+  EXPECT_THAT(saver->Restore(*session, path), StatusIs(StatusCode::kDataLoss, path));
 }
 
 // The independent reader (../shared/tools/describe.py) reads what the saver
