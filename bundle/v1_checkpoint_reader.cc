@@ -12,17 +12,6 @@
 namespace ckflow {
 namespace {
 
-TensorSlice SliceFromProto(const tensorflow::TensorSliceProto& proto) {
-  TensorSlice slice;
-  for (const auto& extent : proto.extent()) {
-    const bool has_length =
-        extent.has_length_case() == tensorflow::TensorSliceProto::Extent::kLength;
-    slice.extents.push_back(
-        {extent.start(), has_length ? extent.length() : TensorSlice::kFullExtent});
-  }
-  return slice;
-}
-
 // Whether two slices of a tensor of `shape` share an element.
 bool Overlap(const TensorSlice& a, const TensorSlice& b, const TensorShape& shape) {
   for (int d = 0; d < shape.rank(); ++d) {
@@ -208,7 +197,7 @@ StatusOr<std::unique_ptr<V1CheckpointReader>> V1CheckpointReader::Open(const std
     if (m.slice_size() == 0) return corrupt(m.name(), "no slices");
     int64_t covered = 0;
     for (const tensorflow::TensorSliceProto& proto : m.slice()) {
-      TensorSlice slice = SliceFromProto(proto);
+      TensorSlice slice = internal::TensorSliceFromProto(proto);
       if (Status fits = slice.CheckFits(info.shape); !fits.ok()) {
         return corrupt(m.name(), "slice ", slice.ToString(), ": ", fits.message());
       }
@@ -277,7 +266,8 @@ StatusOr<Tensor> V1CheckpointReader::LookupSlice(std::string_view name,
     if (!value.ParseFromString(values_.find(key)->second) || !value.has_data()) {
       return DataLossError(what, ": not a SavedSlice");
     }
-    if (value.data().name() != info->name || !(SliceFromProto(value.data().slice()) == stored)) {
+    if (value.data().name() != info->name ||
+        !(internal::TensorSliceFromProto(value.data().slice()) == stored)) {
       return DataLossError(what, ": the entry names another slice ('", value.data().name(), "')");
     }
     CKFLOW_ASSIGN_OR_RETURN(Tensor part,

@@ -117,24 +117,28 @@ std::vector<std::pair<std::string, Tensor>> ModelValues(Session& session, const 
   return out;
 }
 
+// Trains a TwoLayers three steps and saves its weights (Adam's slots
+// included) to `path`; returns its values as ModelValues lists them.
+std::vector<std::pair<std::string, Tensor>> SaveTrainedWeights(const std::string& path) {
+  Scope scope = Scope::NewRootScope();
+  auto model = std::make_shared<TwoLayers>();
+  Training t;
+  t.Build(scope, *model, *model->optimizer());
+  auto session = NewSession(scope);
+  RunOrFail(*session, {GlobalVariablesInitializer(scope)});
+  for (int i = 0; i < 3; ++i) t.Step(*session);
+  Status saved = SaveWeights(model, path, *session);
+  EXPECT_TRUE(saved.ok()) << saved;
+  return ModelValues(*session, *model);
+}
+
 // Keras' load_weights on a subclassed model that has not been called: the
 // values are restored as the layers build on the first call, the slots as
 // the optimizer creates them (checkpoint_test.py's deferred restoration,
 // through load_weights).
 TEST_F(TfRulesTest, LoadWeightsDefersUntilTheLayersBuildAndTheSlotsAppear) {
   const std::string path = dir_ + "/weights";
-  std::vector<std::pair<std::string, Tensor>> saved;
-  {
-    Scope scope = Scope::NewRootScope();
-    auto model = std::make_shared<TwoLayers>();
-    Training t;
-    t.Build(scope, *model, *model->optimizer());
-    auto session = NewSession(scope);
-    RunOrFail(*session, {GlobalVariablesInitializer(scope)});
-    for (int i = 0; i < 3; ++i) t.Step(*session);
-    CKFLOW_ASSERT_OK(SaveWeights(model, path, *session));
-    saved = ModelValues(*session, *model);
-  }
+  const std::vector<std::pair<std::string, Tensor>> saved = SaveTrainedWeights(path);
   ASSERT_EQ(saved.size(), 14u);  // 4 variables, each with m and v; beta1/2_power
 
   Scope scope = Scope::NewRootScope();
@@ -604,18 +608,7 @@ TEST_F(TfRulesTest, SkipSlotVariablesRestoresTheModelButNotTheSlots) {
 // leaves the slots to their initializers.
 TEST_F(TfRulesTest, LoadWeightsSkipsSlotVariablesWhenAsked) {
   const std::string path = dir_ + "/weights";
-  std::vector<std::pair<std::string, Tensor>> saved;
-  {
-    Scope scope = Scope::NewRootScope();
-    auto model = std::make_shared<TwoLayers>();
-    Training t;
-    t.Build(scope, *model, *model->optimizer());
-    auto session = NewSession(scope);
-    RunOrFail(*session, {GlobalVariablesInitializer(scope)});
-    for (int i = 0; i < 3; ++i) t.Step(*session);
-    CKFLOW_ASSERT_OK(SaveWeights(model, path, *session));
-    saved = ModelValues(*session, *model);
-  }
+  const std::vector<std::pair<std::string, Tensor>> saved = SaveTrainedWeights(path);
   for (bool skip : {true, false}) {
     Scope scope = Scope::NewRootScope();
     auto model = std::make_shared<TwoLayers>();
