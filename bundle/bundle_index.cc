@@ -407,4 +407,15 @@ std::string TempStateSuffix() {
   return ".tempstate" + std::to_string(rng());
 }
 
+TensorSlice TensorSliceFromProto(const tensorflow::TensorSliceProto& proto) {
+  TensorSlice slice;
+  for (const auto& extent : proto.extent()) {
+    const bool has_length =
+        extent.has_length_case() == tensorflow::TensorSliceProto::Extent::kLength;
+    slice.extents.push_back(
+        {extent.start(), has_length ? extent.length() : TensorSlice::kFullExtent});
+  }
+  return slice;
+}
+
 }  // namespace ckflow::internal

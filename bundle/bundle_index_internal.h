@@ -46,6 +46,7 @@
 #include "base/file_system.h"
 #include "base/status.h"
 #include "bundle/protos/tensor_bundle.pb.h"
+#include "bundle/tensor_slice.h"
 
 namespace ckflow::internal {
 
@@ -121,6 +122,10 @@ Status MoveIntoPlace(FileSystem* fs, std::span<const std::pair<std::string, std:
 
 // ".tempstate<decimal random uint64>", TensorFlow's temp-file suffix.
 std::string TempStateSuffix();
+
+// A TensorSliceProto as a TensorSlice: an extent without a length is the
+// whole dimension. Unchecked against any shape.
+TensorSlice TensorSliceFromProto(const tensorflow::TensorSliceProto& proto);
 
 }  // namespace ckflow::internal
 

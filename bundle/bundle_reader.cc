@@ -52,13 +52,7 @@ StatusOr<BundleEntry> MakeEntry(const std::string& index_path, int num_shards, s
   e.size = proto.size();
   e.masked_crc32c = proto.crc32c();
   for (const tensorflow::TensorSliceProto& proto_slice : proto.slices()) {
-    TensorSlice slice;
-    for (const auto& extent : proto_slice.extent()) {
-      const bool has_length =
-          extent.has_length_case() == tensorflow::TensorSliceProto::Extent::kLength;
-      slice.extents.push_back(
-          {extent.start(), has_length ? extent.length() : TensorSlice::kFullExtent});
-    }
+    TensorSlice slice = internal::TensorSliceFromProto(proto_slice);
     if (Status fits = slice.CheckFits(e.shape); !fits.ok()) {
       return corrupt("slice ", e.slices.size(), ": ", fits.message());
     }

@@ -60,9 +60,10 @@ std::string RandomHex32() {
 }  // namespace
 
 StatusOr<std::optional<CheckpointStateData>> ReadCheckpointState(const std::string& dir,
-                                                                 FileSystem* fs) {
+                                                                 FileSystem* fs,
+                                                                 std::string_view latest_filename) {
   if (fs == nullptr) fs = FileSystem::Default();
-  const std::string path = JoinPath(dir, kCheckpointStateFilename);
+  const std::string path = JoinPath(dir, latest_filename);
   StatusOr<std::string> text = fs->ReadFileToString(path);
   if (!text.ok()) {
     if (IsNotFound(text.status())) return std::optional<CheckpointStateData>();
@@ -104,7 +105,7 @@ bool IsCheckpointStateTempName(std::string_view name) {
 }
 
 Status WriteCheckpointState(const std::string& dir, const CheckpointStateData& state,
-                            FileSystem* fs, bool durable) {
+                            FileSystem* fs, bool durable, std::string_view latest_filename) {
   if (fs == nullptr) fs = FileSystem::Default();
   tensorflow::CheckpointState proto;
   proto.set_model_checkpoint_path(state.model_checkpoint_path);
@@ -120,7 +121,7 @@ Status WriteCheckpointState(const std::string& dir, const CheckpointStateData& s
     return InternalError("printing a CheckpointState");
   }
   CKFLOW_RETURN_IF_ERROR(fs->CreateDirs(dir));
-  const std::string path = JoinPath(dir, kCheckpointStateFilename);
+  const std::string path = JoinPath(dir, latest_filename);
   // A durable write that fails after its rename puts the old state back,
   // so that an error always means the previous state.
   std::optional<std::string> previous;
@@ -194,8 +195,10 @@ std::string RelativeTo(const std::string& dir, const std::string& path) {
 }  // namespace
 
 StatusOr<std::optional<CheckpointStateData>> GetCheckpointState(const std::string& dir,
-                                                                FileSystem* fs) {
-  CKFLOW_ASSIGN_OR_RETURN(std::optional<CheckpointStateData> state, ReadCheckpointState(dir, fs));
+                                                                FileSystem* fs,
+                                                                std::string_view latest_filename) {
+  CKFLOW_ASSIGN_OR_RETURN(std::optional<CheckpointStateData> state,
+                          ReadCheckpointState(dir, fs, latest_filename));
   if (!state.has_value()) return state;
   auto absolute = [&dir](std::string& p) {
     if (!IsAbsolute(p)) p = JoinPath(dir, p);
@@ -233,14 +236,14 @@ Status UpdateCheckpointState(const std::string& dir, const std::string& model_ch
                                 state.all_model_checkpoint_timestamps.size(), " timestamps)");
   }
   state.last_preserved_timestamp = options.last_preserved_timestamp;
-  const std::string state_path = JoinPath(dir, kCheckpointStateFilename);
+  const std::string state_path = JoinPath(dir, options.latest_filename);
   if (model_checkpoint_path == state_path ||
       JoinPath(dir, state.model_checkpoint_path) == state_path) {
     return InvalidArgumentError("Save path '", model_checkpoint_path,
                                 "' conflicts with path used for checkpoint state. Please use a "
                                 "different save path.");
   }
-  return WriteCheckpointState(dir, state, fs);
+  return WriteCheckpointState(dir, state, fs, /*durable=*/false, options.latest_filename);
 }
 
 bool CheckpointExists(const std::string& prefix, FileSystem* fs) {

@@ -27,6 +27,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/file_system.h"
@@ -46,12 +47,15 @@ struct CheckpointStateData {
 inline constexpr char kCheckpointStateFilename[] = "checkpoint";
 
 // Reads <dir>/checkpoint, paths as stored (normally relative to `dir`).
-// nullopt if the file does not exist. DataLoss "Invalid checkpoint state
+// `latest_filename` names another state file in `dir` (TensorFlow's
+// latest_filename argument; each function below takes it too). nullopt if
+// the file does not exist. DataLoss "Invalid checkpoint state
 // loaded from <dir>: ..." (TensorFlow's words) naming the file if it is not a
 // text CheckpointState or names no checkpoint (model_checkpoint_path empty,
 // as an empty file does); other file-system errors as they come.
-StatusOr<std::optional<CheckpointStateData>> ReadCheckpointState(const std::string& dir,
-                                                                 FileSystem* fs = nullptr);
+StatusOr<std::optional<CheckpointStateData>> ReadCheckpointState(
+    const std::string& dir, FileSystem* fs = nullptr,
+    std::string_view latest_filename = kCheckpointStateFilename);
 
 // Writes `state` to <dir>/checkpoint atomically (see above), paths as given.
 // With `durable`, the temp file is fsynced before the rename and the
@@ -59,7 +63,8 @@ StatusOr<std::optional<CheckpointStateData>> ReadCheckpointState(const std::stri
 // empty or vanished state file). Errors name the file and the step; on
 // error the previous state file is untouched and the temp file removed.
 Status WriteCheckpointState(const std::string& dir, const CheckpointStateData& state,
-                            FileSystem* fs = nullptr, bool durable = false);
+                            FileSystem* fs = nullptr, bool durable = false,
+                            std::string_view latest_filename = kCheckpointStateFilename);
 
 // Whether `name` (a file name, no directory) is a temp file that
 // WriteCheckpointState makes: "checkpoint.tmp" and 32 hex digits.
@@ -68,8 +73,9 @@ bool IsCheckpointStateTempName(std::string_view name);
 // TensorFlow's tf.train.get_checkpoint_state: ReadCheckpointState with
 // every relative path made absolute against `dir` (joined, as TensorFlow
 // joins them). nullopt if there is no state file; the same errors.
-StatusOr<std::optional<CheckpointStateData>> GetCheckpointState(const std::string& dir,
-                                                                FileSystem* fs = nullptr);
+StatusOr<std::optional<CheckpointStateData>> GetCheckpointState(
+    const std::string& dir, FileSystem* fs = nullptr,
+    std::string_view latest_filename = kCheckpointStateFilename);
 
 struct UpdateCheckpointStateOptions {
   // Oldest to newest. `model_checkpoint_path` is appended unless it is
@@ -81,6 +87,8 @@ struct UpdateCheckpointStateOptions {
   // Writes absolute paths relative to `dir` (TensorFlow's
   // save_relative_paths); else paths are written as given.
   bool save_relative_paths = false;
+  // The state file's name in `dir`.
+  std::string latest_filename = kCheckpointStateFilename;
 };
 
 // TensorFlow's update_checkpoint_state: writes <dir>/checkpoint (atomically,

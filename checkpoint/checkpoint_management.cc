@@ -15,12 +15,13 @@ namespace ckflow {
 std::optional<std::string> LatestCheckpoint(const std::string& dir,
                                             const LatestCheckpointOptions& options) {
   FileSystem* fs = options.file_system ? options.file_system : FileSystem::Default();
-  StatusOr<std::optional<CheckpointStateData>> state = ReadCheckpointState(dir, fs);
+  StatusOr<std::optional<CheckpointStateData>> state =
+      ReadCheckpointState(dir, fs, options.latest_filename);
   if (!state.ok() || !state->has_value()) return std::nullopt;
   const std::string& latest = (*state)->model_checkpoint_path;
   if (latest.empty()) return std::nullopt;
   if (!options.allow_outside_directory && !IsInsideDirectory(dir, latest)) {
-    Log(LogSeverity::kWarning, "LatestCheckpoint: " + JoinPath(dir, kCheckpointStateFilename) +
+    Log(LogSeverity::kWarning, "LatestCheckpoint: " + JoinPath(dir, options.latest_filename) +
                                    " names '" + latest +
                                    "', outside the directory; not following it (see "
                                    "LatestCheckpointOptions::allow_outside_directory)");

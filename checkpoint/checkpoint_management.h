@@ -30,6 +30,7 @@ struct LatestCheckpointOptions {
   // with ".."), as TensorFlow does. The state file is input from outside,
   // so by default such a path is refused (nullopt, with a warning).
   bool allow_outside_directory = false;
+  std::string latest_filename = "checkpoint";  // the state file (TensorFlow's latest_filename)
 };
 
 // The newest checkpoint named by `<dir>/checkpoint`, if that state file

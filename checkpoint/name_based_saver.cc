@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <set>
 #include <unordered_map>
 
@@ -10,7 +11,10 @@
 #include "bundle/bundle_reader.h"
 #include "bundle/checkpoint_state.h"
 #include "bundle/object_tree.h"
+#include "bundle/tensor_slice.h"
+#include "bundle/v1_checkpoint_reader.h"
 #include "checkpoint/load_status_internal.h"
+#include "ops/array_ops.h"
 #include "ops/checkpoint_ops_internal.h"
 #include "ops/variables.h"
 
@@ -52,7 +56,11 @@ StatusOr<std::unique_ptr<NameBasedSaver>> NameBasedSaver::Make(const Scope& scop
                                                                std::vector<Entry> entries,
                                                                Options options) {
   CKFLOW_RETURN_IF_ERROR(scope.status());
-  if (entries.empty()) return InvalidArgumentError("NameBasedSaver: no variables to save");
+  if (entries.empty() && !options.allow_empty) {
+    return InvalidArgumentError(
+        "No variables to save (NameBasedSaver: the variable list is empty; "
+        "set allow_empty to make an empty saver)");
+  }
   if (options.max_to_keep.has_value() && *options.max_to_keep < 0) {
     return InvalidArgumentError("NameBasedSaver: max_to_keep must not be negative, got ",
                                 *options.max_to_keep);
@@ -107,21 +115,34 @@ StatusOr<std::unique_ptr<NameBasedSaver>> NameBasedSaver::CreateFromMap(
 }
 
 StatusOr<std::string> NameBasedSaver::Save(Session& session, const std::string& save_path,
-                                           const Variable& global_step, bool write_state) {
+                                           const Variable& global_step, bool write_state,
+                                           const std::string& latest_filename) {
   CKFLOW_ASSIGN_OR_RETURN(int64_t step, ReadGlobalStep(session, global_step));
-  return Save(session, save_path, step, write_state);
+  return Save(session, save_path, step, write_state, latest_filename);
 }
 
 StatusOr<std::string> NameBasedSaver::Save(Session& session, const std::string& save_path,
-                                           std::optional<int64_t> global_step, bool write_state) {
+                                           std::optional<int64_t> global_step, bool write_state,
+                                           const std::string& latest_filename) {
   if (save_path.empty()) return InvalidArgumentError("NameBasedSaver::Save: empty save path");
-  const std::string path =
-      global_step.has_value() ? save_path + "-" + std::to_string(*global_step) : save_path;
-  const std::string dir = Dirname(path);
-  if (write_state && Basename(path) == kCheckpointStateFilename) {
-    return InvalidArgumentError("NameBasedSaver::Save: '", path,
-                                "' collides with the checkpoint state file's name");
+  if (latest_filename.empty() || latest_filename.find('/') != std::string::npos) {
+    return InvalidArgumentError(
+        "'latest_filename' must not contain path components (NameBasedSaver", "::Save: got '",
+        latest_filename, "')");
   }
+  std::string path = save_path;
+  if (global_step.has_value()) {
+    // TensorFlow's "%s-%d", or "%s-%08d" when padded.
+    char step[32];
+    std::snprintf(step, sizeof(step), options_.pad_step_number ? "-%08lld" : "-%lld",
+                  static_cast<long long>(*global_step));
+    path += step;
+  } else if (!options_.sharded && Basename(path) == latest_filename) {
+    return InvalidArgumentError("'latest_filename' collides with 'save_path': '", latest_filename,
+                                "' and '", save_path, "'");
+  }
+  if (entries_.empty()) return std::string();  // allow_empty: TensorFlow returns None
+  const std::string dir = Dirname(path);
   internal::ObjectGraph values;
   for (const Entry& e : entries_) {
     std::vector<SaveableAttribute> attributes = e.variable->Attributes();
@@ -135,9 +156,10 @@ StatusOr<std::string> NameBasedSaver::Save(Session& session, const std::string& 
   Record(path);
   std::vector<std::string> all;
   for (const auto& [p, t] : last_checkpoints_) all.push_back(p);
-  CKFLOW_RETURN_IF_ERROR(UpdateCheckpointState(
-      dir, path,
-      {.all_model_checkpoint_paths = all, .save_relative_paths = options_.save_relative_paths}));
+  CKFLOW_RETURN_IF_ERROR(UpdateCheckpointState(dir, path,
+                                               {.all_model_checkpoint_paths = all,
+                                                .save_relative_paths = options_.save_relative_paths,
+                                                .latest_filename = latest_filename}));
   // TensorFlow deletes after the state file no longer names the checkpoint.
   while (!to_delete_.empty()) {
     auto [old_path, time] = to_delete_.front();
@@ -177,7 +199,17 @@ void NameBasedSaver::SetLastCheckpoints(const std::vector<std::string>& paths) {
 }
 
 Status NameBasedSaver::Restore(Session& session, const std::string& save_path) {
+  if (entries_.empty()) return OkStatus();  // allow_empty, as TensorFlow: before any check
+  if (save_path.empty()) {
+    return InvalidArgumentError(
+        "Can't load save_path when it is None (NameBasedSaver::Restore: "
+        "empty save path)");
+  }
+  if (!CheckpointExists(save_path)) {
+    return InvalidArgumentError("The passed save_path is not a valid checkpoint: ", save_path);
+  }
   CKFLOW_RETURN_IF_ERROR(saver_->CheckGraphAlive());
+  if (IsV1Checkpoint(save_path)) return RestoreV1(session, save_path);
   CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<const BundleReader> reader,
                           BundleReader::Open(save_path));
   // An object-based checkpoint keys values by object path; its object graph
@@ -228,6 +260,50 @@ Status NameBasedSaver::Restore(Session& session, const std::string& save_path) {
   StatusOr<std::vector<Tensor>> ran =
       session.Run({Feed(saver_->restore_prefix(), Tensor::Scalar(save_path))}, {}, ops);
   return ran.status().WithContext("restoring '" + save_path + "'");
+}
+
+Status NameBasedSaver::RestoreV1(Session& session, const std::string& save_path) {
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<V1CheckpointReader> reader,
+                          V1CheckpointReader::Open(save_path));
+  if (v1_assigns_.empty()) {
+    const Scope scope = saver_->scope().NewSubScope("restore_v1");
+    for (const Entry& e : entries_) {
+      Output value = ops::Placeholder(scope, e.variable->dtype(), {.shape = e.variable->shape()});
+      v1_assigns_.emplace_back(value, e.variable->Assign(scope, value));
+    }
+    if (!scope.ok()) {
+      v1_assigns_.clear();
+      return scope.status().WithContext("NameBasedSaver: building the V1 restore");
+    }
+  }
+  std::vector<Feed> feeds;
+  std::vector<Output> assigns;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& e = entries_[i];
+    const V1CheckpointReader::TensorInfo* info = reader->Find(e.key);
+    if (info == nullptr) {
+      return NotFoundError("Key ", e.key, " not found in checkpoint '", save_path,
+                           "' (a V1 checkpoint; variable '", e.variable->name(), "')");
+    }
+    SaveableAttribute attribute = std::move(e.variable->Attributes().at(0));
+    if (info->dtype != attribute.dtype || !attribute.saved_shape().IsCompatibleWith(info->shape)) {
+      return InvalidArgumentError("checkpoint '", save_path, "': key '", e.key, "' is ",
+                                  DataTypeName(info->dtype), info->shape.ToString(),
+                                  " but variable '", e.variable->name(), "' is ",
+                                  DataTypeName(attribute.dtype), attribute.shape.ToString());
+    }
+    StatusOr<Tensor> value = Tensor();
+    if (attribute.slice_spec.empty()) {
+      value = reader->Lookup(e.key);
+    } else {
+      CKFLOW_ASSIGN_OR_RETURN(ShapeAndSlice part, ParseShapeAndSlice(attribute.slice_spec));
+      value = reader->LookupSlice(e.key, part.slice);
+    }
+    if (!value.ok()) return value.status();
+    feeds.emplace_back(v1_assigns_[i].first, *std::move(value));
+    assigns.push_back(v1_assigns_[i].second);
+  }
+  return session.Run(feeds, {}, assigns).status().WithContext("restoring '" + save_path + "'");
 }
 
 }  // namespace ckflow

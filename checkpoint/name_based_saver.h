@@ -60,6 +60,12 @@ struct NameBasedSaverOptions {
   bool sharded = false;
   // Write the state file's paths relative to its directory.
   bool save_relative_paths = false;
+  // Save "<path>-00000042" (the step zero-padded to 8 digits, so that a
+  // listing sorts by step) instead of "<path>-42".
+  bool pad_step_number = false;
+  // A saver with no variables is no error: Save writes nothing and returns
+  // "" (TensorFlow returns None), Restore does nothing.
+  bool allow_empty = false;
   // Seconds since the epoch; tests replace it.
   std::function<double()> clock;
 };
@@ -74,12 +80,14 @@ class NameBasedSaver {
   // whole variable's name and saved as its slice; restoring it reads its
   // slice of that key whatever partitioning (or none) the checkpoint has.
   // InvalidArgument if two variables share a name ("At least two variables
-  // have the same name"), or there is nothing to save; the scope's error.
+  // have the same name"), or there is nothing to save ("No variables to
+  // save", unless allow_empty); the scope's error.
   static StatusOr<std::unique_ptr<NameBasedSaver>> Create(
       const Scope& scope, const std::vector<std::shared_ptr<Variable>>& variables,
       Options options = {});
   // A saver of `variables` keyed by the names given (var_list as a dict).
-  // InvalidArgument for an empty name, a null variable, or an empty map.
+  // InvalidArgument for an empty name, a null variable, or an empty map
+  // (unless allow_empty).
   static StatusOr<std::unique_ptr<NameBasedSaver>> CreateFromMap(
       const Scope& scope, const std::map<std::string, std::shared_ptr<Variable>>& variables,
       Options options = {});
@@ -88,18 +96,28 @@ class NameBasedSaver {
   NameBasedSaver& operator=(const NameBasedSaver&) = delete;
 
   // Writes "<save_path>" (or "<save_path>-<global_step>") and returns it;
-  // with `write_state`, records it as above. `global_step` is a number or a
-  // scalar int64/int32 variable read in `session`. Errors of the write; a
-  // failed save leaves the previous checkpoints and the state file whole.
+  // with `write_state`, records it as above in <dir>/<latest_filename>.
+  // `global_step` is a number or a scalar int64/int32 variable read in
+  // `session`. InvalidArgument if `latest_filename` has a directory part
+  // ("'latest_filename' must not contain path components") or, without a
+  // step and unsharded, is save_path's own name ("'latest_filename' collides
+  // with 'save_path'"). Errors of the write; a failed save leaves the
+  // previous checkpoints and the state file whole.
   StatusOr<std::string> Save(Session& session, const std::string& save_path,
-                             std::optional<int64_t> global_step = {}, bool write_state = true);
+                             std::optional<int64_t> global_step = {}, bool write_state = true,
+                             const std::string& latest_filename = "checkpoint");
   StatusOr<std::string> Save(Session& session, const std::string& save_path,
-                             const Variable& global_step, bool write_state = true);
+                             const Variable& global_step, bool write_state = true,
+                             const std::string& latest_filename = "checkpoint");
 
-  // Restores every variable from `save_path` (a prefix). NotFound naming
-  // the key (and the variable) if the checkpoint has no value for one,
-  // neither by name nor through its object graph; InvalidArgument for a
-  // dtype or shape mismatch; NotFound or DataLoss for the checkpoint.
+  // Restores every variable from `save_path`: a V2 prefix, or a V1
+  // checkpoint's file (TensorFlow 1's SaverDef.V1). InvalidArgument if
+  // save_path is empty ("Can't load save_path when it is None") or names no
+  // checkpoint ("The passed save_path is not a valid checkpoint: ..."), as
+  // TensorFlow; NotFound naming the key (and the variable) if the
+  // checkpoint has no value for one, neither by name nor through its object
+  // graph; InvalidArgument for a dtype or shape mismatch; DataLoss for a
+  // damaged checkpoint.
   Status Restore(Session& session, const std::string& save_path);
 
   // The checkpoints this saver keeps, oldest first (TensorFlow's
@@ -120,6 +138,8 @@ class NameBasedSaver {
                                                         Options options);
   // TensorFlow's _RecordLastCheckpoint and _MaybeDeleteOldCheckpoints.
   void Record(const std::string& path);
+  // Restore from a V1 file: each value is read, then fed to its variable.
+  Status RestoreV1(Session& session, const std::string& save_path);
 
   const std::vector<Entry> entries_;
   const Options options_;
@@ -127,6 +147,9 @@ class NameBasedSaver {
   std::vector<std::pair<std::string, double>> last_checkpoints_;  // path, time; oldest first
   std::vector<std::pair<std::string, double>> to_delete_;  // left the window, not yet deleted
   double next_keep_time_ = 0;
+  // Per entry, a placeholder and the op assigning it to the variable; built
+  // by the first V1 restore.
+  std::vector<std::pair<Output, Output>> v1_assigns_;
 };
 
 }  // namespace ckflow

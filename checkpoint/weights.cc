@@ -22,7 +22,8 @@ struct WeightSavers : GraphAttachment {
 // build), where they will appear. Its file system is the session's, fixed
 // when the saver is first made for `root`.
 StatusOr<std::shared_ptr<internal::Saver>> SaverForRoot(const std::shared_ptr<Trackable>& root,
-                                                        Session& session) {
+                                                        Session& session,
+                                                        const RestoreOptions& options) {
   if (root == nullptr) return InvalidArgumentError("SaveWeights/LoadWeights: the object is null");
   // A session runs a graph that keeps growing (these restore ops are added
   // to it), so the const in Session::graph() is the session's promise not to
@@ -66,7 +67,8 @@ Status SaveWeights(const std::shared_ptr<Trackable>& root, const std::string& pa
 StatusOr<LoadStatus> LoadWeights(const std::shared_ptr<Trackable>& root, const std::string& path,
                                  Session& session) {
   CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<internal::Saver> saver, SaverForRoot(root, session));
-  CKFLOW_ASSIGN_OR_RETURN(LoadStatus status, internal::RestoreRoot(root, saver, path, nullptr));
+  CKFLOW_ASSIGN_OR_RETURN(LoadStatus status,
+                          internal::RestoreRoot(root, saver, path, nullptr, options));
   CKFLOW_RETURN_IF_ERROR(status.RunRestoreOps(session));
   CKFLOW_RETURN_IF_ERROR(status.AssertNontrivialMatch());
   return status;

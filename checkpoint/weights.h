@@ -33,9 +33,9 @@ Status SaveWeights(const std::shared_ptr<Trackable>& root, const std::string& pa
 // the model's variables are or will be. Errors: InvalidArgument for a null
 // root; NotFound or DataLoss for the checkpoint; FailedPrecondition
 // ("Nothing except the root object matched ..." or "Nothing to load ...")
-// when nothing below the root matched.
+// when nothing below the root matched. `options` as Checkpoint::Restore's.
 StatusOr<LoadStatus> LoadWeights(const std::shared_ptr<Trackable>& root, const std::string& path,
-                                 Session& session);
+                                 Session& session, const RestoreOptions& options = {});
 
 }  // namespace ckflow
 

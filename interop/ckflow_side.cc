@@ -13,7 +13,9 @@
 //   interop_ckflow partitioned --spec F [--parts N --axis A] [--restore P] [--save P] ...
 //       TensorFlow 1's get_variable(partitioner=fixed_size_partitioner(N,
 //       A)): a PartitionedVariable (or, with no --parts, a plain variable)
-//       of the spec's one rank-2 float32 value, saved and restored by name.
+//       of the spec's one rank-2 float32 value, saved and restored by name
+//       with a NameBasedSaver (V1 files too; --step, --pad-step-number,
+//       --latest-filename, --restore-latest D as tf.compat.v1.train.Saver's).
 //   interop_ckflow generic --spec F [--restore PATH|--restore-latest D] ...
 //       A tree of modules and variables made from the keys of a values file
 //       ("a/b/.ATTRIBUTES/VARIABLE_VALUE" is variable b of module a), for
@@ -429,9 +431,12 @@ Status Weights(const WeightsOptions& o) {
 }
 
 struct PartitionedOptions {
-  std::string spec, restore, save, dump;
+  std::string spec, restore, restore_latest, save, dump;
   int parts = 0;  // 0: a plain variable
   int axis = 0;
+  int64_t step = -1;  // -1: none
+  bool pad_step_number = false;
+  std::string latest_filename = "checkpoint";
 };
 
 // The box [row0, row0 + rows) x [col0, col0 + cols) of a rank-2 float32
@@ -476,9 +481,18 @@ Status Partitioned(const PartitionedOptions& o) {
   }
   CKFLOW_RETURN_IF_ERROR(root.status());
   CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(root.graph()));
-  CKFLOW_ASSIGN_OR_RETURN(auto saver, NameBasedSaver::Create(root, {}));
-  if (!o.restore.empty()) {
-    Report("restore", Outcome(saver->Restore(*session, o.restore)));
+  CKFLOW_ASSIGN_OR_RETURN(auto saver,
+                          NameBasedSaver::Create(root, {}, {.pad_step_number = o.pad_step_number}));
+  std::string restore = o.restore;
+  if (!o.restore_latest.empty()) {
+    std::optional<std::string> latest =
+        LatestCheckpoint(o.restore_latest, {.latest_filename = o.latest_filename});
+    if (!latest) return NotFoundError(o.restore_latest, ": no latest checkpoint");
+    Report("latest", *latest);
+    restore = *latest;
+  }
+  if (!restore.empty()) {
+    Report("restore", Outcome(saver->Restore(*session, restore)));
   } else {
     CKFLOW_RETURN_IF_ERROR(session->Run({}, {}, assigns).status());
   }
@@ -492,7 +506,9 @@ Status Partitioned(const PartitionedOptions& o) {
     CKFLOW_RETURN_IF_ERROR(WriteValues(o.dump, {{name, whole}}));
   }
   if (!o.save.empty()) {
-    CKFLOW_ASSIGN_OR_RETURN(std::string saved, saver->Save(*session, o.save));
+    const std::optional<int64_t> step = o.step >= 0 ? std::optional<int64_t>(o.step) : std::nullopt;
+    CKFLOW_ASSIGN_OR_RETURN(std::string saved,
+                            saver->Save(*session, o.save, step, true, o.latest_filename));
     Report("saved", saved);
   }
   return OkStatus();
@@ -557,6 +573,12 @@ int main(int argc, char** argv) {
   partitioned->add_option("--restore", p.restore, "NameBasedSaver::Restore this prefix");
   partitioned->add_option("--save", p.save, "NameBasedSaver::Save to this path");
   partitioned->add_option("--dump", p.dump, "dump the whole value here");
+  partitioned->add_option("--restore-latest", p.restore_latest,
+                          "restore LatestCheckpoint of this directory");
+  partitioned->add_option("--step", p.step, "Save's global_step");
+  partitioned->add_flag("--pad-step-number", p.pad_step_number, "NameBasedSaver's pad_step_number");
+  partitioned->add_option("--latest-filename", p.latest_filename,
+                          "the state file's name (Save and --restore-latest)");
   CLI11_PARSE(app, argc, argv);
 
   ckflow::Status status = train->parsed()         ? Train(t)

@@ -359,6 +359,64 @@ def test_ckflow_partitioned_variable_restores_in_tf(tmp_path, ckflow):
         assert got.tobytes() == array.tobytes(), (parts, axis)
 
 
+# (7) TF1 Saver's pad_step_number and latest_filename, both ways: each side
+# finds the other's "<path>-000000NN" through a state file named "latest"
+# (and none under "checkpoint"), and restores it bit for bit.
+def test_tf1_saver_pad_step_number_and_latest_filename_both_ways(tmp_path, ckflow):
+    array = partition_grid()
+    values.write(tmp_path / "spec", {"w": array})
+    want = {"w": values.entry(tf.float32, array)}
+    tf_dir = tmp_path / "tf"
+    path = tf_side.tf1_partitioned_save(
+        str(tf_dir / "model.ckpt"), "w", array, 0, global_step=42, pad_step_number=True,
+        latest_filename="latest",
+    )
+    assert path == str(tf_dir / "model.ckpt-00000042")
+    assert sorted(os.listdir(tf_dir)) == [
+        "latest", "model.ckpt-00000042.data-00000-of-00001", "model.ckpt-00000042.index"
+    ]
+    ck = ckflow.side(
+        "partitioned", "--spec", tmp_path / "spec", "--restore-latest", tf_dir,
+        "--latest-filename", "latest", "--dump", tmp_path / "dump",
+    )
+    assert ck["latest"] == path and ck["restore"] == "ok", ck
+    assert read(tmp_path / "dump") == want
+
+    ck_dir = tmp_path / "ck"
+    ck = ckflow.side(
+        "partitioned", "--spec", tmp_path / "spec", "--parts", 3, "--save", ck_dir / "model.ckpt",
+        "--step", 7, "--pad-step-number", "--latest-filename", "latest",
+    )
+    assert ck["saved"] == str(ck_dir / "model.ckpt-00000007")
+    assert tf.train.latest_checkpoint(str(ck_dir), "latest") == ck["saved"]
+    assert tf.train.latest_checkpoint(str(ck_dir)) is None
+    state = tf.train.get_checkpoint_state(str(ck_dir), "latest")
+    assert list(state.all_model_checkpoint_paths) == [ck["saved"]]
+    got = tf_side.tf1_partitioned_restore(ck["saved"], "w", [10, 6], 0)
+    assert got.tobytes() == array.tobytes()
+
+
+# (7) V1 checkpoints (Saver(write_version=SaverDef.V1)), which TensorFlow
+# 2.21 still writes: one file, no .index. A plain and a 3-part variable
+# restore in ckflow whole and in other partitionings.
+@pytest.mark.parametrize("tf_parts", [0, 3])
+def test_tf1_v1_checkpoint_restores_in_ckflow(tmp_path, ckflow, tf_parts):
+    array = partition_grid()
+    values.write(tmp_path / "spec", {"w": array})
+    (tmp_path / "tf").mkdir()  # V1 saves make no directory
+    path = tf_side.tf1_partitioned_save(str(tmp_path / "tf" / "model.ckpt"), "w", array, tf_parts,
+                                        v1=True, global_step=3)
+    assert os.path.isfile(path) and not os.path.exists(path + ".index")
+    for parts, axis in PARTITIONINGS:
+        dump = tmp_path / f"dump_{parts}_{axis}"
+        ck = ckflow.side(
+            "partitioned", "--spec", tmp_path / "spec", "--parts", parts, "--axis", axis,
+            "--restore-latest", tmp_path / "tf", "--dump", dump,
+        )
+        assert ck["latest"] == path and ck["restore"] == "ok", (parts, axis, ck)
+        assert read(dump) == {"w": values.entry(tf.float32, array)}, (parts, axis)
+
+
 # (6) Keras save_weights / load_weights of a Sequential against ckflow's
 # SaveWeights / LoadWeights of its Sequential: the model is the root, no
 # save_counter. And the seed's warning on both sides: a weights file

@@ -160,26 +160,32 @@ def train(
     return report
 
 
-def tf1_partitioned_save(path, name, array, parts, axis=0):
+def tf1_partitioned_save(path, name, array, parts, axis=0, v1=False, global_step=None,
+                         pad_step_number=False, latest_filename=None):
     """get_variable(partitioner=fixed_size_partitioner(parts, axis)) holding
-    `array`, saved by a TF1 Saver (one key, `parts` slices) to `path`."""
+    `array` (parts=0: a plain variable), saved by a TF1 Saver (one key,
+    `parts` slices) to `path`; v1: write_version=SaverDef.V1, the others as
+    Saver's and save's arguments."""
     with tf.Graph().as_default():
         var = tf.compat.v1.get_variable(
             name,
             shape=array.shape,
             dtype=tf.float32,
             initializer=tf.compat.v1.zeros_initializer(),
-            partitioner=tf.compat.v1.fixed_size_partitioner(parts, axis),
+            partitioner=tf.compat.v1.fixed_size_partitioner(parts, axis) if parts else None,
         )
         assigns = []
-        for part in var:
+        for part in var if parts else [var]:
             info = part._get_save_slice_info()
-            box = tuple(slice(o, o + s) for o, s in zip(info.var_offset, info.var_shape))
+            box = tuple(slice(o, o + s) for o, s in zip(info.var_offset, info.var_shape)) if info else ...
             assigns.append(part.assign(array[box]))
+        version = tf.compat.v1.train.SaverDef.V1 if v1 else tf.compat.v1.train.SaverDef.V2
+        saver = tf.compat.v1.train.Saver(write_version=version, pad_step_number=pad_step_number)
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
             session.run(assigns)
-            return tf.compat.v1.train.Saver().save(session, path, write_meta_graph=False)
+            return saver.save(session, path, global_step=global_step,
+                              latest_filename=latest_filename, write_meta_graph=False)
 
 
 def tf1_partitioned_restore(path, name, shape, parts, axis=0):

@@ -22,7 +22,10 @@
 #include "checkpoint/checkpoint_management.h"
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
+#include "ops/partitioned_variables.h"
 #include "ops/variables.h"
+#include "tests/bundle/bundle_test_util.h"
+#include "tests/bundle/v1_fixture.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
 #include "tests/test_util.h"
 
@@ -37,6 +40,7 @@ using testing::NewSession;
 using testing::RunOrFail;
 using testing::SameTensor;
 using testing::SetValue;
+using testing::StatusIs;
 using testing::ValueOf;
 
 class NameBasedSaverTest : public ::testing::Test {
@@ -280,6 +284,175 @@ TEST_F(NameBasedSaverTest, AShapeMismatchIsInvalidArgumentNamingTheKey) {
   Status s = saver2->Restore(*session2, path);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("key 'v'"));
+}
+
+// Saver(pad_step_number=True): "%s-%08d", so that listings sort by step;
+// a step of more digits is written whole.
+TEST_F(NameBasedSaverTest, PadStepNumberZeroPadsTheStepToEightDigits) {
+  Scope scope = Scope::NewRootScope();
+  auto v = CountingVariable(scope, "v", {2}, 1);
+  auto session = NewSession(scope);
+  RunOrFail(*session, {GlobalVariablesInitializer(scope)});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto saver,
+                              NameBasedSaver::Create(scope, {v}, {.pad_step_number = true}));
+  const std::string base = dir_ + "/model.ckpt";
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string s42, saver->Save(*session, base, 42));
+  EXPECT_EQ(s42, base + "-00000042");
+  EXPECT_TRUE(CheckpointExists(s42));
+  EXPECT_EQ(LatestCheckpoint(dir_), s42);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string big, saver->Save(*session, base, 1234567890));
+  EXPECT_EQ(big, base + "-1234567890");
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string negative, saver->Save(*session, base, -5));
+  EXPECT_EQ(negative, base + "--0000005");  // Python's "{:08d}".format(-5)
+  CKFLOW_ASSERT_OK(saver->Restore(*session, s42));
+  // Unpadded by default.
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto plain, NameBasedSaver::Create(scope, {v}));
+  EXPECT_EQ(plain->Save(*session, base, 42).value(), base + "-42");
+}
+
+// save(..., latest_filename="latest") keeps its state in <dir>/latest;
+// latest_checkpoint(dir, "latest") and get_checkpoint_state read it, the
+// default "checkpoint" is never written, and max_to_keep still deletes.
+TEST_F(NameBasedSaverTest, LatestFilenameKeepsTheStateInAnotherFile) {
+  Scope scope = Scope::NewRootScope();
+  auto v = CountingVariable(scope, "v", {2}, 1);
+  auto session = NewSession(scope);
+  RunOrFail(*session, {GlobalVariablesInitializer(scope)});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto saver, NameBasedSaver::Create(scope, {v}, {.max_to_keep = 1}));
+  const std::string base = dir_ + "/model.ckpt";
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string s1, saver->Save(*session, base, 1, true, "latest"));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string s2, saver->Save(*session, base, 2, true, "latest"));
+  EXPECT_FALSE(CheckpointExists(s1));
+  EXPECT_EQ(Files(), (std::vector<std::string>{"latest", "model.ckpt-2.data-00000-of-00001",
+                                               "model.ckpt-2.index"}));
+  EXPECT_EQ(LatestCheckpoint(dir_), std::nullopt);
+  EXPECT_EQ(LatestCheckpoint(dir_, {.latest_filename = "latest"}), s2);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::optional<CheckpointStateData> state,
+                              GetCheckpointState(dir_, nullptr, "latest"));
+  ASSERT_TRUE(state.has_value());
+  EXPECT_EQ(state->model_checkpoint_path, s2);
+  EXPECT_EQ(state->all_model_checkpoint_paths, std::vector<std::string>{s2});
+  EXPECT_FALSE(ReadCheckpointState(dir_).value().has_value());
+}
+
+// saver_test's testBasicsWithListOfVariables / latest_filename checks: a
+// state file name with a directory, or (with no step, unsharded) the save
+// path's own name, is a ValueError: InvalidArgument, nothing written.
+TEST_F(NameBasedSaverTest, LatestFilenameWithADirectoryOrCollidingIsRefused) {
+  Scope scope = Scope::NewRootScope();
+  auto v = CountingVariable(scope, "v", {2}, 1);
+  auto session = NewSession(scope);
+  RunOrFail(*session, {GlobalVariablesInitializer(scope)});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto saver, NameBasedSaver::Create(scope, {v}));
+  EXPECT_THAT(
+      saver->Save(*session, dir_ + "/model", 1, true, "sub/latest").status(),
+      StatusIs(StatusCode::kInvalidArgument, "'latest_filename' must not contain path components"));
+  EXPECT_THAT(
+      saver->Save(*session, dir_ + "/latest", std::nullopt, true, "latest").status(),
+      StatusIs(StatusCode::kInvalidArgument,
+               "'latest_filename' collides with 'save_path': 'latest' and '" + dir_ + "/latest'"));
+  EXPECT_THAT(saver->Save(*session, dir_ + "/checkpoint").status(),
+              StatusIs(StatusCode::kInvalidArgument, "'latest_filename' collides with"));
+  EXPECT_TRUE(Files().empty());
+  // With a step the names cannot collide.
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string path,
+                              saver->Save(*session, dir_ + "/latest", 3, true, "latest"));
+  EXPECT_EQ(LatestCheckpoint(dir_, {.latest_filename = "latest"}), path);
+}
+
+// Saver(var_list=[]) raises "No variables to save" unless allow_empty;
+// an empty saver's save writes nothing and returns None (""), its restore
+// does nothing, whatever the path.
+TEST_F(NameBasedSaverTest, AnEmptySaverNeedsAllowEmptyAndThenDoesNothing) {
+  Scope scope = Scope::NewRootScope();
+  EXPECT_THAT(NameBasedSaver::Create(scope, {}).status(),
+              StatusIs(StatusCode::kInvalidArgument, "No variables to save"));
+  EXPECT_THAT(NameBasedSaver::CreateFromMap(scope, {}).status(),
+              StatusIs(StatusCode::kInvalidArgument, "No variables to save"));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto empty, NameBasedSaver::Create(scope, {}, {.allow_empty = true}));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto empty_map,
+                              NameBasedSaver::CreateFromMap(scope, {}, {.allow_empty = true}));
+  auto session = NewSession(scope);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string path, empty->Save(*session, dir_ + "/model", 5));
+  EXPECT_EQ(path, "");
+  EXPECT_EQ(empty_map->Save(*session, dir_ + "/model").value(), "");
+  EXPECT_TRUE(Files().empty());
+  EXPECT_THAT(empty->last_checkpoints(), ::testing::IsEmpty());
+  CKFLOW_EXPECT_OK(empty->Restore(*session, ""));
+  CKFLOW_EXPECT_OK(empty->Restore(*session, dir_ + "/nothing"));
+}
+
+// restore(sess, None) and restore of a path with no checkpoint are
+// ValueErrors in TensorFlow: InvalidArgument, in its words.
+TEST_F(NameBasedSaverTest, RestoreWithoutACheckpointIsInvalidArgument) {
+  Scope scope = Scope::NewRootScope();
+  auto v = CountingVariable(scope, "v", {2}, 1);
+  auto session = NewSession(scope);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto saver, NameBasedSaver::Create(scope, {v}));
+  EXPECT_THAT(saver->Restore(*session, ""),
+              StatusIs(StatusCode::kInvalidArgument, "Can't load save_path when it is None"));
+  EXPECT_THAT(saver->Restore(*session, dir_ + "/nothing"),
+              StatusIs(StatusCode::kInvalidArgument,
+                       "The passed save_path is not a valid checkpoint: " + dir_ + "/nothing"));
+  // A directory is not a checkpoint either (TensorFlow's glob would match).
+  EXPECT_THAT(saver->Restore(*session, dir_),
+              StatusIs(StatusCode::kInvalidArgument, "not a valid checkpoint"));
+}
+
+// A V1 checkpoint (Saver(write_version=SaverDef.V1), here TensorFlow 2.21's
+// own file): every variable restores by name, a partitioned variable's
+// two slices into three parts, LatestCheckpoint follows a state file
+// naming the file; a missing name is NotFound, a damaged file DataLoss.
+TEST_F(NameBasedSaverTest, RestoresAV1CheckpointTensorFlowWrote) {
+  const std::string path = dir_ + "/model.ckpt";
+  testing::WriteFileOrDie(path, testing::TfV1CheckpointBytes());
+  CKFLOW_ASSERT_OK(UpdateCheckpointState(dir_, path));
+  ASSERT_EQ(LatestCheckpoint(dir_), path);
+
+  Scope scope = Scope::NewRootScope();
+  auto zeros = [&](const std::string& name, DataType dtype, const TensorShape& shape) {
+    return Variable::Create(scope, name, dtype, shape, initializers::Zeros());
+  };
+  auto kernel = zeros("dense/kernel", DT_FLOAT, TensorShape({2, 3}));
+  auto step = zeros("step", DT_INT64, TensorShape());
+  auto i32 = zeros("i32", DT_INT32, TensorShape({3}));
+  auto f64 = zeros("f64", DT_DOUBLE, TensorShape({2}));
+  auto emb = PartitionedVariable::Create(scope, "emb", DT_FLOAT, {5, 2}, initializers::Zeros(),
+                                         {.num_shards = 3});
+  ASSERT_TRUE(scope.ok()) << scope.status();
+  std::vector<std::shared_ptr<Variable>> list = {kernel, step, i32, f64};
+  list.insert(list.end(), emb->parts().begin(), emb->parts().end());
+  auto session = NewSession(scope);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto saver, NameBasedSaver::Create(scope, list));
+  CKFLOW_ASSERT_OK(saver->Restore(*session, *LatestCheckpoint(dir_)));
+  EXPECT_TRUE(SameTensor(ValueOf(*session, *kernel),
+                         Tensor::FromVector<float>({-1, -0.5, 0, 0.5, 1, 1.5}, {2, 3})));
+  EXPECT_EQ(ValueOf(*session, *step).scalar<int64_t>(), -3);
+  EXPECT_TRUE(SameTensor(ValueOf(*session, *i32), Tensor::FromVector<int32_t>({1, -2, 3})));
+  EXPECT_TRUE(SameTensor(ValueOf(*session, *f64), Tensor::FromVector<double>({1.5, -2.25})));
+  // fixed_size_partitioner(3) of 5 rows: 2, 2, 1.
+  EXPECT_TRUE(SameTensor(ValueOf(*session, *emb->parts()[1]),
+                         Tensor::FromVector<float>({4.25, 5.25, 6.25, 7.25}, {2, 2})));
+  EXPECT_TRUE(SameTensor(ValueOf(*session, *emb->parts()[2]),
+                         Tensor::FromVector<float>({8.25, 9.25}, {1, 2})));
+  // Again, through the ops the first restore built.
+  SetValue(*session, *step, Tensor::Scalar<int64_t>(7));
+  CKFLOW_ASSERT_OK(saver->Restore(*session, path));
+  EXPECT_EQ(ValueOf(*session, *step).scalar<int64_t>(), -3);
+
+  auto other = zeros("other", DT_FLOAT, TensorShape({1}));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto missing, NameBasedSaver::Create(scope, {other}));
+  EXPECT_THAT(missing->Restore(*session, path),
+              StatusIs(StatusCode::kNotFound, "Key other not found in checkpoint"));
+  auto wrong = zeros("i32", DT_INT32, TensorShape({4}));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto mismatch,
+                              NameBasedSaver::CreateFromMap(scope, {{"i32", wrong}}));
+  EXPECT_THAT(mismatch->Restore(*session, path),
+              StatusIs(StatusCode::kInvalidArgument, "key 'i32' is int32[3]"));
+  std::string damaged = testing::TfV1CheckpointBytes();
+  damaged[300] ^= 0x10;
+  testing::WriteFileOrDie(path, damaged);
+  EXPECT_THAT(saver->Restore(*session, path), StatusIs(StatusCode::kDataLoss, path));
 }
 
 // The independent reader (../shared/tools/describe.py) reads what the saver

@@ -119,24 +119,28 @@ std::vector<std::pair<std::string, Tensor>> ModelValues(Session& session, const 
   return out;
 }
 
+// Trains a TwoLayers three steps and saves its weights (Adam's slots
+// included) to `path`; returns its values as ModelValues lists them.
+std::vector<std::pair<std::string, Tensor>> SaveTrainedWeights(const std::string& path) {
+  Scope scope = Scope::NewRootScope();
+  auto model = std::make_shared<TwoLayers>();
+  Training t;
+  t.Build(scope, *model, *model->optimizer());
+  auto session = NewSession(scope);
+  RunOrFail(*session, {GlobalVariablesInitializer(scope)});
+  for (int i = 0; i < 3; ++i) t.Step(*session);
+  Status saved = SaveWeights(model, path, *session);
+  EXPECT_TRUE(saved.ok()) << saved;
+  return ModelValues(*session, *model);
+}
+
 // Keras' load_weights on a subclassed model that has not been called: the
 // values are restored as the layers build on the first call, the slots as
 // the optimizer creates them (checkpoint_test.py's deferred restoration,
 // through load_weights).
 TEST_F(TfRulesTest, LoadWeightsDefersUntilTheLayersBuildAndTheSlotsAppear) {
   const std::string path = dir_ + "/weights";
-  std::vector<std::pair<std::string, Tensor>> saved;
-  {
-    Scope scope = Scope::NewRootScope();
-    auto model = std::make_shared<TwoLayers>();
-    Training t;
-    t.Build(scope, *model, *model->optimizer());
-    auto session = NewSession(scope);
-    RunOrFail(*session, {GlobalVariablesInitializer(scope)});
-    for (int i = 0; i < 3; ++i) t.Step(*session);
-    CKFLOW_ASSERT_OK(SaveWeights(model, path, *session));
-    saved = ModelValues(*session, *model);
-  }
+  const std::vector<std::pair<std::string, Tensor>> saved = SaveTrainedWeights(path);
   ASSERT_EQ(saved.size(), 14u);  // 4 variables, each with m and v; beta1/2_power
 
   Scope scope = Scope::NewRootScope();
@@ -597,6 +601,41 @@ TEST_F(TfRulesTest, SkipSlotVariablesRestoresTheModelButNotTheSlots) {
   restored = ModelValues(*session, *model);
   for (size_t i = 0; i < saved.size(); ++i) {
     EXPECT_TRUE(SameTensor(restored[i].second, saved[i].second)) << saved[i].first;
+  }
+}
+
+// The same option through load_weights (Keras passes its
+// CheckpointOptions to the restore): a weights file that holds the
+// optimizer's slots, loaded into an unbuilt model, restores its layers and
+// leaves the slots to their initializers.
+TEST_F(TfRulesTest, LoadWeightsSkipsSlotVariablesWhenAsked) {
+  const std::string path = dir_ + "/weights";
+  const std::vector<std::pair<std::string, Tensor>> saved = SaveTrainedWeights(path);
+  for (bool skip : {true, false}) {
+    Scope scope = Scope::NewRootScope();
+    auto model = std::make_shared<TwoLayers>();
+    auto session = NewSession(scope);
+    CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status,
+                                LoadWeights(model, path, *session, {.skip_slot_variables = skip}));
+    Training t;
+    t.Build(scope, *model, *model->optimizer());
+    CKFLOW_ASSERT_OK(status.InitializeOrRestore(*session));
+    CKFLOW_EXPECT_OK(status.AssertConsumed());
+    std::vector<std::pair<std::string, Tensor>> restored = ModelValues(*session, *model);
+    ASSERT_EQ(restored.size(), saved.size());
+    int fresh_slots = 0;
+    for (size_t i = 0; i < saved.size(); ++i) {
+      const bool is_slot = saved[i].first.ends_with("/m") || saved[i].first.ends_with("/v");
+      if (is_slot && skip) {
+        bool zero = true;
+        for (float x : restored[i].second.flat<float>()) zero = zero && x == 0.0f;
+        fresh_slots += zero;
+        EXPECT_FALSE(SameTensor(restored[i].second, saved[i].second)) << saved[i].first;
+      } else {
+        EXPECT_TRUE(SameTensor(restored[i].second, saved[i].second)) << saved[i].first;
+      }
+    }
+    EXPECT_EQ(fresh_slots, skip ? 8 : 0);
   }
 }
 
