@@ -22,8 +22,7 @@ struct WeightSavers : GraphAttachment {
 // build), where they will appear. Its file system is the session's, fixed
 // when the saver is first made for `root`.
 StatusOr<std::shared_ptr<internal::Saver>> SaverForRoot(const std::shared_ptr<Trackable>& root,
-                                                        Session& session,
-                                                        const RestoreOptions& options) {
+                                                        Session& session) {
   if (root == nullptr) return InvalidArgumentError("SaveWeights/LoadWeights: the object is null");
   // A session runs a graph that keeps growing (these restore ops are added
   // to it), so the const in Session::graph() is the session's promise not to
@@ -65,7 +64,7 @@ Status SaveWeights(const std::shared_ptr<Trackable>& root, const std::string& pa
 }
 
 StatusOr<LoadStatus> LoadWeights(const std::shared_ptr<Trackable>& root, const std::string& path,
-                                 Session& session) {
+                                 Session& session, const RestoreOptions& options) {
   CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<internal::Saver> saver, SaverForRoot(root, session));
   CKFLOW_ASSIGN_OR_RETURN(LoadStatus status,
                           internal::RestoreRoot(root, saver, path, nullptr, options));
