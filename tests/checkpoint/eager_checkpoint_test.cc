@@ -210,6 +210,70 @@ TEST_F(EagerCheckpointTest, RestoreOnCreateReadsThroughOneReader) {
   EXPECT_EQ(opens(), after_restore);
 }
 
+// An Initializer that counts its calls and fills with `value`.
+Initializer Counting(int* calls, double value) {
+  return [calls, value](const Scope& scope, DataType dtype, const TensorShape& shape) {
+    ++*calls;
+    return initializers::Constant(value)(scope, dtype, shape);
+  };
+}
+
+// TensorFlow's eager restore-on-create: the checkpointed value is the initial
+// value, so a variable a restore waits for never runs its initializer.
+TEST_F(EagerCheckpointTest, AVariableARestoreWaitsForIsReadNotInitialized) {
+  std::string path;
+  {
+    Scope scope = Scope::NewEagerScope();
+    auto module = std::make_shared<workloads::Module>();
+    int calls = 0;
+    Variable::CreateTracked(*module, scope, "v", DT_FLOAT, TensorShape({4}), Counting(&calls, 3));
+    EXPECT_EQ(calls, 1);  // nothing to restore: initialized
+    Checkpoint checkpoint(scope, {{"module", module}});
+    CKFLOW_ASSERT_OK_AND_ASSIGN(path, checkpoint.Save(dir_ + "/ckpt"));
+  }
+  Scope scope = Scope::NewEagerScope();
+  auto module = std::make_shared<workloads::Module>();
+  Checkpoint checkpoint(scope, {{"module", module}});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, checkpoint.Restore(path));
+  int calls = 0;
+  std::shared_ptr<Variable> v =
+      Variable::CreateTracked(*module, scope, "v", DT_FLOAT, TensorShape({4}), Counting(&calls, 7));
+  ASSERT_NE(v, nullptr) << scope.status();
+  EXPECT_EQ(calls, 0);
+  EXPECT_TRUE(testing::SameTensor(v->value().value(),
+                                  testing::MakeTensor(DT_FLOAT, TensorShape({4}), {3, 3, 3, 3})));
+  CKFLOW_EXPECT_OK(status.AssertConsumed());
+  // A variable nothing waits for is initialized as usual.
+  Variable::CreateTracked(*module, scope, "w", DT_FLOAT, TensorShape({4}), Counting(&calls, 7));
+  EXPECT_EQ(calls, 1);
+}
+
+// When the waiting restore cannot assign the variable (its value has another
+// shape), the initializer runs after all and the status reports the problem.
+TEST_F(EagerCheckpointTest, AVariableTheRestoreCannotAssignIsInitializedAfterAll) {
+  std::string path;
+  {
+    Scope scope = Scope::NewEagerScope();
+    auto module = std::make_shared<workloads::Module>();
+    int calls = 0;
+    Variable::CreateTracked(*module, scope, "v", DT_FLOAT, TensorShape({4}), Counting(&calls, 3));
+    Checkpoint checkpoint(scope, {{"module", module}});
+    CKFLOW_ASSERT_OK_AND_ASSIGN(path, checkpoint.Save(dir_ + "/ckpt"));
+  }
+  Scope scope = Scope::NewEagerScope();
+  auto module = std::make_shared<workloads::Module>();
+  Checkpoint checkpoint(scope, {{"module", module}});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, checkpoint.Restore(path));
+  int calls = 0;
+  std::shared_ptr<Variable> v =
+      Variable::CreateTracked(*module, scope, "v", DT_FLOAT, TensorShape({5}), Counting(&calls, 7));
+  ASSERT_NE(v, nullptr) << scope.status();
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(testing::SameTensor(
+      v->value().value(), testing::MakeTensor(DT_FLOAT, TensorShape({5}), {7, 7, 7, 7, 7})));
+  EXPECT_THAT(status.AssertConsumed(), StatusIs(StatusCode::kInvalidArgument, "shape"));
+}
+
 TEST_F(EagerCheckpointTest, EagerCheckpointsRestoreInGraphModeAndBackBitForBit) {
   EagerProgram eager;
   eager.Train(0, 4);
