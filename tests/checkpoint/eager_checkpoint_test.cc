@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <random>
@@ -14,6 +15,7 @@
 
 #include "bundle/bundle_reader.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/name_based_saver.h"
 #include "checkpoint/object_graph_internal.h"
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
@@ -421,6 +423,90 @@ TEST_F(EagerCheckpointTest, PartitionedVariablesRestoreOnCreateIntoTheirBoxes) {
     SCOPED_TRACE(restored->parts()[i]->name());
     EXPECT_TRUE(testing::SameTensor(restored->parts()[i]->value().value(), box(*restored, i)));
   }
+}
+
+// TensorFlow's eager manager.save() and restore_or_initialize() need no
+// session.
+TEST_F(EagerCheckpointTest, AManagerSavesAndRestoresWithoutASession) {
+  std::map<std::string, Tensor> saved, continued;
+  std::vector<std::string> paths;
+  {
+    EagerProgram p;
+    CKFLOW_ASSERT_OK_AND_ASSIGN(auto manager,
+                                CheckpointManager::Create(p.checkpoint, dir_, {.max_to_keep = 2}));
+    CKFLOW_ASSERT_OK_AND_ASSIGN(std::optional<std::string> restored,
+                                manager->RestoreOrInitialize());
+    EXPECT_FALSE(restored.has_value());
+    for (int i = 0; i < 3; ++i) {
+      p.Train(2 * i, 2);
+      CKFLOW_ASSERT_OK_AND_ASSIGN(std::string path, manager->Save());
+      paths.push_back(path);
+    }
+    saved = p.Values();
+    EXPECT_EQ(paths.back(), dir_ + "/ckpt-3");
+    EXPECT_EQ(manager->checkpoints(), (std::vector<std::string>{paths[1], paths[2]}));
+    EXPECT_EQ(manager->latest_checkpoint(), paths[2]);
+    EXPECT_EQ(LatestCheckpoint(dir_), paths[2]);
+    EXPECT_FALSE(std::filesystem::exists(paths[0] + ".index"));
+    EXPECT_TRUE(std::filesystem::exists(paths[1] + ".index"));
+    p.Train(6, 3);
+    continued = p.Values();
+  }
+  // A second program restores on creation from the manager's latest.
+  EagerProgram p;
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto manager,
+                              CheckpointManager::Create(p.checkpoint, dir_, {.max_to_keep = 2}));
+  ASSERT_EQ(manager->latest_checkpoint(), paths[2]);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::optional<std::string> restored, manager->RestoreOrInitialize());
+  EXPECT_EQ(restored, paths[2]);
+  EXPECT_EQ(p.checkpoint.save_counter()->value().value().scalar<int64_t>(), 3);
+  p.Train(6, 3);
+  ASSERT_TRUE(p.scope.ok()) << p.scope.status();
+  ExpectSameValues(p.Values(), continued);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string path, manager->Save());
+  EXPECT_EQ(path, dir_ + "/ckpt-4");
+  EXPECT_EQ(manager->checkpoints(), (std::vector<std::string>{paths[2], path}));
+}
+
+TEST_F(EagerCheckpointTest, AManagerWithoutASessionNeedsAnEagerScope) {
+  Scope graph = Scope::NewRootScope();
+  Checkpoint checkpoint(graph, {});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto manager, CheckpointManager::Create(checkpoint, dir_, {}));
+  EXPECT_THAT(manager->Save(), StatusIs(StatusCode::kFailedPrecondition, "eager scope"));
+  EXPECT_THAT(manager->RestoreOrInitialize(),
+              StatusIs(StatusCode::kFailedPrecondition, "eager scope"));
+}
+
+// TensorFlow's eager NameBasedSaverStatus: a TF1 Saver's checkpoint (no
+// object graph) restores by variable name, what exists at once and the rest
+// on creation.
+TEST_F(EagerCheckpointTest, NameBasedCheckpointsRestoreByNameNowAndOnCreation) {
+  std::map<std::string, Tensor> expected;
+  std::string path;
+  {
+    EagerProgram p;
+    p.Train(0, 5);
+    SessionOptions options{.resources = p.scope.eager_context()->shared_resources()};
+    CKFLOW_ASSERT_OK_AND_ASSIGN(auto session, Session::Create(p.scope.graph(), options));
+    CKFLOW_ASSERT_OK_AND_ASSIGN(auto saver, NameBasedSaver::Create(p.scope, {}));
+    CKFLOW_ASSERT_OK_AND_ASSIGN(path, saver->Save(*session, dir_ + "/model.ckpt"));
+    p.Train(5, 5);
+    expected = p.Values();
+  }
+  EagerProgram p;
+  auto [x, y] = Batch(0);
+  (*p.model)(p.scope, ops::Const(p.scope, x));  // the layers exist; the slots do not
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, p.checkpoint.Restore(path));
+  EXPECT_EQ(status.kind(), LoadStatus::Kind::kNameBasedSaver);
+  // The layers were restored by Restore itself; save_counter, which a TF1
+  // checkpoint lacks, is optional.
+  CKFLOW_EXPECT_OK(status.AssertConsumed());
+  p.Train(5, 5);  // slots and beta powers restore as Minimize creates them
+  ASSERT_TRUE(p.scope.ok()) << p.scope.status();
+  CKFLOW_EXPECT_OK(status.AssertConsumed());
+  std::map<std::string, Tensor> values = p.Values();
+  values.erase("save_counter");
+  ExpectSameValues(values, expected);
 }
 
 TEST_F(EagerCheckpointTest, SaveWithoutASessionNeedsAnEagerScope) {
