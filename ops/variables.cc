@@ -54,27 +54,14 @@ std::shared_ptr<Variable> Variable::Create(const Scope& scope, const std::string
                                            DataType dtype, const TensorShape& shape,
                                            const Initializer& initializer,
                                            VariableOptions options) {
-  if (!scope.ok()) return nullptr;
-  if (!initializer) {
-    scope.UpdateStatus(InvalidArgumentError("variable '", name, "': no initializer"));
-    return nullptr;
-  }
-  return CreateImpl(
-      scope, name, dtype, shape,
-      [&](const Scope& init_scope) { return initializer(init_scope, dtype, shape); },
-      std::move(options));
+  return CreateThenBind(scope, name, dtype, shape, initializer, std::move(options),
+                        /*restore_waiting=*/false, nullptr);
 }
 
 std::shared_ptr<Variable> Variable::CreateThenBind(
     const Scope& scope, const std::string& name, DataType dtype, const TensorShape& shape,
     const Initializer& initializer, VariableOptions options, bool restore_waiting,
     const std::function<void(const std::shared_ptr<Variable>&)>& bind) {
-  if (!restore_waiting || !scope.eager()) {
-    std::shared_ptr<Variable> v =
-        Create(scope, name, dtype, shape, initializer, std::move(options));
-    if (v != nullptr) bind(v);
-    return v;
-  }
   if (!scope.ok()) return nullptr;
   if (!initializer) {
     scope.UpdateStatus(InvalidArgumentError("variable '", name, "': no initializer"));
@@ -83,7 +70,7 @@ std::shared_ptr<Variable> Variable::CreateThenBind(
   return CreateImpl(
       scope, name, dtype, shape,
       [&](const Scope& init_scope) { return initializer(init_scope, dtype, shape); },
-      std::move(options), &bind);
+      std::move(options), bind ? &bind : nullptr, restore_waiting);
 }
 
 std::shared_ptr<Variable> Variable::CreateTracked(Trackable& owner, const Scope& scope,
@@ -99,7 +86,7 @@ std::shared_ptr<Variable> Variable::CreateTracked(Trackable& owner, const Scope&
 std::shared_ptr<Variable> Variable::CreateImpl(
     const Scope& scope, const std::string& name, DataType dtype, const PartialShape& shape,
     const std::function<Output(const Scope&)>& make_initial_value, VariableOptions options,
-    const std::function<void(const std::shared_ptr<Variable>&)>* restore_first) {
+    const std::function<void(const std::shared_ptr<Variable>&)>* bind, bool restore_waiting) {
   if (name.empty()) {
     scope.UpdateStatus(InvalidArgumentError("a variable needs a name"));
     return nullptr;
@@ -158,7 +145,7 @@ std::shared_ptr<Variable> Variable::CreateImpl(
                                                  Output(*handle_node), initial_value)};
   };
   // With a restore to run first, the initializer waits (see CreateThenBind).
-  const bool initialize_later = restore_first != nullptr && scope.eager();
+  const bool initialize_later = bind != nullptr && restore_waiting && scope.eager();
   Output initial_value, initializer;
   if (!initialize_later) {
     std::tie(initial_value, initializer) = build_initializer();
@@ -191,7 +178,7 @@ std::shared_ptr<Variable> Variable::CreateImpl(
   std::vector<VariableCreatorHook> hooks;
   for (const auto& [id, hook] : list.hooks) hooks.push_back(hook);
   for (const VariableCreatorHook& hook : hooks) hook(variable);
-  if (restore_first != nullptr) (*restore_first)(variable);
+  if (bind != nullptr) (*bind)(variable);
   if (initialize_later && !IsAssigned(variable->handle_)) {
     // The restore did not assign it (its status says why).
     if (!build_initializer().first.valid()) return nullptr;

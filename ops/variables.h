@@ -124,17 +124,18 @@ class Variable : public Trackable {
  private:
   Variable() = default;
   // The one place variables come into being: builds the ops, registers the
-  // variable with its graph and runs the creator hooks, then
-  // `restore_first`, if set; in an eager scope the initializer then runs
-  // only if that left the variable unassigned.
+  // variable with its graph and runs the creator hooks, then `bind`, if
+  // set; with `restore_waiting` in an eager scope the initializer runs
+  // after that, only if it left the variable unassigned.
   static std::shared_ptr<Variable> CreateImpl(
       const Scope& scope, const std::string& name, DataType dtype, const PartialShape& shape,
       const std::function<Output(const Scope&)>& make_initial_value, VariableOptions options,
-      const std::function<void(const std::shared_ptr<Variable>&)>* restore_first = nullptr);
-  // Create, then `bind(variable)`, which runs any restore waiting for it
-  // (Track, a slot's OnSlotCreated). With `restore_waiting` in an eager
-  // scope the initializer is built only if the restore did not assign the
-  // variable.
+      const std::function<void(const std::shared_ptr<Variable>&)>* bind = nullptr,
+      bool restore_waiting = false);
+  // Create, then `bind(variable)` (if set), which runs any restore waiting
+  // for it (Track, a slot's OnSlotCreated). With `restore_waiting` in an
+  // eager scope the initializer is built only if the restore did not assign
+  // the variable.
   friend class Optimizer;
   static std::shared_ptr<Variable> CreateThenBind(
       const Scope& scope, const std::string& name, DataType dtype, const TensorShape& shape,
