@@ -464,7 +464,15 @@ Status RestoreVariablesNow(const BundleReader& reader, const std::vector<Output>
     }
     CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<VariableResource> variable,
                             VariableFromHandle(handles[i].value(), "restore target"));
-    return LookupTarget(reader, keys[i], positions[i], slices[i], std::move(variable));
+    // The caller checked the entry at positions[i] against the variable
+    // when it matched it: only another entry (or a part) is checked here.
+    const std::vector<BundleEntry>& entries = reader.entries();
+    const int64_t at = positions[i];
+    if (slices[i].empty() && at >= 0 && static_cast<size_t>(at) < entries.size() &&
+        entries[at].key == keys[i]) {
+      return RestoreTarget{&entries[at], std::move(variable), std::nullopt, entries[at].shape};
+    }
+    return LookupTarget(reader, keys[i], at, slices[i], std::move(variable));
   });
 }
 

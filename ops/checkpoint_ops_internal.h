@@ -23,12 +23,14 @@ namespace ckflow::internal {
 Status HandOverBundleReader(ResourceMgr& resources, std::shared_ptr<const BundleReader> reader);
 
 // Restore-on-create in an eager scope: what running a RestoreVariables op
-// does (same checks, same errors, small values read in batches), without
-// building one. Per variable, an op would cost a node, its list attributes,
-// a kernel and a lookup of the variable by name; here `handles[i]`, an
-// executed eager VarHandleOp, already points at its variable. Reads
-// `reader`'s key `keys[i]` (first looked for at entry `positions[i]`, -1:
-// search) or its part `slices[i]` (if not empty) into it.
+// does (small values read in batches), without building one. Per variable,
+// an op would cost a node, its list attributes, a kernel and a lookup of the
+// variable by name; here `handles[i]`, an executed eager VarHandleOp,
+// already points at its variable. Reads `reader`'s key `keys[i]` or its part
+// `slices[i]` (if not empty) into it. The entry found at `positions[i]`
+// must have been checked to fit the variable (dtype, shape) by the caller,
+// as a restore does when it matches; a key found elsewhere (-1: search) and
+// a part get RestoreVariables' checks and errors.
 Status RestoreVariablesNow(const BundleReader& reader, const std::vector<Output>& handles,
                            const std::vector<std::string>& keys,
                            const std::vector<int64_t>& positions,
