@@ -34,7 +34,7 @@ std::shared_ptr<Variable> CheckpointRoot::MaybeCreateSaveCounter() {
 StatusOr<Session*> CheckpointRoot::EagerSession() {
   if (!scope_.eager()) {
     return FailedPreconditionError(
-        "Checkpoint::Save without a Session needs a checkpoint built in an eager scope");
+        "saving or restoring without a Session needs a checkpoint built in an eager scope");
   }
   if (eager_session_ == nullptr) {
     SessionOptions options{.file_system = saver_->file_system(),

@@ -235,7 +235,12 @@ Status CheckpointManager::DeleteManaged(const std::string& path) const {
 namespace {
 
 StatusOr<int64_t> ReadStep(Session& session, const Variable& counter) {
-  StatusOr<std::vector<Tensor>> value = session.Run({}, {counter.value()});
+  // An eager variable's value() is read already; a graph one's runs.
+  const Output read = counter.value();
+  StatusOr<std::vector<Tensor>> value =
+      read.node() != nullptr && read.node()->has_values()
+          ? StatusOr<std::vector<Tensor>>(std::vector<Tensor>{read.value()})
+          : session.Run({}, {read});
   if (!value.ok()) {
     return value.status().WithContext("CheckpointManager: reading step_counter '" + counter.name() +
                                       "'");
@@ -290,6 +295,17 @@ StatusOr<std::string> CheckpointManager::Save(Session& session,
       JoinPath(directory_, options_.checkpoint_name + "-" + std::to_string(n));
   return checkpoint_.WriteThen(prefix, session, options_.save_options,
                                [this, prefix, now] { return Record(prefix, now); });
+}
+
+StatusOr<std::string> CheckpointManager::Save(std::optional<int64_t> checkpoint_number,
+                                              bool check_interval) {
+  CKFLOW_ASSIGN_OR_RETURN(Session * session, checkpoint_.root_->EagerSession());
+  return Save(*session, checkpoint_number, check_interval);
+}
+
+StatusOr<std::optional<std::string>> CheckpointManager::RestoreOrInitialize() {
+  CKFLOW_ASSIGN_OR_RETURN(Session * session, checkpoint_.root_->EagerSession());
+  return RestoreOrInitialize(*session);
 }
 
 StatusOr<std::optional<std::string>> CheckpointManager::RestoreOrInitialize(Session& session) {

@@ -128,6 +128,11 @@ class CheckpointManager {
   // init_fn (or initializes every variable of the checkpoint's objects) and
   // returns nullopt. Errors of the restore or init_fn as they come.
   StatusOr<std::optional<std::string>> RestoreOrInitialize(Session& session);
+  // Both for a checkpoint built in an eager scope, with no Session (as
+  // Checkpoint::Save); FailedPrecondition in graph mode.
+  StatusOr<std::string> Save(std::optional<int64_t> checkpoint_number = {},
+                             bool check_interval = true);
+  StatusOr<std::optional<std::string>> RestoreOrInitialize();
 
   // The managed checkpoints, oldest first.
   std::vector<std::string> checkpoints() const;

@@ -15,6 +15,7 @@
 #include "checkpoint/load_status_internal.h"
 #include "checkpoint/restore_coordinator_internal.h"
 #include "ops/checkpoint_ops_internal.h"
+#include "ops/variables.h"
 
 namespace ckflow::internal {
 namespace {
@@ -265,7 +266,8 @@ class InitializationOnlyStatusImpl : public LoadStatusImpl {
   std::string empty_;
 };
 
-class NameBasedSaverStatusImpl : public LoadStatusImpl {
+class NameBasedSaverStatusImpl : public LoadStatusImpl,
+                                 public std::enable_shared_from_this<NameBasedSaverStatusImpl> {
  public:
   NameBasedSaverStatusImpl(std::string save_path, std::shared_ptr<const BundleReader> reader,
                            std::shared_ptr<Saver> saver, std::shared_ptr<Trackable> root)
@@ -279,18 +281,47 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl {
             "', written by a TensorFlow 1 Saver): variables are matched by their names. Save an "
             "object-based checkpoint to match by object paths.");
   }
+  ~NameBasedSaverStatusImpl() override {
+    if (hook_id_ >= 0 && saver_->CheckGraphAlive().ok()) {
+      RemoveVariableCreatorHook(saver_->scope().graph(), hook_id_);
+    }
+  }
 
   void MarkOptional(const Trackable* object) { optional_.insert(object); }
+
+  // Eager: TensorFlow's NameBasedSaverStatus restores on creation by name.
+  // The variables that exist are restored now; every variable created in
+  // the graph later, the moment it is (a creator hook), while this status
+  // lives. A TF1 Saver restores by variable name whatever owns the
+  // variable, and so does this.
+  Status RestoreEagerly() {
+    CKFLOW_ASSIGN_OR_RETURN(std::vector<RestoreItem> items, MatchCurrentObjects());
+    CKFLOW_RETURN_IF_ERROR(Restore(std::move(items)));
+    std::weak_ptr<NameBasedSaverStatusImpl> self = weak_from_this();
+    hook_id_ = AddVariableCreatorHook(saver_->scope().graph(),
+                                      [self](const std::shared_ptr<Variable>& variable) {
+                                        if (auto status = self.lock())
+                                          status->RestoreCreated(*variable);
+                                      });
+    return OkStatus();
+  }
 
   LoadStatus::Kind kind() const override { return LoadStatus::Kind::kNameBasedSaver; }
   const std::string& save_path() const override { return save_path_; }
 
   Status AssertConsumed() override {
+    if (!problems_.empty()) return problems_.front();
+    std::vector<std::string> unused;
+    for (const auto& [object, description] : unused_) {
+      if (!optional_.count(object.get())) unused.push_back(description);
+    }
     CKFLOW_RETURN_IF_ERROR(Unmet(
-        "name-based checkpoint '" + save_path_ + "' has no value for these variables:", unused_));
+        "name-based checkpoint '" + save_path_ + "' has no value for these variables:", unused));
     ObjectGraph current = CurrentObjects(root_);
     std::vector<std::string> pending;
     for (const ObjectGraphNode& node : current.nodes) {
+      // Eagerly, an object without values (a layer) has nothing to wait for.
+      if (eager() && node.attributes.empty()) continue;
       if (node.object->update_uid() < uid_ && !optional_.count(node.object.get())) {
         pending.push_back(ObjectDescription(node));
       }
@@ -305,33 +336,7 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl {
   void ExpectPartial() override {}
 
   Status RunRestoreOps(Session& session) override {
-    CKFLOW_RETURN_IF_ERROR(saver_->CheckGraphAlive());
-    ObjectGraph current = CurrentObjects(root_);
-    std::vector<RestoreItem> items;
-    for (const ObjectGraphNode& node : current.nodes) {
-      if (node.object->update_uid() >= uid_) continue;
-      node.object->set_update_uid(uid_);
-      for (const SaveableAttribute& attr : node.attributes) {
-        const BundleEntry* entry = reader_->FindEntry(attr.full_name);
-        if (entry == nullptr) {
-          // save_counter and the like are optional; everything else is reported by
-          // AssertConsumed, as TensorFlow records unused attributes.
-          if (optional_.count(node.object.get())) {
-            optional_missing_.push_back(node.object);
-          } else {
-            unused_.push_back(ObjectDescription(node) + ": no key '" + attr.full_name + "'");
-          }
-          continue;
-        }
-        if (entry->dtype != attr.dtype || !attr.saved_shape().IsCompatibleWith(entry->shape)) {
-          return InvalidArgumentError("name-based checkpoint '", save_path_, "': key '",
-                                      attr.full_name, "' is ", StoredDataTypeName(entry->dtype),
-                                      entry->shape.ToString(), " but the variable is ",
-                                      DataTypeName(attr.dtype), attr.shape.ToString());
-        }
-        items.push_back({attr.full_name, attr, entry - reader_->entries().data()});
-      }
-    }
+    CKFLOW_ASSIGN_OR_RETURN(std::vector<RestoreItem> items, MatchCurrentObjects());
     if (!items.empty()) {
       CKFLOW_ASSIGN_OR_RETURN(std::vector<Output> ops,
                               saver_->RestoreOps(std::move(items), save_path_));
@@ -349,23 +354,81 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl {
   Status InitializeOrRestore(Session& session) override {
     CKFLOW_RETURN_IF_ERROR(RunRestoreOps(session));
     std::vector<Output> initializers;
-    for (const auto& object : optional_missing_) {
+    for (const auto& [object, description] : unused_) {
+      if (!optional_.count(object.get())) continue;
       if (Output init = object->initializer(); init.valid()) initializers.push_back(init);
     }
-    optional_missing_.clear();
+    // Once: a second call must not reset them.
+    std::erase_if(unused_, [&](const auto& u) { return optional_.count(u.first.get()) != 0; });
     return RunTargets(session, {}, initializers);
   }
 
  private:
+  // The values of `object`'s attributes under their full names, marking it
+  // restored by this status; a name the checkpoint lacks goes to unused_.
+  // InvalidArgument for a value of another dtype or shape.
+  Status Match(const std::shared_ptr<Trackable>& object, const std::string& description,
+               const std::vector<SaveableAttribute>& attributes, std::vector<RestoreItem>& items) {
+    object->set_update_uid(uid_);
+    for (const SaveableAttribute& attr : attributes) {
+      const BundleEntry* entry = reader_->FindEntry(attr.full_name);
+      if (entry == nullptr) {
+        // save_counter and the like are optional; everything else is reported by
+        // AssertConsumed, as TensorFlow records unused attributes.
+        unused_.emplace_back(object, description + ": no key '" + attr.full_name + "'");
+        continue;
+      }
+      if (entry->dtype != attr.dtype || !attr.saved_shape().IsCompatibleWith(entry->shape)) {
+        return InvalidArgumentError("name-based checkpoint '", save_path_, "': key '",
+                                    attr.full_name, "' is ", StoredDataTypeName(entry->dtype),
+                                    entry->shape.ToString(), " but the variable is ",
+                                    DataTypeName(attr.dtype), attr.shape.ToString());
+      }
+      items.push_back({attr.full_name, attr, entry - reader_->entries().data()});
+    }
+    return OkStatus();
+  }
+
+  // Match for every object of the root's graph not restored yet.
+  StatusOr<std::vector<RestoreItem>> MatchCurrentObjects() {
+    CKFLOW_RETURN_IF_ERROR(saver_->CheckGraphAlive());
+    ObjectGraph current = CurrentObjects(root_);
+    std::vector<RestoreItem> items;
+    for (const ObjectGraphNode& node : current.nodes) {
+      if (node.object->update_uid() >= uid_) continue;
+      CKFLOW_RETURN_IF_ERROR(Match(node.object, ObjectDescription(node), node.attributes, items));
+    }
+    return items;
+  }
+
+  // Eager: the values go into the variables now, through the one reader.
+  Status Restore(std::vector<RestoreItem> items) {
+    if (items.empty()) return OkStatus();
+    return saver_->RestoreOps(std::move(items), save_path_, reader_.get()).status();
+  }
+
+  // The creator hook's work: a problem is kept for AssertConsumed, as an
+  // eager object-based restore keeps its own.
+  void RestoreCreated(Variable& variable) {
+    if (variable.update_uid() >= uid_) return;
+    std::vector<RestoreItem> items;
+    Status s = Match(variable.shared_from_this(), "variable '" + variable.name() + "'",
+                     variable.Attributes(), items);
+    if (s.ok()) s = Restore(std::move(items));
+    if (!s.ok()) problems_.push_back(std::move(s));
+  }
+
   std::string save_path_;
   std::shared_ptr<const BundleReader> reader_;
   std::shared_ptr<Saver> saver_;
   std::shared_ptr<Trackable> root_;
   int64_t uid_;
+  int hook_id_ = -1;
   std::unordered_set<const Trackable*> optional_;
-  // Optional objects whose values the checkpoint lacks (save_counter).
-  std::vector<std::shared_ptr<Trackable>> optional_missing_;
-  std::vector<std::string> unused_;
+  // Attributes the checkpoint has no key for, with their objects (which may
+  // turn out optional: save_counter is created after the status).
+  std::vector<std::pair<std::shared_ptr<Trackable>, std::string>> unused_;
+  std::vector<Status> problems_;  // eager restores on creation
   std::vector<Output> restore_ops_;
 };
 
@@ -432,6 +495,7 @@ StatusOr<LoadStatus> RestoreRoot(
   if (graph->proto == nullptr) {
     auto status = std::make_shared<NameBasedSaverStatusImpl>(*save_path, *reader, saver, root);
     status->set_eager(eager);
+    if (eager) CKFLOW_RETURN_IF_ERROR(status->RestoreEagerly());
     if (make_save_counter) {
       if (std::shared_ptr<Trackable> counter = make_save_counter())
         status->MarkOptional(counter.get());

@@ -229,7 +229,8 @@ void RestoreCoordinator::AddRestoreOps(std::vector<std::pair<int, RestoreItem>> 
   }
   if (ok_items.empty()) return;
   restored_values_ += static_cast<int64_t>(ok_items.size());
-  StatusOr<std::vector<Output>> ops = saver_->RestoreOps(std::move(ok_items), save_path_);
+  StatusOr<std::vector<Output>> ops =
+      saver_->RestoreOps(std::move(ok_items), save_path_, reader_.get());
   if (!ops.ok()) {
     problems_.push_back(ops.status());
     return;

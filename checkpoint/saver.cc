@@ -17,6 +17,7 @@
 #include "graph/structure_generation.h"
 #include "ops/array_ops.h"
 #include "ops/checkpoint_ops.h"
+#include "ops/checkpoint_ops_internal.h"
 #include "ops/variable_ops.h"
 
 namespace ckflow::internal {
@@ -164,7 +165,8 @@ Output Saver::restore_prefix() {
 }
 
 StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items,
-                                                const std::string& save_path) {
+                                                const std::string& save_path,
+                                                const BundleReader* reader) {
   CKFLOW_RETURN_IF_ERROR(CheckGraphAlive());
   // A group member restores only what it owns, also on creation.
   if (group_.group != nullptr && group_.restore_owned_only) {
@@ -183,7 +185,7 @@ StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items,
     }
     items.resize(kept);
   }
-  if (scope_.eager()) return RestoreNow(std::move(items), save_path);
+  if (scope_.eager()) return RestoreNow(std::move(items), save_path, reader);
   struct Group {
     size_t begin, end;
     std::string signature;
@@ -246,11 +248,16 @@ StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items,
 }
 
 StatusOr<std::vector<Output>> Saver::RestoreNow(std::vector<RestoreItem> items,
-                                                const std::string& save_path) {
-  // Restore-on-create: the same RestoreVariables op, run by the eager scope
-  // as it is built, through the reader the restore handed over. Nothing is
-  // cached: the values are in place, and a later restore runs again.
+                                                const std::string& save_path,
+                                                const BundleReader* reader) {
+  // Restore-on-create: the values go straight into the variables now.
+  // Nothing is built or cached: a later restore reads again.
   if (items.empty()) return std::vector<Output>();  // a group member's share
+  std::unique_ptr<BundleReader> opened;
+  if (reader == nullptr) {
+    CKFLOW_ASSIGN_OR_RETURN(opened, BundleReader::Open(save_path, {.fs = file_system()}));
+    reader = opened.get();
+  }
   std::vector<Output> handles;
   std::vector<std::string> keys;
   std::vector<int64_t> positions;
@@ -265,11 +272,8 @@ StatusOr<std::vector<Output>> Saver::RestoreNow(std::vector<RestoreItem> items,
     positions.push_back(item.position);
     slices.push_back(std::move(item.attribute.slice_spec));
   }
-  CKFLOW_ASSIGN_OR_RETURN(ops::VariableDeclarations variables, ops::DeclarationsOf(handles));
-  const Scope scope = scope_.WithDevice("");
-  Output op = ops::RestoreVariables(scope, ops::Const(scope, save_path), std::move(keys),
-                                    std::move(variables), std::move(positions), std::move(slices));
-  if (!op.valid()) return scope_.status().WithContext("restoring on creation");
+  CKFLOW_RETURN_IF_ERROR(internal::RestoreVariablesNow(*reader, handles, keys, positions, slices)
+                             .WithContext("restoring on creation from '" + save_path + "'"));
   return std::vector<Output>();
 }
 

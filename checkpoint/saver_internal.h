@@ -21,6 +21,7 @@
 #include "base/file_system.h"
 #include "base/status.h"
 #include "base/tensor.h"
+#include "bundle/bundle_reader.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/group.h"
 #include "checkpoint/group_internal.h"
@@ -87,10 +88,12 @@ class Saver {
   // Restore ops for `items` (split into groups the session runs in
   // parallel), reusing ops built before for the same items. In a group, for
   // the items this member owns (GroupOptions::restore_owned_only). In an
-  // eager scope the values are restored now from `save_path` (through the
-  // reader handed over to the eager context) and no ops are returned.
+  // eager scope the values are restored now, through `reader` (the
+  // restore's open reader of `save_path`; null: opened here), and no ops are
+  // returned.
   StatusOr<std::vector<Output>> RestoreOps(std::vector<RestoreItem> items,
-                                           const std::string& save_path);
+                                           const std::string& save_path,
+                                           const BundleReader* reader = nullptr);
 
   ~Saver();
 
@@ -146,7 +149,8 @@ class Saver {
   };
   // RestoreOps in an eager scope.
   StatusOr<std::vector<Output>> RestoreNow(std::vector<RestoreItem> items,
-                                           const std::string& save_path);
+                                           const std::string& save_path,
+                                           const BundleReader* reader);
   // What a save derives from one object graph.
   struct SavePlan {
     uint64_t generation = 0;

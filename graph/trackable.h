@@ -140,6 +140,10 @@ class Trackable : public std::enable_shared_from_this<Trackable> {
 
   void AddDeferredRestore(const std::string& child_name, std::shared_ptr<DeferredRestore> restore);
   bool HasDeferredRestores() const { return !deferred_.empty(); }
+  // Whether a restore waits for the child `child_name`.
+  bool HasDeferredRestore(std::string_view child_name) const {
+    return deferred_.find(child_name) != deferred_.end();
+  }
 
  protected:
   // For subclasses whose children are not all Track()ed (e.g. an optimizer
@@ -184,6 +188,10 @@ class SlotOwner : public Trackable {
   virtual std::shared_ptr<Trackable> GetSlot(const Trackable& variable,
                                              std::string_view slot_name) const = 0;
 
+  // Whether a restore waits for the slot `slot_name` of `variable`.
+  bool HasDeferredSlotRestore(const Trackable& variable, const std::string& slot_name) const {
+    return deferred_slots_.count({slot_name, &variable}) != 0;
+  }
   // Restores the slot now if it exists, else when it is created.
   void CreateOrRestoreSlot(const std::shared_ptr<Trackable>& variable, const std::string& slot_name,
                            std::shared_ptr<DeferredRestore> restore);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -346,6 +347,24 @@ Status RestoreSmall(const BundleReader& reader, const std::vector<RestoreTarget>
   });
 }
 
+// Reads the `n` targets `target(i)` returns into their variables: small
+// whole values batched, the rest one by one.
+Status RestoreTargets(const BundleReader& reader, size_t n,
+                      const std::function<StatusOr<RestoreTarget>(size_t)>& target_of) {
+  std::vector<RestoreTarget> small;
+  small.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    CKFLOW_ASSIGN_OR_RETURN(RestoreTarget target, target_of(i));
+    if (target.entry->dtype != DT_STRING && !target.entry->is_sliced() && !target.slice &&
+        target.entry->size <= kBatchEntryBytes) {
+      small.push_back(std::move(target));
+    } else {
+      CKFLOW_RETURN_IF_ERROR(RestoreLarge(reader, target));
+    }
+  }
+  return RestoreSmall(reader, small);
+}
+
 // The variables one RestoreVariables op writes, resolved by name in the
 // session's resources the first time it runs there (creating them, as their
 // VarHandleOps would) and reused by later runs: a restore op carries no
@@ -413,20 +432,10 @@ StatusOr<Kernel> RestoreVariablesKernel(const Node& node) {
     CKFLOW_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<internal::VariableResource>> variables,
                             targets->Get(ctx.resources()));
     const std::vector<std::string>& keys = targets->keys();
-    std::vector<RestoreTarget> small;
-    small.reserve(keys.size());
-    for (size_t i = 0; i < keys.size(); ++i) {
-      CKFLOW_ASSIGN_OR_RETURN(RestoreTarget target,
-                              LookupTarget(*reader, keys[i], targets->position(i),
-                                           targets->slice(i), std::move(variables[i])));
-      if (target.entry->dtype != DT_STRING && !target.entry->is_sliced() && !target.slice &&
-          target.entry->size <= kBatchEntryBytes) {
-        small.push_back(std::move(target));
-      } else {
-        CKFLOW_RETURN_IF_ERROR(RestoreLarge(*reader, target));
-      }
-    }
-    return RestoreSmall(*reader, small);
+    return RestoreTargets(*reader, keys.size(), [&](size_t i) {
+      return LookupTarget(*reader, keys[i], targets->position(i), targets->slice(i),
+                          std::move(variables[i]));
+    });
   });
 }
 
@@ -438,6 +447,33 @@ Status HandOverBundleReader(ResourceMgr& resources, std::shared_ptr<const Bundle
   CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<BundleReaderCache> cache, CacheOf(resources));
   cache->Put(std::move(reader));
   return OkStatus();
+}
+
+Status RestoreVariablesNow(const BundleReader& reader, const std::vector<Output>& handles,
+                           const std::vector<std::string>& keys,
+                           const std::vector<int64_t>& positions,
+                           const std::vector<std::string>& slices) {
+  return RestoreTargets(reader, handles.size(), [&](size_t i) -> StatusOr<RestoreTarget> {
+    // The eager handle node's value points at the variable: no lookup by
+    // name in the resources.
+    const Node* node = handles[i].node();
+    if (node == nullptr || node->type() != "VarHandleOp" || !node->has_values()) {
+      return InvalidArgumentError("restoring key '", keys[i], "': handle ", i, " (",
+                                  node ? handles[i].name() : std::string("invalid"),
+                                  ") is not an executed VarHandleOp");
+    }
+    CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<VariableResource> variable,
+                            VariableFromHandle(handles[i].value(), "restore target"));
+    // The caller checked the entry at positions[i] against the variable
+    // when it matched it: only another entry (or a part) is checked here.
+    const std::vector<BundleEntry>& entries = reader.entries();
+    const int64_t at = positions[i];
+    if (slices[i].empty() && at >= 0 && static_cast<size_t>(at) < entries.size() &&
+        entries[at].key == keys[i]) {
+      return RestoreTarget{&entries[at], std::move(variable), std::nullopt, entries[at].shape};
+    }
+    return LookupTarget(reader, keys[i], at, slices[i], std::move(variable));
+  });
 }
 
 }  // namespace internal

@@ -72,10 +72,10 @@ std::shared_ptr<Variable> Layer::AddWeight(const Scope& scope, const std::string
         "'): a weight or dependency with this name is already declared; names must be unique"));
     return nullptr;
   }
-  std::shared_ptr<Variable> v =
-      Variable::Create(scope, name, dtype, shape, initializer, {.trainable = trainable});
-  if (v != nullptr) Track(name, v);
-  return v;
+  // A weight a restore waits for is read from the checkpoint, not
+  // initialized.
+  return Variable::CreateTracked(*this, scope, name, dtype, shape, initializer,
+                                 {.trainable = trainable});
 }
 
 std::vector<std::shared_ptr<Variable>> Layer::variables() const {

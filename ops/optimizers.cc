@@ -274,22 +274,25 @@ std::shared_ptr<Variable> Optimizer::MakeSlot(const Scope& root,
   // second slot is "<variable>/<optimizer>_1".
   const std::string slot_var_name = variable->name() + "/" + name_;
   VariableOptions options{.trainable = false, .device = variable->device()};
-  std::shared_ptr<Variable> slot;
   if (variable->shape().IsFullyDefined()) {
-    slot =
-        Variable::Create(root, slot_var_name, variable->dtype(), variable->shape().ToTensorShape(),
-                         initializers::Constant(fill_value), options);
-  } else {
-    // A shape known only at run time: that of the variable's initial value.
-    StatusOr<Tensor> fill = internal::ScalarOfType(variable->dtype(), fill_value);
-    if (!fill.ok()) {
-      root.UpdateStatus(fill.status());
-      return nullptr;
-    }
-    Scope init_scope = root.NewSubScope(slot_var_name + "/Initializer");
-    Output value = ops::Fill(init_scope, ops::Shape(init_scope, variable->initial_value()), *fill);
-    slot = Variable::Create(root, slot_var_name, value, options);
+    // A slot a restore waits for (eagerly) is read, not filled first.
+    return Variable::CreateThenBind(
+        root, slot_var_name, variable->dtype(), variable->shape().ToTensorShape(),
+        initializers::Constant(fill_value), options, HasDeferredSlotRestore(*variable, slot_name),
+        [&](const std::shared_ptr<Variable>& s) {
+          slots_[key] = SlotEntry{.variable = variable, .slot = s};
+          OnSlotCreated(*variable, slot_name, s);
+        });
   }
+  // A shape known only at run time: that of the variable's initial value.
+  StatusOr<Tensor> fill = internal::ScalarOfType(variable->dtype(), fill_value);
+  if (!fill.ok()) {
+    root.UpdateStatus(fill.status());
+    return nullptr;
+  }
+  Scope init_scope = root.NewSubScope(slot_var_name + "/Initializer");
+  Output value = ops::Fill(init_scope, ops::Shape(init_scope, variable->initial_value()), *fill);
+  std::shared_ptr<Variable> slot = Variable::Create(root, slot_var_name, value, options);
   if (slot == nullptr) return nullptr;
   slots_[key] = SlotEntry{.variable = variable, .slot = slot};
   OnSlotCreated(*variable, slot_name, slot);
@@ -301,13 +304,15 @@ std::shared_ptr<Variable> Optimizer::MakeNonSlotVariable(const Scope& root, cons
                                                          const Variable& colocate_with) {
   auto it = non_slot_.find(name);
   if (it != non_slot_.end()) return it->second;
-  std::shared_ptr<Variable> v =
-      Variable::Create(root, name, DT_FLOAT, TensorShape(), initializers::Constant(initial_value),
-                       {.trainable = false, .device = colocate_with.device()});
-  if (v == nullptr) return nullptr;
-  non_slot_.emplace(name, v);
-  Track(name, v);  // runs a restore deferred under this name
-  return v;
+  // A restore waiting under this name (beta1_power) runs as it is
+  // tracked, and then is the initial value.
+  return Variable::CreateThenBind(
+      root, name, DT_FLOAT, TensorShape(), initializers::Constant(initial_value),
+      {.trainable = false, .device = colocate_with.device()}, HasDeferredRestore(name),
+      [&](const std::shared_ptr<Variable>& v) {
+        non_slot_.emplace(name, v);
+        Track(name, v);
+      });
 }
 
 std::shared_ptr<Variable> Optimizer::GetSlotVariable(const Variable& variable,

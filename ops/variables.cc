@@ -1,11 +1,14 @@
 #include "ops/variables.h"
 
 #include <map>
+#include <mutex>
+#include <tuple>
 #include <utility>
 
 #include "ops/standard_ops.h"
 #include "ops/unique_names_internal.h"
 #include "ops/variable_ops.h"
+#include "ops/variable_resource_internal.h"
 
 namespace ckflow {
 namespace {
@@ -21,6 +24,16 @@ struct VariableList : GraphAttachment {
 // what the graph means; graphs are never const objects themselves.
 VariableList& ListOf(const Graph& graph) {
   return const_cast<Graph&>(graph).Attachment<VariableList>();
+}
+
+// Whether the eager variable behind `handle` (an executed VarHandleOp) holds
+// a value.
+bool IsAssigned(const Output& handle) {
+  StatusOr<std::shared_ptr<internal::VariableResource>> variable =
+      internal::VariableFromHandle(handle.value(), "variable");
+  if (!variable.ok()) return false;
+  std::lock_guard<std::mutex> lock((*variable)->mu());
+  return (*variable)->initialized_locked();
 }
 
 }  // namespace
@@ -41,6 +54,14 @@ std::shared_ptr<Variable> Variable::Create(const Scope& scope, const std::string
                                            DataType dtype, const TensorShape& shape,
                                            const Initializer& initializer,
                                            VariableOptions options) {
+  return CreateThenBind(scope, name, dtype, shape, initializer, std::move(options),
+                        /*restore_waiting=*/false, nullptr);
+}
+
+std::shared_ptr<Variable> Variable::CreateThenBind(
+    const Scope& scope, const std::string& name, DataType dtype, const TensorShape& shape,
+    const Initializer& initializer, VariableOptions options, bool restore_waiting,
+    const std::function<void(const std::shared_ptr<Variable>&)>& bind) {
   if (!scope.ok()) return nullptr;
   if (!initializer) {
     scope.UpdateStatus(InvalidArgumentError("variable '", name, "': no initializer"));
@@ -49,12 +70,23 @@ std::shared_ptr<Variable> Variable::Create(const Scope& scope, const std::string
   return CreateImpl(
       scope, name, dtype, shape,
       [&](const Scope& init_scope) { return initializer(init_scope, dtype, shape); },
-      std::move(options));
+      std::move(options), bind ? &bind : nullptr, restore_waiting);
+}
+
+std::shared_ptr<Variable> Variable::CreateTracked(Trackable& owner, const Scope& scope,
+                                                  const std::string& name, DataType dtype,
+                                                  const TensorShape& shape,
+                                                  const Initializer& initializer,
+                                                  VariableOptions options) {
+  return CreateThenBind(scope, name, dtype, shape, initializer, std::move(options),
+                        owner.HasDeferredRestore(name),
+                        [&](const std::shared_ptr<Variable>& v) { owner.Track(name, v); });
 }
 
 std::shared_ptr<Variable> Variable::CreateImpl(
     const Scope& scope, const std::string& name, DataType dtype, const PartialShape& shape,
-    const std::function<Output(const Scope&)>& make_initial_value, VariableOptions options) {
+    const std::function<Output(const Scope&)>& make_initial_value, VariableOptions options,
+    const std::function<void(const std::shared_ptr<Variable>&)>* bind, bool restore_waiting) {
   if (name.empty()) {
     scope.UpdateStatus(InvalidArgumentError("a variable needs a name"));
     return nullptr;
@@ -76,36 +108,48 @@ std::shared_ptr<Variable> Variable::CreateImpl(
   attrs.Set("shape", shape);
   attrs.Set("shared_name", shared_name);
   attrs.Set("container", std::string());
-  StatusOr<Node*> handle = scope.graph().AddNode(NodeSpec{.name = shared_name,
-                                                          .op_def = &StandardOp("VarHandleOp"),
-                                                          .attrs = std::move(attrs),
-                                                          .device = options.device});
-  if (!handle.ok()) {
-    scope.UpdateStatus(handle.status());
+  StatusOr<Node*> handle_node = scope.graph().AddNode(NodeSpec{.name = shared_name,
+                                                               .op_def = &StandardOp("VarHandleOp"),
+                                                               .attrs = std::move(attrs),
+                                                               .device = options.device});
+  if (!handle_node.ok()) {
+    scope.UpdateStatus(handle_node.status());
     return nullptr;
   }
   // Eager: the handle is a permanent node (the variable outlives any step),
   // run here so its ops have the handle's value.
   if (scope.eager()) {
-    if (Status s = scope.eager_context()->Execute(**handle); !s.ok()) {
+    if (Status s = scope.eager_context()->Execute(**handle_node); !s.ok()) {
       scope.UpdateStatus(s);
       return nullptr;
     }
   }
 
-  Output initial_value = make_initial_value(var_scope.NewSubScope("Initializer"));
-  if (!scope.ok()) return nullptr;
-  if (!initial_value.valid()) {
-    scope.UpdateStatus(
-        InvalidArgumentError("variable '", shared_name, "': the initializer built no value"));
-    return nullptr;
-  }
-  if (initial_value.dtype() != dtype || !initial_value.shape().IsCompatibleWith(shape)) {
-    scope.UpdateStatus(InvalidArgumentError(
-        "variable '", shared_name, "' is ", DataTypeName(dtype), shape.ToString(),
-        " but its initializer built ", DataTypeName(initial_value.dtype()),
-        initial_value.shape().ToString(), " (", initial_value.name(), ")"));
-    return nullptr;
+  // The initial value, checked against the declaration, and its assignment.
+  auto build_initializer = [&]() -> std::pair<Output, Output> {
+    Output initial_value = make_initial_value(var_scope.NewSubScope("Initializer"));
+    if (!scope.ok()) return {};
+    if (!initial_value.valid()) {
+      scope.UpdateStatus(
+          InvalidArgumentError("variable '", shared_name, "': the initializer built no value"));
+      return {};
+    }
+    if (initial_value.dtype() != dtype || !initial_value.shape().IsCompatibleWith(shape)) {
+      scope.UpdateStatus(InvalidArgumentError(
+          "variable '", shared_name, "' is ", DataTypeName(dtype), shape.ToString(),
+          " but its initializer built ", DataTypeName(initial_value.dtype()),
+          initial_value.shape().ToString(), " (", initial_value.name(), ")"));
+      return {};
+    }
+    return {initial_value, ops::AssignVariableOp(var_scope.WithOpName("Assign"),
+                                                 Output(*handle_node), initial_value)};
+  };
+  // With a restore to run first, the initializer waits (see CreateThenBind).
+  const bool initialize_later = bind != nullptr && restore_waiting && scope.eager();
+  Output initial_value, initializer;
+  if (!initialize_later) {
+    std::tie(initial_value, initializer) = build_initializer();
+    if (!initial_value.valid()) return nullptr;
   }
 
   auto variable = std::shared_ptr<Variable>(new Variable());
@@ -113,10 +157,9 @@ std::shared_ptr<Variable> Variable::CreateImpl(
   variable->dtype_ = dtype;
   variable->shape_ = shape;
   variable->options_ = std::move(options);
-  variable->handle_ = Output(*handle);
+  variable->handle_ = Output(*handle_node);
   variable->initial_value_ = initial_value;
-  variable->initializer_ =
-      ops::AssignVariableOp(var_scope.WithOpName("Assign"), variable->handle_, initial_value);
+  variable->initializer_ = initializer;
   if (scope.eager()) {
     // Assigned already; holding the initial value would double the
     // variable's memory, and value() reads afresh each time.
@@ -135,6 +178,11 @@ std::shared_ptr<Variable> Variable::CreateImpl(
   std::vector<VariableCreatorHook> hooks;
   for (const auto& [id, hook] : list.hooks) hooks.push_back(hook);
   for (const VariableCreatorHook& hook : hooks) hook(variable);
+  if (bind != nullptr) (*bind)(variable);
+  if (initialize_later && !IsAssigned(variable->handle_)) {
+    // The restore did not assign it (its status says why).
+    if (!build_initializer().first.valid()) return nullptr;
+  }
   return variable;
 }
 

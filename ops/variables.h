@@ -81,6 +81,20 @@ class Variable : public Trackable {
                                           const Initializer& initializer,
                                           VariableOptions options = {});
 
+  // TensorFlow's Trackable._add_variable_with_custom_getter, for an object
+  // creating a variable it owns (a layer's weight, a Module's variable):
+  // Create, then owner.Track(name, variable). In an eager scope where a
+  // restore waits for `owner`'s child `name` (Checkpoint::Restore before the
+  // variable exists), the initializer is not run at all: the checkpointed
+  // value is the initial value, read into the new variable as it is
+  // tracked. The initializer runs only if that restore did not assign it
+  // (a value that does not fit, which the restore's status reports).
+  static std::shared_ptr<Variable> CreateTracked(Trackable& owner, const Scope& scope,
+                                                 const std::string& name, DataType dtype,
+                                                 const TensorShape& shape,
+                                                 const Initializer& initializer,
+                                                 VariableOptions options = {});
+
   const std::string& name() const { return name_; }  // shared name
   DataType dtype() const { return dtype_; }
   const PartialShape& shape() const { return shape_; }
@@ -110,10 +124,23 @@ class Variable : public Trackable {
  private:
   Variable() = default;
   // The one place variables come into being: builds the ops, registers the
-  // variable with its graph and runs the creator hooks.
+  // variable with its graph and runs the creator hooks, then `bind`, if
+  // set; with `restore_waiting` in an eager scope the initializer runs
+  // after that, only if it left the variable unassigned.
   static std::shared_ptr<Variable> CreateImpl(
       const Scope& scope, const std::string& name, DataType dtype, const PartialShape& shape,
-      const std::function<Output(const Scope&)>& make_initial_value, VariableOptions options);
+      const std::function<Output(const Scope&)>& make_initial_value, VariableOptions options,
+      const std::function<void(const std::shared_ptr<Variable>&)>* bind = nullptr,
+      bool restore_waiting = false);
+  // Create, then `bind(variable)` (if set), which runs any restore waiting
+  // for it (Track, a slot's OnSlotCreated). With `restore_waiting` in an
+  // eager scope the initializer is built only if the restore did not assign
+  // the variable.
+  friend class Optimizer;
+  static std::shared_ptr<Variable> CreateThenBind(
+      const Scope& scope, const std::string& name, DataType dtype, const TensorShape& shape,
+      const Initializer& initializer, VariableOptions options, bool restore_waiting,
+      const std::function<void(const std::shared_ptr<Variable>&)>& bind);
   // InvalidArgument unless `value` fits this variable's dtype and shape.
   Status CheckAssignable(const Output& value, std::string_view what) const;
 

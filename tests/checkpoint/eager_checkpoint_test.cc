@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <random>
@@ -14,6 +15,8 @@
 
 #include "bundle/bundle_reader.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_management.h"
+#include "checkpoint/name_based_saver.h"
 #include "checkpoint/object_graph_internal.h"
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
@@ -105,6 +108,14 @@ void ExpectSameValues(const std::map<std::string, Tensor>& a,
   }
 }
 
+// An Initializer that counts its calls and fills with `value`.
+Initializer Counting(int* calls, double value) {
+  return [calls, value](const Scope& scope, DataType dtype, const TensorShape& shape) {
+    ++*calls;
+    return initializers::Constant(value)(scope, dtype, shape);
+  };
+}
+
 class EagerCheckpointTest : public ::testing::Test {
  protected:
   // Trains 5 steps and saves; `continued` gets the values after 5 more.
@@ -119,6 +130,23 @@ class EagerCheckpointTest : public ::testing::Test {
       *continued = p.Values();
     }
     return *path;
+  }
+
+  // A checkpoint of a Module whose variables "v" and "u" (float32[4],
+  // created by CreateTracked with nothing to restore) hold 3s.
+  std::string SaveModuleWithVAndU() {
+    Scope scope = Scope::NewEagerScope();
+    auto module = std::make_shared<workloads::Module>();
+    int calls = 0;
+    for (const char* name : {"v", "u"}) {
+      Variable::CreateTracked(*module, scope, name, DT_FLOAT, TensorShape({4}),
+                              Counting(&calls, 3));
+    }
+    EXPECT_EQ(calls, 2);  // nothing to restore: initialized
+    Checkpoint checkpoint(scope, {{"module", module}});
+    StatusOr<std::string> path = checkpoint.Save(dir_ + "/ckpt");
+    EXPECT_TRUE(path.ok()) << path.status();
+    return path.ok() ? *path : std::string();
   }
 
   std::string dir_ = testing::NewTempDir("eager_ckpt");
@@ -208,6 +236,38 @@ TEST_F(EagerCheckpointTest, RestoreOnCreateReadsThroughOneReader) {
   p.Train(5, 3);  // 13 variables restored as they appear
   ASSERT_TRUE(p.scope.ok()) << p.scope.status();
   EXPECT_EQ(opens(), after_restore);
+}
+
+// TensorFlow's eager restore-on-create: the checkpointed value is the initial
+// value, so a variable a restore waits for never runs its initializer; only
+// when the restore cannot assign it (its value has another shape) does the
+// initializer run after all, and the status reports the problem.
+TEST_F(EagerCheckpointTest, AVariableARestoreWaitsForIsReadNotInitialized) {
+  const std::string path = SaveModuleWithVAndU();
+  Scope scope = Scope::NewEagerScope();
+  auto module = std::make_shared<workloads::Module>();
+  Checkpoint checkpoint(scope, {{"module", module}});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, checkpoint.Restore(path));
+  int calls = 0;
+  std::shared_ptr<Variable> v =
+      Variable::CreateTracked(*module, scope, "v", DT_FLOAT, TensorShape({4}), Counting(&calls, 7));
+  ASSERT_NE(v, nullptr) << scope.status();
+  EXPECT_EQ(calls, 0);
+  EXPECT_TRUE(testing::SameTensor(v->value().value(),
+                                  testing::MakeTensor(DT_FLOAT, TensorShape({4}), {3, 3, 3, 3})));
+  EXPECT_THAT(status.AssertConsumed(), StatusIs(StatusCode::kFailedPrecondition, "u"));
+
+  std::shared_ptr<Variable> u =
+      Variable::CreateTracked(*module, scope, "u", DT_FLOAT, TensorShape({5}), Counting(&calls, 7));
+  ASSERT_NE(u, nullptr) << scope.status();
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(testing::SameTensor(
+      u->value().value(), testing::MakeTensor(DT_FLOAT, TensorShape({5}), {7, 7, 7, 7, 7})));
+  EXPECT_THAT(status.AssertConsumed(), StatusIs(StatusCode::kInvalidArgument, "shape"));
+
+  // A variable nothing waits for is initialized as usual.
+  Variable::CreateTracked(*module, scope, "w", DT_FLOAT, TensorShape({4}), Counting(&calls, 7));
+  EXPECT_EQ(calls, 2);
 }
 
 TEST_F(EagerCheckpointTest, EagerCheckpointsRestoreInGraphModeAndBackBitForBit) {
@@ -357,6 +417,90 @@ TEST_F(EagerCheckpointTest, PartitionedVariablesRestoreOnCreateIntoTheirBoxes) {
     SCOPED_TRACE(restored->parts()[i]->name());
     EXPECT_TRUE(testing::SameTensor(restored->parts()[i]->value().value(), box(*restored, i)));
   }
+}
+
+// TensorFlow's eager manager.save() and restore_or_initialize() need no
+// session.
+TEST_F(EagerCheckpointTest, AManagerSavesAndRestoresWithoutASession) {
+  std::map<std::string, Tensor> saved, continued;
+  std::vector<std::string> paths;
+  {
+    EagerProgram p;
+    CKFLOW_ASSERT_OK_AND_ASSIGN(auto manager,
+                                CheckpointManager::Create(p.checkpoint, dir_, {.max_to_keep = 2}));
+    CKFLOW_ASSERT_OK_AND_ASSIGN(std::optional<std::string> restored,
+                                manager->RestoreOrInitialize());
+    EXPECT_FALSE(restored.has_value());
+    for (int i = 0; i < 3; ++i) {
+      p.Train(2 * i, 2);
+      CKFLOW_ASSERT_OK_AND_ASSIGN(std::string path, manager->Save());
+      paths.push_back(path);
+    }
+    saved = p.Values();
+    EXPECT_EQ(paths.back(), dir_ + "/ckpt-3");
+    EXPECT_EQ(manager->checkpoints(), (std::vector<std::string>{paths[1], paths[2]}));
+    EXPECT_EQ(manager->latest_checkpoint(), paths[2]);
+    EXPECT_EQ(LatestCheckpoint(dir_), paths[2]);
+    EXPECT_FALSE(std::filesystem::exists(paths[0] + ".index"));
+    EXPECT_TRUE(std::filesystem::exists(paths[1] + ".index"));
+    p.Train(6, 3);
+    continued = p.Values();
+  }
+  // A second program restores on creation from the manager's latest.
+  EagerProgram p;
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto manager,
+                              CheckpointManager::Create(p.checkpoint, dir_, {.max_to_keep = 2}));
+  ASSERT_EQ(manager->latest_checkpoint(), paths[2]);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::optional<std::string> restored, manager->RestoreOrInitialize());
+  EXPECT_EQ(restored, paths[2]);
+  EXPECT_EQ(p.checkpoint.save_counter()->value().value().scalar<int64_t>(), 3);
+  p.Train(6, 3);
+  ASSERT_TRUE(p.scope.ok()) << p.scope.status();
+  ExpectSameValues(p.Values(), continued);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string path, manager->Save());
+  EXPECT_EQ(path, dir_ + "/ckpt-4");
+  EXPECT_EQ(manager->checkpoints(), (std::vector<std::string>{paths[2], path}));
+}
+
+TEST_F(EagerCheckpointTest, AManagerWithoutASessionNeedsAnEagerScope) {
+  Scope graph = Scope::NewRootScope();
+  Checkpoint checkpoint(graph, {});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto manager, CheckpointManager::Create(checkpoint, dir_, {}));
+  EXPECT_THAT(manager->Save(), StatusIs(StatusCode::kFailedPrecondition, "eager scope"));
+  EXPECT_THAT(manager->RestoreOrInitialize(),
+              StatusIs(StatusCode::kFailedPrecondition, "eager scope"));
+}
+
+// TensorFlow's eager NameBasedSaverStatus: a TF1 Saver's checkpoint (no
+// object graph) restores by variable name, what exists at once and the rest
+// on creation.
+TEST_F(EagerCheckpointTest, NameBasedCheckpointsRestoreByNameNowAndOnCreation) {
+  std::map<std::string, Tensor> expected;
+  std::string path;
+  {
+    EagerProgram p;
+    p.Train(0, 5);
+    SessionOptions options{.resources = p.scope.eager_context()->shared_resources()};
+    CKFLOW_ASSERT_OK_AND_ASSIGN(auto session, Session::Create(p.scope.graph(), options));
+    CKFLOW_ASSERT_OK_AND_ASSIGN(auto saver, NameBasedSaver::Create(p.scope, {}));
+    CKFLOW_ASSERT_OK_AND_ASSIGN(path, saver->Save(*session, dir_ + "/model.ckpt"));
+    p.Train(5, 5);
+    expected = p.Values();
+  }
+  EagerProgram p;
+  auto [x, y] = Batch(0);
+  (*p.model)(p.scope, ops::Const(p.scope, x));  // the layers exist; the slots do not
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, p.checkpoint.Restore(path));
+  EXPECT_EQ(status.kind(), LoadStatus::Kind::kNameBasedSaver);
+  // The layers were restored by Restore itself; save_counter, which a TF1
+  // checkpoint lacks, is optional.
+  CKFLOW_EXPECT_OK(status.AssertConsumed());
+  p.Train(5, 5);  // slots and beta powers restore as Minimize creates them
+  ASSERT_TRUE(p.scope.ok()) << p.scope.status();
+  CKFLOW_EXPECT_OK(status.AssertConsumed());
+  std::map<std::string, Tensor> values = p.Values();
+  values.erase("save_counter");
+  ExpectSameValues(values, expected);
 }
 
 TEST_F(EagerCheckpointTest, SaveWithoutASessionNeedsAnEagerScope) {
