@@ -141,7 +141,7 @@ void Save(int64_t mib, int count) {
   Check(workers.status(), "MPI");
   WorkerGroup& group = **workers;
   std::string dir = group.rank() == 0 ? TempDir() : "";
-  dir = (*group.AllGather(dir))[0];
+  dir = (*group.AllGather(dir, kDefaultGroupTimeout))[0];
   std::pair<double, double> alone{0, 0};
   if (group.rank() == 0) alone = SaveRestore(nullptr, dir + "/alone", count, mib);
   Check(group.Barrier(), "barrier");

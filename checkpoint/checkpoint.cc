@@ -134,14 +134,16 @@ bool OwnsDirectory(const CheckpointGroup* group) { return group == nullptr || gr
 // save number `n`, and member 0 has removed the debris of dead saves, which
 // includes other members' parts. Returns member 0's `now`, so every
 // member's bookkeeping stamps the save alike. Without a group, `now`.
-StatusOr<double> AgreeOnSave(CheckpointGroup* group, const Status& local, int64_t n, double now) {
+StatusOr<double> AgreeOnSave(const Saver& saver, const Status& local, int64_t n, double now) {
+  CheckpointGroup* group = saver.group();
   if (group == nullptr) {
     CKFLOW_RETURN_IF_ERROR(local);
     return now;
   }
-  CKFLOW_RETURN_IF_ERROR(AgreeOnStatus(*group, local));
-  CKFLOW_ASSIGN_OR_RETURN(std::vector<std::string> all,
-                          group->AllGather(std::to_string(n) + " " + std::to_string(now)));
+  CKFLOW_RETURN_IF_ERROR(AgreeOnStatus(*group, local, saver.group_timeout()));
+  CKFLOW_ASSIGN_OR_RETURN(
+      std::vector<std::string> all,
+      group->AllGather(std::to_string(n) + " " + std::to_string(now), saver.group_timeout()));
   for (size_t r = 1; r < all.size(); ++r) {
     if (all[r].substr(0, all[r].find(' ')) != all[0].substr(0, all[0].find(' '))) {
       return FailedPreconditionError("checkpoint group: rank 0 saves number ",
@@ -216,7 +218,7 @@ StatusOr<std::string> Checkpoint::Write(const std::string& prefix, Session& sess
     RemoveDebris(file_system(), Dirname(prefix),
                  {std::string(Basename(prefix)), /*numbered=*/false});
   }
-  CKFLOW_RETURN_IF_ERROR(internal::AgreeOnSave(group, synced, 0, 0).status());
+  CKFLOW_RETURN_IF_ERROR(internal::AgreeOnSave(*root_->saver(), synced, 0, 0).status());
   return WriteThen(prefix, session, options, {});
 }
 
@@ -250,7 +252,7 @@ StatusOr<std::string> Checkpoint::Save(const std::string& prefix, Session& sessi
     local = counted.status();
     if (counted.ok()) n = *counted;
   }
-  CKFLOW_RETURN_IF_ERROR(internal::AgreeOnSave(group, local, n, 0).status());
+  CKFLOW_RETURN_IF_ERROR(internal::AgreeOnSave(*root_->saver(), local, n, 0).status());
   const std::string path = prefix + "-" + std::to_string(n);
   std::function<Status()> commit;
   if (internal::OwnsDirectory(group)) {
@@ -604,9 +606,8 @@ StatusOr<std::string> CheckpointManager::Save(Session& session,
   const int64_t n = checkpoint_number.value_or(counter);
   // Timestamped when the save starts, as TensorFlow does (in a group, by
   // member 0's clock).
-  CKFLOW_ASSIGN_OR_RETURN(
-      const double now,
-      internal::AgreeOnSave(checkpoint_.root_->saver()->group(), local, n, options_.clock()));
+  CKFLOW_ASSIGN_OR_RETURN(const double now, internal::AgreeOnSave(*checkpoint_.root_->saver(),
+                                                                  local, n, options_.clock()));
   const std::string prefix =
       JoinPath(directory_, options_.checkpoint_name + "-" + std::to_string(n));
   return checkpoint_.WriteThen(prefix, session, options_.save_options,

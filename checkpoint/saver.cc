@@ -630,7 +630,7 @@ Status Saver::FinishGroupWrite(Session& session, const GroupWrite& write) {
   }
   if (!wrote.ok()) wrote = wrote.WithContext("writing '" + write.part + "'");
   const CheckpointNaming naming{std::string(Basename(write.prefix)), /*numbered=*/false};
-  Status all = AgreeOnStatus(group, wrote);
+  Status all = AgreeOnStatus(group, wrote, group_.timeout);
   if (!all.ok()) {
     // Past the barrier every part is written or abandoned: the parts go,
     // and the previous checkpoint was never touched.
@@ -648,7 +648,7 @@ Status Saver::FinishGroupWrite(Session& session, const GroupWrite& write) {
       committed = write.on_written();
     }
   }
-  Status agreed = AgreeOnStatus(group, committed);
+  Status agreed = AgreeOnStatus(group, committed, group_.timeout);
   if (agreed.ok() && !merges && write.on_written) agreed = write.on_written();
   return agreed.ok() ? agreed : agreed.WithContext("saving checkpoint '" + write.prefix + "'");
 }

@@ -76,6 +76,7 @@ class Saver {
   FileSystem* file_system() const { return fs_; }
   // Null when the saver is not a member of a group.
   CheckpointGroup* group() const { return group_.group; }
+  GroupTimeout group_timeout() const { return group_.timeout; }
 
   // FailedPrecondition once the graph is gone: a status kept past its graph
   // must not run the ops it built there, nor a deferred restore (an object

@@ -26,7 +26,8 @@ using testing::GroupModelSpec;
 using testing::StatusIs;
 
 // The members' meeting point: AllGather hands every member the round's
-// strings once all have arrived.
+// strings once all have arrived (no timeout: threads do not hang here;
+// WorkerGroup's timeout is tested under mpirun).
 class ThreadMeeting {
  public:
   explicit ThreadMeeting(int size) : size_(size), slots_(size) {}
@@ -60,7 +61,7 @@ class ThreadMember : public CheckpointGroup {
   ThreadMember(ThreadMeeting* meeting, int rank) : meeting_(meeting), rank_(rank) {}
   int rank() const override { return rank_; }
   int size() const override { return meeting_->size(); }
-  StatusOr<std::vector<std::string>> AllGather(std::string_view mine) override {
+  StatusOr<std::vector<std::string>> AllGather(std::string_view mine, GroupTimeout) override {
     return meeting_->AllGather(rank_, mine);
   }
 
