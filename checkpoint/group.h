@@ -10,7 +10,9 @@
 //
 //   Save: member 0 removes the debris of dead saves; every member writes the
 //   values placement gives it (a variable's optimizer slots go with it) with
-//   SaveV2 into "<prefix>_temp/part-<rank>-of-<size>", member 0 also the
+//   SaveV2 into "<prefix>_temp/part-<rank>-of-<size>" (or, spread over
+//   SaveOptions::files_per_device files as one process spreads a device's,
+//   "...-of-<size>-file-<i>-of-<n>"), member 0 also the
 //   object graph and save_counter; a barrier; member 0 merges the parts
 //   (MergeBundles: data files renamed, never copied) and commits the state
 //   file (and a CheckpointManager's retention, deleting once); a second

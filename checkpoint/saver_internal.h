@@ -189,8 +189,8 @@ class Saver {
     std::vector<Feed> feeds;
     std::vector<Output> targets;  // empty: this member owns nothing
     std::string prefix;
-    std::string part;
-    std::vector<std::string> parts;  // every member's that writes one
+    std::string part;                // "<prefix>_temp/part-<rank>-of-<size>"
+    std::vector<std::string> files;  // the part's data files' prefixes (none, one or more)
     bool durable = false;
     std::function<Status()> on_written;
   };

@@ -89,6 +89,41 @@ TEST(GroupSave, EveryRankWritesItsPartAndRankZeroMerges) {
   EXPECT_EQ(total, r->num_values());
 }
 
+TEST(GroupSave, EveryRankSpreadsItsPartOverFilesPerDeviceFiles) {
+  const std::string dir = SharedTempDir();
+  std::unique_ptr<GroupModel> m = MakeModel(workers);
+  ASSERT_NE(m, nullptr);
+  CKFLOW_ASSERT_OK(m->Set(5));
+  // Every rank owns more than 3 values (26 variables with 2 slots each).
+  StatusOr<std::string> saved =
+      m->checkpoint().Save(dir + "/ckpt", m->session(), {.files_per_device = 3});
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  CKFLOW_ASSERT_OK(workers->Barrier());
+  // One checkpoint of every rank's 3 data files.
+  char last[64];
+  std::snprintf(last, sizeof(last), "ckpt-1.data-%05d-of-%05d", 3 * workers->size() - 1,
+                3 * workers->size());
+  EXPECT_TRUE(FileSystem::Default()->FileExists(dir + "/" + last).ok()) << last;
+  std::vector<std::string> files = *FileSystem::Default()->ListDir(dir);
+  EXPECT_EQ(std::count_if(files.begin(), files.end(),
+                          [](const std::string& f) { return f.starts_with("ckpt-1.data-"); }),
+            3 * workers->size());
+  EXPECT_FALSE(FileSystem::Default()->FileExists(dir + "/ckpt-1_temp").ok());
+  if (workers->rank() == 0) {
+    std::string described;
+    EXPECT_EQ(testing::RunDescribe(dir + "/ckpt-1", &described), 0) << described;
+    // Bit for bit in one process.
+    std::unique_ptr<GroupModel> plain = MakeModel(nullptr);
+    StatusOr<LoadStatus> status = plain->checkpoint().Restore(dir + "/ckpt-1");
+    ASSERT_TRUE(status.ok()) << status.status();
+    CKFLOW_ASSERT_OK(status->AssertConsumed());
+    CKFLOW_ASSERT_OK(status->InitializeOrRestore(plain->session()));
+    StatusOr<int> restored = plain->CheckInitialized(5);
+    ASSERT_TRUE(restored.ok()) << restored.status();
+    EXPECT_EQ(*restored, plain->num_values());
+  }
+}
+
 TEST(GroupSave, ARankThatCannotWriteLeavesThePreviousCheckpointOnEveryRank) {
   const std::string dir = SharedTempDir();
   testing::FailingPartFs failing("ckpt-2_temp/part-00001-of-");
