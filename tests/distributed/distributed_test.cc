@@ -112,15 +112,7 @@ TEST(GroupSave, EveryRankSpreadsItsPartOverFilesPerDeviceFiles) {
   if (workers->rank() == 0) {
     std::string described;
     EXPECT_EQ(testing::RunDescribe(dir + "/ckpt-1", &described), 0) << described;
-    // Bit for bit in one process.
-    std::unique_ptr<GroupModel> plain = MakeModel(nullptr);
-    StatusOr<LoadStatus> status = plain->checkpoint().Restore(dir + "/ckpt-1");
-    ASSERT_TRUE(status.ok()) << status.status();
-    CKFLOW_ASSERT_OK(status->AssertConsumed());
-    CKFLOW_ASSERT_OK(status->InitializeOrRestore(plain->session()));
-    StatusOr<int> restored = plain->CheckInitialized(5);
-    ASSERT_TRUE(restored.ok()) << restored.status();
-    EXPECT_EQ(*restored, plain->num_values());
+    CKFLOW_EXPECT_OK(testing::CheckSeedInOneProcess(dir + "/ckpt-1", 5));
   }
 }
 
@@ -147,13 +139,7 @@ TEST(GroupSave, ARankThatCannotWriteLeavesThePreviousCheckpointOnEveryRank) {
   EXPECT_FALSE(FileSystem::Default()->FileExists(dir + "/ckpt-2.index").ok());
   EXPECT_FALSE(FileSystem::Default()->FileExists(dir + "/ckpt-2_temp").ok());
   // ckpt-1 is intact: a single-process restore finds seed 1.
-  std::unique_ptr<GroupModel> plain = MakeModel(nullptr);
-  StatusOr<LoadStatus> status = plain->checkpoint().Restore(dir + "/ckpt-1");
-  ASSERT_TRUE(status.ok()) << status.status();
-  CKFLOW_ASSERT_OK(status->InitializeOrRestore(plain->session()));
-  StatusOr<int> restored = plain->CheckInitialized(1);
-  ASSERT_TRUE(restored.ok()) << restored.status();
-  EXPECT_EQ(*restored, plain->num_values());
+  CKFLOW_EXPECT_OK(testing::CheckSeedInOneProcess(dir + "/ckpt-1", 1));
 }
 
 // Hangs before creating any file whose path contains `part` until
@@ -213,15 +199,7 @@ TEST(GroupSave, ARankThatHangsPastTheTimeoutFailsTheSaveOnEveryRankWithoutHangin
   CKFLOW_ASSERT_OK(workers->Barrier());
   EXPECT_EQ(LatestCheckpoint(dir), dir + "/ckpt-1");
   EXPECT_FALSE(FileSystem::Default()->FileExists(dir + "/ckpt-2.index").ok());
-  if (workers->rank() == 0) {
-    std::unique_ptr<GroupModel> plain = MakeModel(nullptr);
-    StatusOr<LoadStatus> status = plain->checkpoint().Restore(dir + "/ckpt-1");
-    ASSERT_TRUE(status.ok()) << status.status();
-    CKFLOW_ASSERT_OK(status->InitializeOrRestore(plain->session()));
-    StatusOr<int> restored = plain->CheckInitialized(1);
-    ASSERT_TRUE(restored.ok()) << restored.status();
-    EXPECT_EQ(*restored, plain->num_values());
-  }
+  if (workers->rank() == 0) CKFLOW_EXPECT_OK(testing::CheckSeedInOneProcess(dir + "/ckpt-1", 1));
   // Every rank failed the same step, so the group goes on: the next save
   // commits, and removes what the late rank wrote after the others left.
   StatusOr<std::string> third = (*manager)->Save((*m)->session());
