@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -161,7 +162,8 @@ Status WorkerGroup::Meet(GroupTimeout timeout) {
   tag_ = tag_ >= tag_limit_ ? 0 : tag_ + 1;
   const int tag = tag_;
   const Clock::time_point deadline = Clock::now() + ClockDuration(timeout);
-  const std::string within = " within " + std::to_string(timeout.count()) + " s";
+  char within[64];
+  std::snprintf(within, sizeof(within), " within %g s", timeout.count());
   Backoff backoff;
   int flag = 0;
   MPI_Status status;
