@@ -105,6 +105,7 @@ std::string StrCat(const Args&... args) {
   inline bool Is##Name(const Status& s) { return s.code() == StatusCode::Code; }
 CKFLOW_DEFINE_ERROR_FACTORY(Cancelled, kCancelled)
 CKFLOW_DEFINE_ERROR_FACTORY(Unknown, kUnknown)
+CKFLOW_DEFINE_ERROR_FACTORY(DeadlineExceeded, kDeadlineExceeded)
 CKFLOW_DEFINE_ERROR_FACTORY(InvalidArgument, kInvalidArgument)
 CKFLOW_DEFINE_ERROR_FACTORY(NotFound, kNotFound)
 CKFLOW_DEFINE_ERROR_FACTORY(AlreadyExists, kAlreadyExists)

@@ -1,6 +1,6 @@
 // Group saves (distributed/) measured:
 //
-//   group_bench merge [--max-keys N]
+//   group_bench merge [--min-keys N] [--max-keys N]
 //       MergeBundles of P parts holding K keys in all (P = 2 .. 64, K = 1k ..
 //       1M, 4-byte values), beside its baseline in the same run: opening
 //       and checking the same parts' indexes (BundleReader::Open), the
@@ -99,10 +99,10 @@ void MergeRow(int parts, int64_t keys, int64_t bytes) {
   std::fflush(stdout);
 }
 
-void Merge(int64_t max_keys) {
+void Merge(int64_t min_keys, int64_t max_keys) {
   std::printf("%6s %9s %8s %10s %10s %8s %8s\n", "parts", "keys", "B/key", "merge ms", "read ms",
               "ratio", "us/key");
-  for (int64_t keys = 1000; keys <= max_keys; keys *= 10) {
+  for (int64_t keys = min_keys; keys <= max_keys; keys *= 10) {
     for (int parts : {2, 8, 64}) MergeRow(parts, keys, 4);
   }
   for (int64_t bytes : {int64_t{4}, int64_t{16384}}) MergeRow(8, 10000, bytes);
@@ -141,7 +141,7 @@ void Save(int64_t mib, int count) {
   Check(workers.status(), "MPI");
   WorkerGroup& group = **workers;
   std::string dir = group.rank() == 0 ? TempDir() : "";
-  dir = (*group.AllGather(dir))[0];
+  dir = (*group.AllGather(dir, kDefaultGroupTimeout))[0];
   std::pair<double, double> alone{0, 0};
   if (group.rank() == 0) alone = SaveRestore(nullptr, dir + "/alone", count, mib);
   Check(group.Barrier(), "barrier");
@@ -163,20 +163,23 @@ void Save(int64_t mib, int count) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  int64_t mib = 1024, max_keys = 1000000;
+  int64_t mib = 1024, min_keys = 1000, max_keys = 1000000;
   int count = 64;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--mib") mib = std::atoll(argv[i + 1]);
     if (flag == "--count") count = std::atoi(argv[i + 1]);
+    if (flag == "--min-keys") min_keys = std::max<int64_t>(1, std::atoll(argv[i + 1]));
     if (flag == "--max-keys") max_keys = std::atoll(argv[i + 1]);
   }
   if (mode == "merge") {
-    ckflow::Merge(max_keys);
+    ckflow::Merge(min_keys, max_keys);
   } else if (mode == "save") {
     ckflow::Save(mib, count);
   } else {
-    std::fprintf(stderr, "usage: group_bench merge [--max-keys N] | save [--mib M] [--count C]\n");
+    std::fprintf(
+        stderr,
+        "usage: group_bench merge [--min-keys N] [--max-keys N] | save [--mib M] [--count C]\n");
     return 2;
   }
   return 0;

@@ -94,14 +94,16 @@ Status CommitStateFile(FileSystem* fs, const std::string& path, bool durable) {
 
 bool OwnsDirectory(const CheckpointGroup* group) { return group == nullptr || group->rank() == 0; }
 
-StatusOr<double> AgreeOnSave(CheckpointGroup* group, const Status& local, int64_t n, double now) {
+StatusOr<double> AgreeOnSave(const Saver& saver, const Status& local, int64_t n, double now) {
+  CheckpointGroup* group = saver.group();
   if (group == nullptr) {
     CKFLOW_RETURN_IF_ERROR(local);
     return now;
   }
-  CKFLOW_RETURN_IF_ERROR(AgreeOnStatus(*group, local));
-  CKFLOW_ASSIGN_OR_RETURN(std::vector<std::string> all,
-                          group->AllGather(std::to_string(n) + " " + std::to_string(now)));
+  CKFLOW_RETURN_IF_ERROR(AgreeOnStatus(*group, local, saver.group_timeout()));
+  CKFLOW_ASSIGN_OR_RETURN(
+      std::vector<std::string> all,
+      group->AllGather(std::to_string(n) + " " + std::to_string(now), saver.group_timeout()));
   for (size_t r = 1; r < all.size(); ++r) {
     if (all[r].substr(0, all[r].find(' ')) != all[0].substr(0, all[0].find(' '))) {
       return FailedPreconditionError("checkpoint group: rank 0 saves number ",
@@ -172,7 +174,7 @@ StatusOr<std::string> Checkpoint::Write(const std::string& prefix, Session& sess
     RemoveDebris(file_system(), Dirname(prefix),
                  {std::string(Basename(prefix)), /*numbered=*/false});
   }
-  CKFLOW_RETURN_IF_ERROR(internal::AgreeOnSave(group, synced, 0, 0).status());
+  CKFLOW_RETURN_IF_ERROR(internal::AgreeOnSave(*root_->saver(), synced, 0, 0).status());
   return WriteThen(prefix, session, options, {});
 }
 
@@ -206,7 +208,7 @@ StatusOr<std::string> Checkpoint::Save(const std::string& prefix, Session& sessi
     local = counted.status();
     if (counted.ok()) n = *counted;
   }
-  CKFLOW_RETURN_IF_ERROR(internal::AgreeOnSave(group, local, n, 0).status());
+  CKFLOW_RETURN_IF_ERROR(internal::AgreeOnSave(*root_->saver(), local, n, 0).status());
   const std::string path = prefix + "-" + std::to_string(n);
   std::function<Status()> commit;
   if (internal::OwnsDirectory(group)) {

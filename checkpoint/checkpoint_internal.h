@@ -74,7 +74,7 @@ bool OwnsDirectory(const CheckpointGroup* group);
 // save number `n`, and member 0 has removed the debris of dead saves, which
 // includes other members' parts. Returns member 0's `now`, so every
 // member's bookkeeping stamps the save alike. Without a group, `now`.
-StatusOr<double> AgreeOnSave(CheckpointGroup* group, const Status& local, int64_t n, double now);
+StatusOr<double> AgreeOnSave(const Saver& saver, const Status& local, int64_t n, double now);
 
 // A pending asynchronous save's error, when nobody is left to return it to
 // (a destructor waits for the save).

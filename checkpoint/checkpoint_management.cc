@@ -288,9 +288,8 @@ StatusOr<std::string> CheckpointManager::Save(Session& session,
   const int64_t n = checkpoint_number.value_or(counter);
   // Timestamped when the save starts, as TensorFlow does (in a group, by
   // member 0's clock).
-  CKFLOW_ASSIGN_OR_RETURN(
-      const double now,
-      internal::AgreeOnSave(checkpoint_.root_->saver()->group(), local, n, options_.clock()));
+  CKFLOW_ASSIGN_OR_RETURN(const double now, internal::AgreeOnSave(*checkpoint_.root_->saver(),
+                                                                  local, n, options_.clock()));
   const std::string prefix =
       JoinPath(directory_, options_.checkpoint_name + "-" + std::to_string(n));
   return checkpoint_.WriteThen(prefix, session, options_.save_options,

@@ -51,21 +51,8 @@ std::vector<int> BalanceOnto(const std::vector<PlacementItem>& items, std::vecto
 
 }  // namespace
 
-Status AgreeOnStatus(CheckpointGroup& group, const Status& mine) {
-  std::string message;
-  if (!mine.ok()) {
-    message = std::to_string(static_cast<int>(mine.code())) + ":" + std::string(mine.message());
-  }
-  CKFLOW_ASSIGN_OR_RETURN(std::vector<std::string> all, group.AllGather(message));
-  for (size_t r = 0; r < all.size(); ++r) {
-    if (all[r].empty()) continue;
-    const size_t colon = all[r].find(':');
-    const int code = std::atoi(all[r].substr(0, colon).c_str());
-    return Status(static_cast<StatusCode>(code), "rank " + std::to_string(r) + " of " +
-                                                     std::to_string(all.size()) + ": " +
-                                                     all[r].substr(colon + 1));
-  }
-  return OkStatus();
+Status AgreeOnStatus(CheckpointGroup& group, const Status& mine, GroupTimeout timeout) {
+  return internal::GatherIfAllOk(group, mine, {}, timeout).status();
 }
 
 std::vector<int> BalancedByBytes(const std::vector<PlacementItem>& items, int ranks) {
@@ -120,9 +107,38 @@ StatusOr<std::vector<int>> Owners::Place(
   return owners;
 }
 
+StatusOr<std::vector<std::vector<std::string>>> GatherIfAllOk(CheckpointGroup& group,
+                                                              const Status& mine,
+                                                              const std::vector<std::string>& lines,
+                                                              GroupTimeout timeout) {
+  std::vector<std::string> message{mine.ok() ? std::string()
+                                             : std::to_string(static_cast<int>(mine.code())) + ":" +
+                                                   std::string(mine.message())};
+  message.insert(message.end(), lines.begin(), lines.end());
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<std::string> all, group.AllGather(Encode(message), timeout));
+  std::vector<std::vector<std::string>> gathered;
+  gathered.reserve(all.size());
+  for (size_t r = 0; r < all.size(); ++r) {
+    CKFLOW_ASSIGN_OR_RETURN(std::vector<std::string> theirs, Decode(all[r]));
+    if (theirs.empty()) return InternalError("group message from rank ", r, " is empty");
+    const std::string& error = theirs[0];
+    if (!error.empty()) {
+      const size_t colon = error.find(':');
+      const int code = std::atoi(error.substr(0, colon).c_str());
+      return Status(static_cast<StatusCode>(code), "rank " + std::to_string(r) + " of " +
+                                                       std::to_string(all.size()) + ": " +
+                                                       error.substr(colon + 1));
+    }
+    theirs.erase(theirs.begin());
+    gathered.push_back(std::move(theirs));
+  }
+  return gathered;
+}
+
 StatusOr<std::vector<std::string>> LinesOnEveryMember(CheckpointGroup& group,
-                                                      const std::vector<std::string>& lines) {
-  CKFLOW_ASSIGN_OR_RETURN(std::vector<std::string> all, group.AllGather(Encode(lines)));
+                                                      const std::vector<std::string>& lines,
+                                                      GroupTimeout timeout) {
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<std::string> all, group.AllGather(Encode(lines), timeout));
   std::vector<std::set<std::string>> others;
   for (size_t r = 1; r < all.size(); ++r) {
     CKFLOW_ASSIGN_OR_RETURN(std::vector<std::string> theirs, Decode(all[r]));

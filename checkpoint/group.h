@@ -10,7 +10,9 @@
 //
 //   Save: member 0 removes the debris of dead saves; every member writes the
 //   values placement gives it (a variable's optimizer slots go with it) with
-//   SaveV2 into "<prefix>_temp/part-<rank>-of-<size>", member 0 also the
+//   SaveV2 into "<prefix>_temp/part-<rank>-of-<size>" (or, spread over
+//   SaveOptions::files_per_device files as one process spreads a device's,
+//   "...-of-<size>-file-<i>-of-<n>"), member 0 also the
 //   object graph and save_counter; a barrier; member 0 merges the parts
 //   (MergeBundles: data files renamed, never copied) and commits the state
 //   file (and a CheckpointManager's retention, deleting once); a second
@@ -26,6 +28,14 @@
 //   matched on any member counts as consumed, and a failure is the same
 //   error on every member.
 //
+// Timeouts: a member that hangs (a stuck disk, a stalled node) must not
+// hang the others. Each collective step waits GroupOptions::timeout for
+// every member to arrive; past it, the members that waited return
+// DeadlineExceeded naming the members that did not arrive (when the group
+// knows them), and a save leaves the previous checkpoint the latest and
+// intact. What the late member gets is up to the group (WorkerGroup: an
+// error of its own when it arrives).
+//
 // The file system must be shared: a file written by one member before a
 // barrier is visible to every member after it, and rename is atomic.
 //
@@ -37,6 +47,7 @@
 #ifndef CKFLOW_CHECKPOINT_GROUP_H_
 #define CKFLOW_CHECKPOINT_GROUP_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -47,6 +58,10 @@
 
 namespace ckflow {
 
+// How long a member waits at a collective step for the others.
+using GroupTimeout = std::chrono::duration<double>;
+inline constexpr GroupTimeout kDefaultGroupTimeout = std::chrono::minutes(10);
+
 // The collectives a group save and restore run, from whatever starts the
 // processes.
 class CheckpointGroup {
@@ -55,13 +70,19 @@ class CheckpointGroup {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   // Collective (so also a barrier): every member's `mine`, in rank order.
-  virtual StatusOr<std::vector<std::string>> AllGather(std::string_view mine) = 0;
+  // DeadlineExceeded if the others have not all arrived `timeout` after
+  // this member did, naming the ones missing if the group knows them. The
+  // outcome must be the same on every member that arrived in time (all
+  // gather, or all fail), so that they all go on alike.
+  virtual StatusOr<std::vector<std::string>> AllGather(std::string_view mine,
+                                                       GroupTimeout timeout) = 0;
 };
 
 // Collective: OK on every member if `mine` is OK on every member; else, on
 // every member, the error of the lowest failing rank, with its code and its
 // message led by "rank R: ".
-Status AgreeOnStatus(CheckpointGroup& group, const Status& mine);
+Status AgreeOnStatus(CheckpointGroup& group, const Status& mine,
+                     GroupTimeout timeout = kDefaultGroupTimeout);
 
 // One variable as placement sees it: its object path (e.g.
 // "model/dense/kernel") and its bytes with those of its optimizer slots.
@@ -91,6 +112,9 @@ struct GroupOptions {
   // every value (replicas, as in data-parallel training); saving still
   // writes each value once.
   bool restore_owned_only = true;
+  // How long each collective step of a save or restore waits for the
+  // other members (see Timeouts above).
+  GroupTimeout timeout = kDefaultGroupTimeout;
 };
 
 }  // namespace ckflow

@@ -42,10 +42,18 @@ class Owners {
   std::vector<int64_t> load_;
 };
 
+// Collective: every member's `lines`, in rank order, if `mine` is OK on
+// every member; else AgreeOnStatus's error.
+StatusOr<std::vector<std::vector<std::string>>> GatherIfAllOk(CheckpointGroup& group,
+                                                              const Status& mine,
+                                                              const std::vector<std::string>& lines,
+                                                              GroupTimeout timeout);
+
 // Collective: the lines present in every member's `lines` (as a value
 // restored on one member counts as restored), in the order of member 0's.
 StatusOr<std::vector<std::string>> LinesOnEveryMember(CheckpointGroup& group,
-                                                      const std::vector<std::string>& lines);
+                                                      const std::vector<std::string>& lines,
+                                                      GroupTimeout timeout);
 
 }  // namespace ckflow::internal
 

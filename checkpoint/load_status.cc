@@ -130,11 +130,14 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
 
  private:
   CheckpointGroup* group() const { return coord_->saver()->group(); }
-  Status Agreed(const Status& mine) const { return group() ? AgreeOnStatus(*group(), mine) : mine; }
+  GroupTimeout timeout() const { return coord_->saver()->group_timeout(); }
+  Status Agreed(const Status& mine) const {
+    return group() ? AgreeOnStatus(*group(), mine, timeout()) : mine;
+  }
   // What did not match on any member: a value matched on one counts.
   StatusOr<std::vector<std::string>> OnEveryMember(std::vector<std::string> lines) const {
     if (group() == nullptr) return lines;
-    return LinesOnEveryMember(*group(), lines);
+    return LinesOnEveryMember(*group(), lines, timeout());
   }
 
   Status ExistingObjectsMatched() const {

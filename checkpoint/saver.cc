@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <unordered_set>
@@ -12,6 +13,7 @@
 #include "base/parallel.h"
 #include "bundle/bundle_format.h"
 #include "bundle/merge.h"
+#include "checkpoint/group_internal.h"
 #include "checkpoint/save_files_internal.h"
 #include "checkpoint/saver_internal.h"
 #include "graph/structure_generation.h"
@@ -574,8 +576,7 @@ Status Saver::WriteGroup(const ObjectGraph& graph, const std::string& prefix, Se
   write.durable = options.durable;
   write.on_written = std::move(on_written);
   // Every member places every value alike (each variable where it was
-  // restored or saved before), so each knows which parts there will be
-  // without asking. Anything that goes wrong here is carried into
+  // restored or saved before). Anything that goes wrong here is carried into
   // the first agreement: a member that left early would leave the others
   // waiting for it.
   write.prepared = [&]() -> Status {
@@ -585,21 +586,29 @@ Status Saver::WriteGroup(const ObjectGraph& graph, const std::string& prefix, Se
       sized.emplace_back(v.key, DeclaredBytes(v.attribute));
     }
     CKFLOW_ASSIGN_OR_RETURN(std::vector<int> placed, owners_.Place(sized));
-    std::vector<bool> writes(size, false);
-    writes[0] = true;  // the object graph
     std::vector<int> mine;
     for (size_t v = 0; v < placed.size(); ++v) {
-      writes[placed[v]] = true;
       if (placed[v] == rank) mine.push_back(static_cast<int>(v));
     }
-    for (int r = 0; r < size; ++r) {
-      if (writes[r]) write.parts.push_back(ShardPrefix(prefix, r, size));
-    }
-    if (!writes[rank]) return OkStatus();
-    CKFLOW_ASSIGN_OR_RETURN(SaveGraph * save, SaveGraphFor(graph.values, {mine}, options.durable,
+    if (mine.empty() && rank != 0) return OkStatus();  // member 0 writes the object graph
+    // The member's values over files_per_device files, as one process
+    // spreads a device's; member 0 merges every member's (gathered by
+    // FinishGroupWrite, since each member's count is its own when automatic).
+    const int count = FilesFor(graph.values, mine, options);
+    std::vector<std::vector<int>> files = SplitBySize(graph.values, std::move(mine), count);
+    CKFLOW_ASSIGN_OR_RETURN(SaveGraph * save, SaveGraphFor(graph.values, files, options.durable,
                                                            /*merge=*/false, rank == 0));
     write.targets = save->shards;
-    write.feeds.emplace_back(save->shard_prefixes[0], Tensor::Scalar(write.part));
+    for (size_t f = 0; f < files.size(); ++f) {
+      std::string file = write.part;
+      if (files.size() > 1) {
+        char suffix[64];
+        std::snprintf(suffix, sizeof(suffix), "-file-%05zu-of-%05zu", f, files.size());
+        file += suffix;
+      }
+      write.feeds.emplace_back(save->shard_prefixes[f], Tensor::Scalar(file));
+      write.files.push_back(std::move(file));
+    }
     if (rank == 0 && format_.object_graph) {
       std::string serialized;
       if (!ToProto(graph).SerializeToString(&serialized)) {
@@ -632,16 +641,21 @@ Status Saver::FinishGroupWrite(Session& session, const GroupWrite& write) {
   }
   if (!wrote.ok()) wrote = wrote.WithContext("writing '" + write.part + "'");
   const CheckpointNaming naming{std::string(Basename(write.prefix)), /*numbered=*/false};
-  Status all = AgreeOnStatus(group, wrote);
-  if (!all.ok()) {
+  StatusOr<std::vector<std::vector<std::string>>> files =
+      GatherIfAllOk(group, wrote, write.files, group_.timeout);
+  if (!files.ok()) {
     // Past the barrier every part is written or abandoned: the parts go,
     // and the previous checkpoint was never touched.
     if (merges) RemoveSaveDebris(fs_, Dirname(write.prefix), naming).status().IgnoreError();
-    return all.WithContext("saving checkpoint '" + write.prefix + "'");
+    return files.status().WithContext("saving checkpoint '" + write.prefix + "'");
   }
   Status committed;
   if (merges) {
-    committed = MergeBundles(write.parts, write.prefix,
+    std::vector<std::string> parts;
+    for (const std::vector<std::string>& theirs : *files) {
+      parts.insert(parts.end(), theirs.begin(), theirs.end());
+    }
+    committed = MergeBundles(parts, write.prefix,
                              {.fs = fs_, .delete_old_dirs = true, .sync = write.durable});
     if (!committed.ok()) {
       RemoveSaveDebris(fs_, Dirname(write.prefix), naming).status().IgnoreError();
@@ -650,7 +664,7 @@ Status Saver::FinishGroupWrite(Session& session, const GroupWrite& write) {
       committed = write.on_written();
     }
   }
-  Status agreed = AgreeOnStatus(group, committed);
+  Status agreed = AgreeOnStatus(group, committed, group_.timeout);
   if (agreed.ok() && !merges && write.on_written) agreed = write.on_written();
   return agreed.ok() ? agreed : agreed.WithContext("saving checkpoint '" + write.prefix + "'");
 }

@@ -77,6 +77,7 @@ class Saver {
   FileSystem* file_system() const { return fs_; }
   // Null when the saver is not a member of a group.
   CheckpointGroup* group() const { return group_.group; }
+  GroupTimeout group_timeout() const { return group_.timeout; }
 
   // FailedPrecondition once the graph is gone: a status kept past its graph
   // must not run the ops it built there, nor a deferred restore (an object
@@ -195,8 +196,8 @@ class Saver {
     std::vector<Feed> feeds;
     std::vector<Output> targets;  // empty: this member owns nothing
     std::string prefix;
-    std::string part;
-    std::vector<std::string> parts;  // every member's that writes one
+    std::string part;                // "<prefix>_temp/part-<rank>-of-<size>"
+    std::vector<std::string> files;  // the part's data files' prefixes (none, one or more)
     bool durable = false;
     std::function<Status()> on_written;
   };

@@ -19,7 +19,9 @@
 // MPI's error string. A member that dies (SIGKILL) is not an error the
 // others see: Open MPI's mpirun aborts the whole job, so no member hangs,
 // and the previous checkpoint stays the latest (README, "Running under
-// mpirun").
+// mpirun"). A member that hangs instead (a stuck disk) is what the timeout
+// of each collective is for: see Meet in worker_group.cc for who gets
+// which DeadlineExceeded.
 //
 // Thread safety: rank() and size() anywhere; the collectives from one
 // thread at a time (a Checkpoint serializes its own).
@@ -54,19 +56,30 @@ class WorkerGroup : public CheckpointGroup {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  StatusOr<std::vector<std::string>> AllGather(std::string_view mine) override;
+  StatusOr<std::vector<std::string>> AllGather(std::string_view mine,
+                                               GroupTimeout timeout) override;
 
-  // Collective: returns once every member has called it.
-  Status Barrier();
+  // Collective: returns once every member has called it; DeadlineExceeded
+  // as AllGather.
+  Status Barrier(GroupTimeout timeout = kDefaultGroupTimeout);
   // Collective: OK everywhere if `mine` is OK everywhere, else the first
   // failing rank's error on every member ("rank R of N: ...").
-  Status AgreeOn(const Status& mine) { return AgreeOnStatus(*this, mine); }
+  Status AgreeOn(const Status& mine, GroupTimeout timeout = kDefaultGroupTimeout) {
+    return AgreeOnStatus(*this, mine, timeout);
+  }
 
  private:
-  WorkerGroup(int comm, int rank, int size) : comm_(comm), rank_(rank), size_(size) {}
+  WorkerGroup(int comm, int rank, int size, int tag_limit)
+      : comm_(comm), rank_(rank), size_(size), tag_limit_(tag_limit) {}
+  // Returns once every member has arrived at this collective step, or
+  // DeadlineExceeded (worker_group.cc).
+  Status Meet(GroupTimeout timeout);
+
   const int comm_;  // the duplicate's Fortran handle
   const int rank_;
   const int size_;
+  const int tag_limit_;  // MPI_TAG_UB
+  int tag_ = 0;          // of the last step
 };
 
 }  // namespace ckflow

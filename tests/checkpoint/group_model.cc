@@ -126,6 +126,16 @@ StatusOr<int> GroupModel::CheckInitialized(uint32_t seed) {
   return static_cast<int>(which.size());
 }
 
+Status CheckSeedInOneProcess(const std::string& path, uint32_t seed) {
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<GroupModel> m, GroupModel::Create({}));
+  CKFLOW_ASSIGN_OR_RETURN(LoadStatus status, m->checkpoint().Restore(path));
+  CKFLOW_RETURN_IF_ERROR(status.AssertConsumed());
+  CKFLOW_RETURN_IF_ERROR(status.InitializeOrRestore(m->session()));
+  CKFLOW_ASSIGN_OR_RETURN(const int checked, m->CheckInitialized(seed));
+  if (checked == m->num_values()) return OkStatus();
+  return DataLossError("'", path, "' restored ", checked, " of ", m->num_values(), " values");
+}
+
 StatusOr<std::unique_ptr<WritableFile>> FailingPartFs::NewWritableFile(const std::string& path) {
   if (path.find(part_) != std::string::npos) return ErrnoStatus(ENOSPC, "open", path);
   return FileSystemWrapper::NewWritableFile(path);

@@ -64,6 +64,10 @@ class GroupModel {
   std::unique_ptr<Session> session_;
 };
 
+// Restores `path` into a fresh single-process GroupModel (default spec):
+// OK if every value is consumed and holds seed's values, bit for bit.
+Status CheckSeedInOneProcess(const std::string& path, uint32_t seed);
+
 // Fails creating any file whose path contains `part` (ENOSPC, as a full
 // disk would): one member's part of a save.
 class FailingPartFs : public FileSystemWrapper {

@@ -98,7 +98,7 @@ Status Run(int argc, char** argv) {
   }
   CKFLOW_RETURN_IF_ERROR(workers->AgreeOn(restored.status()));
   CKFLOW_ASSIGN_OR_RETURN(std::vector<std::string> counts,
-                          workers->AllGather(std::to_string(*restored)));
+                          workers->AllGather(std::to_string(*restored), kDefaultGroupTimeout));
   int total = 0;
   for (const std::string& c : counts) total += std::atoi(c.c_str());
   if (total != m->num_values()) {

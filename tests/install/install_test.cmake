@@ -31,3 +31,22 @@ if(NOT last_output MATCHES "restored 42")
   message(FATAL_ERROR "unexpected consumer output: ${last_output}")
 endif()
 message(STATUS "consumer said: ${last_output}")
+
+# ckflow built with MPI: the package has ckflow::distributed, and a program
+# linking it runs under mpirun (as root here, as ctest's other MPI tests).
+if(DISTRIBUTED)
+  if(NOT EXISTS ${prefix}/include/ckflow/distributed/worker_group.h)
+    message(FATAL_ERROR "distributed/ headers were not installed")
+  endif()
+  if(NOT EXISTS ${WORK_DIR}/build/consumer_distributed)
+    message(FATAL_ERROR "the package has no ckflow::distributed target")
+  endif()
+  run(${CMAKE_COMMAND} -E env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+      ASAN_OPTIONS=detect_leaks=0 ${MPIEXEC} --oversubscribe -np 2
+      ${WORK_DIR}/build/consumer_distributed ${WORK_DIR}/distributed_ckpt)
+  if(NOT last_output MATCHES "rank 0 of 2 restored 42" OR
+     NOT last_output MATCHES "rank 1 of 2 restored 42")
+    message(FATAL_ERROR "unexpected consumer_distributed output: ${last_output}")
+  endif()
+  message(STATUS "consumer_distributed said: ${last_output}")
+endif()
