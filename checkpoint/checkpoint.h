@@ -43,6 +43,10 @@
 //
 // Thread safety: a Checkpoint and its LoadStatus objects are used from the
 // thread that builds the graph. The session ops they run are thread-safe.
+//
+// Beside it: LatestCheckpoint and CheckpointManager in
+// checkpoint_management.h, Keras' SaveWeights/LoadWeights in weights.h,
+// TF1's name-based Saver in name_based_saver.h.
 
 #ifndef CKFLOW_CHECKPOINT_CHECKPOINT_H_
 #define CKFLOW_CHECKPOINT_CHECKPOINT_H_

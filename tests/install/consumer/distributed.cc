@@ -6,6 +6,7 @@
 #include <string>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_management.h"
 #include "distributed/worker_group.h"
 #include "ops/array_ops.h"
 #include "ops/variables.h"
