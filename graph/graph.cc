@@ -199,7 +199,9 @@ struct ScopeTree {
 void EmitScope(const ScopeTree& tree, const std::string& path, int depth, std::ostringstream& os) {
   std::string indent(2 * depth, ' ');
   for (const auto& [name, child] : tree.children) {
-    std::string child_path = path.empty() ? name : path + "/" + name;
+    std::string child_path = path;
+    if (!child_path.empty()) child_path += '/';
+    child_path += name;
     os << indent << "subgraph \"cluster_" << DotEscape(child_path) << "\" {\n";
     os << indent << "  label=\"" << DotEscape(name) << "\";\n";
     EmitScope(child, child_path, depth + 1, os);

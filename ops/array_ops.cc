@@ -365,7 +365,6 @@ StatusOr<Tensor> ScalarOfType(DataType dtype, double value) {
 
 }  // namespace internal
 
-using internal::OpSpec;
 using internal::RegisterOp;
 
 Status RegisterArrayOps(OpRegistry& r) {

@@ -17,7 +17,6 @@ namespace ckflow {
 namespace {
 
 using internal::DispatchFloat;
-using internal::TypeTag;
 using internal::VariableFromHandle;
 using internal::VariableLocks;
 using internal::VariableResource;
