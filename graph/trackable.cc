@@ -52,8 +52,8 @@ void Trackable::RecordTrackingError(Status error) {
   if (tracking_status_.ok()) tracking_status_ = std::move(error);
 }
 
-void Trackable::TrackImpl(std::string name, const std::shared_ptr<Trackable>& child, bool owned,
-                          bool overwrite) {
+void Trackable::TrackImpl(const std::string& name, const std::shared_ptr<Trackable>& child,
+                          bool owned, bool overwrite) {
   if (child == nullptr) {
     RecordTrackingError(
         InvalidArgumentError(TypeName(), ": Track('", name, "'): the object to track is null"));

@@ -100,13 +100,13 @@ class Trackable : public std::enable_shared_from_this<Trackable> {
   // object and the name; tracking the same object again is a no-op. A null
   // child is refused the same way.
   template <typename T>
-  std::shared_ptr<T> Track(std::string name, std::shared_ptr<T> child) {
-    TrackImpl(std::move(name), child, /*owned=*/true, /*overwrite=*/false);
+  std::shared_ptr<T> Track(const std::string& name, std::shared_ptr<T> child) {
+    TrackImpl(name, child, /*owned=*/true, /*overwrite=*/false);
     return child;
   }
   // Like Track, without ownership: for edges that close a cycle.
-  void TrackReference(std::string name, const std::shared_ptr<Trackable>& child) {
-    TrackImpl(std::move(name), child, /*owned=*/false, /*overwrite=*/false);
+  void TrackReference(const std::string& name, const std::shared_ptr<Trackable>& child) {
+    TrackImpl(name, child, /*owned=*/false, /*overwrite=*/false);
   }
 
   // The first refused Track or TrackReference (see Track), OK if none. Layer
@@ -154,14 +154,14 @@ class Trackable : public std::enable_shared_from_this<Trackable> {
   // overwrite=True, for a subclass that deliberately reassigns a child (a
   // layer attribute set anew) or renumbers its own edges (Sequential's
   // "layer_with_weights-K").
-  void TrackReplacing(std::string name, const std::shared_ptr<Trackable>& child) {
-    TrackImpl(std::move(name), child, /*owned=*/true, /*overwrite=*/true);
+  void TrackReplacing(const std::string& name, const std::shared_ptr<Trackable>& child) {
+    TrackImpl(name, child, /*owned=*/true, /*overwrite=*/true);
   }
   // Records `error` as tracking_status() unless an earlier one is there.
   void RecordTrackingError(Status error);
 
  private:
-  void TrackImpl(std::string name, const std::shared_ptr<Trackable>& child, bool owned,
+  void TrackImpl(const std::string& name, const std::shared_ptr<Trackable>& child, bool owned,
                  bool overwrite);
 
   std::vector<TrackedChild> children_;

@@ -61,7 +61,7 @@ Status RegisterOp(OpRegistry& registry, OpSpec spec) {
                                  .kernel_factory = std::move(factory)});
 }
 
-Node* BuildNode(const Scope& scope, std::string_view type, std::vector<ops::Input> inputs,
+Node* BuildNode(const Scope& scope, std::string_view type, const std::vector<ops::Input>& inputs,
                 AttrMap attrs) {
   if (!scope.ok()) return nullptr;
   std::vector<Output> outputs;

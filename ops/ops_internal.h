@@ -58,12 +58,12 @@ Status RegisterOp(OpRegistry& registry, OpSpec spec);
 
 // Builds a node of the standard op `type` through `scope` from `inputs`
 // (literals become Consts first). nullptr on error, sticky in the scope.
-Node* BuildNode(const Scope& scope, std::string_view type, std::vector<ops::Input> inputs,
+Node* BuildNode(const Scope& scope, std::string_view type, const std::vector<ops::Input>& inputs,
                 AttrMap attrs = {});
 // The same, returning output 0 (invalid on error).
-inline Output BuildOp(const Scope& scope, std::string_view type, std::vector<ops::Input> inputs,
-                      AttrMap attrs = {}) {
-  return Output(BuildNode(scope, type, std::move(inputs), std::move(attrs)));
+inline Output BuildOp(const Scope& scope, std::string_view type,
+                      const std::vector<ops::Input>& inputs, AttrMap attrs = {}) {
+  return Output(BuildNode(scope, type, inputs, std::move(attrs)));
 }
 
 // --------------------------------------------------------- shape functions

@@ -104,7 +104,7 @@ std::vector<GradAndVar> Optimizer::ComputeGradients(const Scope& scope,
 }
 
 Output Optimizer::ApplyComputed(const Scope& scope, const std::vector<GradAndVar>& grads_and_vars,
-                                const Output& loss, std::shared_ptr<Variable> global_step) {
+                                const Output& loss, const std::shared_ptr<Variable>& global_step) {
   if (!scope.ok()) return Output();
   bool any = std::any_of(grads_and_vars.begin(), grads_and_vars.end(),
                          [](const GradAndVar& gv) { return gv.grad.valid(); });
@@ -114,23 +114,23 @@ Output Optimizer::ApplyComputed(const Scope& scope, const std::vector<GradAndVar
         VariableNames(grads_and_vars), " through differentiable ops"));
     return Output();
   }
-  return ApplyGradients(scope, grads_and_vars, std::move(global_step));
+  return ApplyGradients(scope, grads_and_vars, global_step);
 }
 
 Output Optimizer::Minimize(const Scope& scope, Output loss,
                            std::vector<std::shared_ptr<Variable>> var_list,
-                           std::shared_ptr<Variable> global_step) {
+                           const std::shared_ptr<Variable>& global_step) {
   return ApplyComputed(scope, ComputeGradients(scope, loss, std::move(var_list)), loss,
-                       std::move(global_step));
+                       global_step);
 }
 
 Output Optimizer::Minimize(const Scope& scope, const std::function<Output()>& loss_fn,
                            std::vector<std::shared_ptr<Variable>> var_list,
-                           std::shared_ptr<Variable> global_step) {
+                           const std::shared_ptr<Variable>& global_step) {
   Output loss;
   std::vector<GradAndVar> grads_and_vars =
       ComputeGradients(scope, loss_fn, std::move(var_list), &loss);
-  return ApplyComputed(scope, grads_and_vars, loss, std::move(global_step));
+  return ApplyComputed(scope, grads_and_vars, loss, global_step);
 }
 
 // ---------------------------------------------------------------- apply
@@ -184,7 +184,7 @@ Status Optimizer::CheckGradients(const std::vector<GradAndVar>& grads_and_vars) 
 }
 
 Output Optimizer::ApplyGradients(const Scope& scope, const std::vector<GradAndVar>& grads_and_vars,
-                                 std::shared_ptr<Variable> global_step) {
+                                 const std::shared_ptr<Variable>& global_step) {
   if (!scope.ok()) return Output();
   Status s = CheckGradients(grads_and_vars);
   if (s.ok()) s = BindGraph(scope);

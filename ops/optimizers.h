@@ -70,7 +70,7 @@ class Optimizer : public SlotOwner {
   // for Session::Run. InvalidArgument if no variable gets a gradient.
   Output Minimize(const Scope& scope, Output loss,
                   std::vector<std::shared_ptr<Variable>> var_list = {},
-                  std::shared_ptr<Variable> global_step = nullptr);
+                  const std::shared_ptr<Variable>& global_step = nullptr);
 
   // The same with the loss computed by `loss_fn`: in an eager scope
   // (graph/eager.h) under a GradientTape, so the update runs at once
@@ -81,7 +81,7 @@ class Optimizer : public SlotOwner {
   // have run).
   Output Minimize(const Scope& scope, const std::function<Output()>& loss_fn,
                   std::vector<std::shared_ptr<Variable>> var_list = {},
-                  std::shared_ptr<Variable> global_step = nullptr);
+                  const std::shared_ptr<Variable>& global_step = nullptr);
 
   // d loss / d variable for each of `var_list` (default: every trainable
   // variable), in order; an invalid grad where the loss does not depend on
@@ -100,7 +100,7 @@ class Optimizer : public SlotOwner {
   // gradient, a variable is null or listed twice, or a gradient's dtype or
   // shape does not fit its variable.
   Output ApplyGradients(const Scope& scope, const std::vector<GradAndVar>& grads_and_vars,
-                        std::shared_ptr<Variable> global_step = nullptr);
+                        const std::shared_ptr<Variable>& global_step = nullptr);
 
   // The slot `slot_name` of `variable`, or null if not created (yet).
   std::shared_ptr<Variable> GetSlotVariable(const Variable& variable,
@@ -166,7 +166,7 @@ class Optimizer : public SlotOwner {
       const std::function<StatusOr<std::vector<Output>>(const std::vector<Output>&)>& gradients);
   // Minimize's second half: ApplyGradients unless no variable got a gradient.
   Output ApplyComputed(const Scope& scope, const std::vector<GradAndVar>& grads_and_vars,
-                       const Output& loss, std::shared_ptr<Variable> global_step);
+                       const Output& loss, const std::shared_ptr<Variable>& global_step);
   Status BindGraph(const Scope& scope);
   Status CheckGradients(const std::vector<GradAndVar>& grads_and_vars) const;
 
