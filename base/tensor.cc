@@ -6,10 +6,113 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <new>
 #include <sstream>
+#include <unordered_map>
+#include <vector>
+
+#include "base/tensor_cache_internal.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define CKFLOW_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CKFLOW_ASAN 1
+#endif
+#endif
+#ifdef CKFLOW_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
 
 namespace ckflow {
+namespace {
+
+// See tensor_cache_internal.h.
+class BlockCache {
+ public:
+  static BlockCache& Get() {
+    // Never destroyed: tensors in static objects may free after exit starts.
+    static auto* cache = new BlockCache;
+    return *cache;
+  }
+
+  // Whether tensors of `bytes` use the cache.
+  static bool Holds(size_t bytes) {
+    return bytes >= internal::kTensorCacheMinBlock && bytes <= internal::kTensorCacheMaxBlock;
+  }
+
+  // A cached block of exactly `bytes`, or null.
+  void* Take(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = free_.find(bytes);
+    if (it == free_.end()) return nullptr;
+    void* block = it->second.back();
+    it->second.pop_back();
+    if (it->second.empty()) free_.erase(it);
+    held_ -= bytes;
+    Unpoison(block, bytes);
+    return block;
+  }
+
+  // Keeps `block` (malloc()ed, `bytes` long) for a later Take.
+  void Put(void* block, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (held_ + bytes > internal::kTensorCacheCapacity) ReleaseLocked();
+    try {
+      free_[bytes].push_back(block);
+    } catch (const std::bad_alloc&) {
+      std::free(block);
+      return;
+    }
+    held_ += bytes;
+    Poison(block, bytes);
+  }
+
+  size_t held() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return held_;
+  }
+
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ReleaseLocked();
+  }
+
+ private:
+  void ReleaseLocked() {
+    for (auto& [bytes, blocks] : free_) {
+      for (void* block : blocks) {
+        Unpoison(block, bytes);
+        std::free(block);
+      }
+    }
+    free_.clear();
+    held_ = 0;
+  }
+
+  static void Poison([[maybe_unused]] void* block, [[maybe_unused]] size_t bytes) {
+#ifdef CKFLOW_ASAN
+    ASAN_POISON_MEMORY_REGION(block, bytes);
+#endif
+  }
+  static void Unpoison([[maybe_unused]] void* block, [[maybe_unused]] size_t bytes) {
+#ifdef CKFLOW_ASAN
+    ASAN_UNPOISON_MEMORY_REGION(block, bytes);
+#endif
+  }
+
+  std::mutex mu_;
+  std::unordered_map<size_t, std::vector<void*>> free_;  // by exact size
+  size_t held_ = 0;
+};
+
+}  // namespace
+
+namespace internal {
+size_t TensorCacheBytes() { return BlockCache::Get().held(); }
+void ReleaseTensorCache() { BlockCache::Get().Release(); }
+}  // namespace internal
 
 TensorShape::TensorShape(std::initializer_list<int64_t> dims)
     : TensorShape(std::vector<int64_t>(dims)) {}
@@ -58,7 +161,9 @@ std::string TensorShape::ToString() const {
 struct Tensor::Buffer {
   DataType dtype;
   int64_t n;
-  void* block = nullptr;  // what malloc returned
+  size_t block_bytes = 0;  // of block, the tensor's bytes and the slack
+  bool cached = false;     // block comes from and goes back to the BlockCache
+  void* block = nullptr;   // what malloc returned
   void* data = nullptr;   // block rounded up to kAlignment
 
   Buffer(DataType type, int64_t count, size_t bytes) : dtype(type), n(count) {
@@ -66,7 +171,10 @@ struct Tensor::Buffer {
     // cuts each block out of a larger one and frees the leftovers, and
     // creating thousands of small variables then walks those fragments.
     constexpr size_t kSlack = kAlignment - alignof(std::max_align_t);
-    block = std::malloc(std::max<size_t>(bytes, 1) + kSlack);
+    block_bytes = std::max<size_t>(bytes, 1) + kSlack;
+    cached = BlockCache::Holds(bytes);
+    if (cached) block = BlockCache::Get().Take(block_bytes);
+    if (block == nullptr) block = std::malloc(block_bytes);
     if (block == nullptr) return;
     const auto address = reinterpret_cast<uintptr_t>(block);
     data = reinterpret_cast<void*>((address + kAlignment - 1) & ~uintptr_t{kAlignment - 1});
@@ -87,7 +195,11 @@ struct Tensor::Buffer {
       auto* r = static_cast<ResourceHandle*>(data);
       for (int64_t i = 0; i < n; ++i) r[i].~ResourceHandle();
     }
-    std::free(block);
+    if (cached) {
+      BlockCache::Get().Put(block, block_bytes);
+    } else {
+      std::free(block);
+    }
   }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;

@@ -9,6 +9,19 @@
 #include <string>
 #include <vector>
 
+#include "base/tensor_cache_internal.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define CKFLOW_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CKFLOW_TEST_ASAN 1
+#endif
+#endif
+#ifdef CKFLOW_TEST_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 namespace ckflow {
 namespace {
 
@@ -140,6 +153,73 @@ TEST(Types, HalfAndBfloat16ConvertWithRounding) {
   EXPECT_EQ(bfloat16(1.0f).bits, 0x3F80);
   EXPECT_TRUE(std::isnan(static_cast<float>(float16(std::nanf("")))));
   EXPECT_TRUE(std::isnan(static_cast<float>(bfloat16(std::nanf("")))));
+}
+
+}  // namespace
+}  // namespace ckflow
+
+namespace ckflow {
+namespace {
+
+// float32 elements that make a buffer of about `bytes`.
+TensorShape FloatsOf(size_t bytes) { return TensorShape({static_cast<int64_t>(bytes / 4)}); }
+
+TEST(TensorCache, AFreedLargeBufferServesTheNextAllocationOfItsSize) {
+  internal::ReleaseTensorCache();
+  const void* first;
+  {
+    Tensor t(DT_FLOAT, FloatsOf(256 << 10));
+    first = t.raw_data();
+    t.flat<float>()[0] = 7.0f;
+  }
+  const size_t held = internal::TensorCacheBytes();
+  EXPECT_GE(held, size_t{256} << 10);
+#ifdef CKFLOW_TEST_ASAN
+  // A dangling read of the cached buffer is still caught.
+  EXPECT_TRUE(__asan_address_is_poisoned(first));
+#endif
+  Tensor other_size(DT_FLOAT, FloatsOf(512 << 10));
+  EXPECT_NE(other_size.raw_data(), first);
+  EXPECT_EQ(internal::TensorCacheBytes(), held);
+  Tensor again(DT_FLOAT, FloatsOf(256 << 10));
+  EXPECT_EQ(again.raw_data(), first);
+  EXPECT_LT(internal::TensorCacheBytes(), held);
+}
+
+TEST(TensorCache, KeepsNeitherSmallNorHugeBuffers) {
+  internal::ReleaseTensorCache();
+  { Tensor small(DT_FLOAT, FloatsOf(16 << 10)); }
+  EXPECT_EQ(internal::TensorCacheBytes(), 0u);
+  { Tensor huge(DT_FLOAT, FloatsOf(internal::kTensorCacheMaxBlock + (1 << 20))); }
+  EXPECT_EQ(internal::TensorCacheBytes(), 0u);
+}
+
+TEST(TensorCache, HoldsAtMostItsCapacity) {
+  internal::ReleaseTensorCache();
+  const size_t block = internal::kTensorCacheMaxBlock;
+  {
+    std::vector<Tensor> many;
+    for (size_t held = 0; held <= 2 * internal::kTensorCacheCapacity; held += block) {
+      many.emplace_back(DT_FLOAT, FloatsOf(block));
+    }
+  }
+  EXPECT_GT(internal::TensorCacheBytes(), 0u);
+  EXPECT_LE(internal::TensorCacheBytes(), internal::kTensorCacheCapacity);
+  internal::ReleaseTensorCache();
+  EXPECT_EQ(internal::TensorCacheBytes(), 0u);
+}
+
+TEST(TensorCache, AReusedBufferHoldsFreshStrings) {
+  internal::ReleaseTensorCache();
+  const int64_t n = (128 << 10) / sizeof(std::string) + 1;
+  {
+    Tensor t(DT_STRING, TensorShape({n}));
+    for (int64_t i = 0; i < n; ++i) t.flat<std::string>()[i] = std::string(40, 'x');
+  }
+  ASSERT_GT(internal::TensorCacheBytes(), 0u);
+  Tensor again(DT_STRING, TensorShape({n}));
+  EXPECT_EQ(internal::TensorCacheBytes(), 0u);
+  for (int64_t i = 0; i < n; ++i) ASSERT_TRUE(again.flat<std::string>()[i].empty()) << i;
 }
 
 }  // namespace
