@@ -111,6 +111,7 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Build(std::vector<Output
   }
 
   plan->slot_consumers_.assign(next_slot, 0);
+  std::vector<bool> read(next_slot, false);
   std::vector<std::vector<int32_t>> successors(order.size());
   std::vector<int32_t> scratch;
   for (size_t i = 0; i < order.size(); ++i) {
@@ -123,7 +124,13 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Build(std::vector<Output
     for (const Output& in : n->inputs()) {
       int32_t slot = slot_of(in);
       plan->input_slots_.push_back(slot);
-      if (slot >= num_feeds && !fetched[slot]) scratch.push_back(slot);
+      read[slot] = true;
+      // A Const's output is the tensor its node holds: dropping the run's
+      // reference frees nothing, and counting it down would make every
+      // consumer write one shared line (a learning rate read by a thousand
+      // updates on all threads).
+      const bool held_by_node = feed_slot(in) < 0 && in.node()->type() == "Const";
+      if (slot >= num_feeds && !fetched[slot] && !held_by_node) scratch.push_back(slot);
     }
     std::sort(scratch.begin(), scratch.end());
     scratch.erase(std::unique(scratch.begin(), scratch.end()), scratch.end());
@@ -144,6 +151,24 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Build(std::vector<Output
     pn.num_predecessors = static_cast<int32_t>(scratch.size());
     for (int32_t pred : scratch) successors[pred].push_back(static_cast<int32_t>(i));
     if (pn.num_predecessors == 0) plan->roots_.push_back(static_cast<int32_t>(i));
+  }
+  plan->slot_specs_.resize(next_slot);
+  for (size_t i = 0; i < order.size(); ++i) {
+    PlanNode& pn = plan->nodes_[i];
+    pn.drops_begin = static_cast<int32_t>(plan->drops_.size());
+    for (int32_t k = 0; k < pn.num_outputs; ++k) {
+      const int32_t slot = pn.first_output_slot + k;
+      if (!read[slot] && !fetched[slot]) plan->drops_.push_back(slot);
+      SlotSpec& spec = plan->slot_specs_[slot];
+      spec.dtype = pn.node->output_type(k);
+      const PartialShape& shape = pn.node->output_shape(k);
+      if (shape.known_rank()) {
+        spec.rank = shape.rank();
+        spec.dims_begin = static_cast<int32_t>(plan->declared_dims_.size());
+        for (int d = 0; d < shape.rank(); ++d) plan->declared_dims_.push_back(shape.dim(d));
+      }
+    }
+    pn.num_drops = static_cast<int32_t>(plan->drops_.size()) - pn.drops_begin;
   }
   for (size_t i = 0; i < order.size(); ++i) {
     PlanNode& pn = plan->nodes_[i];
@@ -275,7 +300,7 @@ class Executor {
         Fail(std::move(s));
         return;
       }
-      ReleaseInputs(pn);
+      ReleaseAfterRun(pn);
     }
   }
 
@@ -332,7 +357,7 @@ class Executor {
         return;
       }
       if (timed) Learn(id, NowNs() - start);
-      ReleaseInputs(pn);
+      ReleaseAfterRun(pn);
       Schedule(plan_.successors_.data() + pn.successors_begin, pn.num_successors,
                /*decrement=*/true, ready);
     }
@@ -410,12 +435,29 @@ class Executor {
     }
     if (intra_op_threads_ != 0) SetIntraOpThreads(outer_limit);
     if (!s.ok()) return s.WithContext(NodeLabel(*pn.node));
-    return CheckOutputs(*pn.node, outputs);
+    for (int32_t k = 0; k < pn.num_outputs; ++k) {
+      if (!Declared(plan_.slot_specs_[pn.first_output_slot + k], outputs[k])) {
+        return DescribeBadOutputs(*pn.node, outputs);
+      }
+    }
+    return OkStatus();
+  }
+
+  bool Declared(const SlotSpec& spec, const Tensor& t) const {
+    if (!t.IsValid() || t.dtype() != spec.dtype) return false;
+    if (spec.rank < 0) return true;
+    const TensorShape& shape = t.shape();
+    if (shape.rank() != spec.rank) return false;
+    const int64_t* dims = plan_.declared_dims_.data() + spec.dims_begin;
+    for (int d = 0; d < spec.rank; ++d) {
+      if (dims[d] >= 0 && dims[d] != shape.dim(d)) return false;
+    }
+    return true;
   }
 
   // A kernel that breaks its op's contract is a bug in ckflow or in a user's
   // op; catch it here rather than in a consumer far away.
-  static Status CheckOutputs(const Node& node, std::span<const Tensor> outputs) {
+  static Status DescribeBadOutputs(const Node& node, std::span<const Tensor> outputs) {
     for (size_t i = 0; i < outputs.size(); ++i) {
       const Tensor& t = outputs[i];
       const int out = static_cast<int>(i);
@@ -431,11 +473,14 @@ class Executor {
                              " for output ", i, ", inferred ", node.output_shape(out).ToString());
       }
     }
-    return OkStatus();
+    return InternalError(NodeLabel(node), ": kernel outputs do not match the plan's declarations");
   }
 
-  // Drops tensors no later node of this run reads.
-  void ReleaseInputs(const PlanNode& pn) {
+  // Drops tensors no later node of this run reads: the node's inputs whose
+  // last reader it was, and its outputs nothing reads.
+  void ReleaseAfterRun(const PlanNode& pn) {
+    const int32_t* drops = plan_.drops_.data() + pn.drops_begin;
+    for (int32_t k = 0; k < pn.num_drops; ++k) state_.slots[drops[k]] = Tensor();
     const int32_t* slots = plan_.releases_.data() + pn.releases_begin;
     for (int32_t k = 0; k < pn.num_releases; ++k) {
       const int32_t slot = slots[k];

@@ -57,7 +57,18 @@ struct PlanNode {
   int32_t num_successors = 0;
   int32_t releases_begin = 0;  // into ExecutionPlan::releases_
   int32_t num_releases = 0;
+  int32_t drops_begin = 0;  // into ExecutionPlan::drops_
+  int32_t num_drops = 0;
   int32_t num_predecessors = 0;  // distinct nodes that must finish first
+};
+
+// What an output slot's producer declared (dtype, and shape as far as
+// known), copied out of the Node so that checking a kernel's outputs reads
+// only the plan's flat arrays.
+struct SlotSpec {
+  DataType dtype = DT_INVALID;
+  int32_t rank = -1;       // -1: any rank
+  int32_t dims_begin = 0;  // into ExecutionPlan::declared_dims_; -1 entries are any size
 };
 
 struct RunState;
@@ -114,6 +125,12 @@ class ExecutionPlan {
   std::vector<int32_t> releases_;
   // Distinct consumers of each slot (how many releases clear it).
   std::vector<int32_t> slot_consumers_;
+  // Output slots nothing in the run reads or fetches, dropped by the
+  // thread that made them as soon as their node has run.
+  std::vector<int32_t> drops_;
+  // Per slot (feeds' slots unused), what its producer declared.
+  std::vector<SlotSpec> slot_specs_;
+  std::vector<int64_t> declared_dims_;
   std::vector<int32_t> roots_;  // nodes without predecessors
   std::vector<Output> feeds_;
   std::vector<int32_t> fetch_slots_;

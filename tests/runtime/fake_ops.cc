@@ -103,6 +103,25 @@ FakeOps::FakeOps() {
                 return OkStatus();
               });
             }});
+  Register({.type = "Hold",
+            .stateful = true,
+            .shape_fn = OneOutput(DT_FLOAT, PartialShape({2})),
+            .kernel_factory = [this](const Node&) -> StatusOr<Kernel> {
+              return Kernel([this](KernelContext& ctx) {
+                ctx.set_output(0, held_);
+                return OkStatus();
+              });
+            }});
+  Register({.type = "LogHeld",
+            .stateful = true,
+            .shape_fn = NoOutputs(),
+            .kernel_factory = [this](const Node&) -> StatusOr<Kernel> {
+              return Kernel([this](KernelContext&) {
+                std::lock_guard<std::mutex> lock(mu_);
+                log_.push_back(held_.RefCountIsOne() ? "dropped" : "kept");
+                return OkStatus();
+              });
+            }});
   Register({.type = "Fail",
             .shape_fn = OneOutput(DT_FLOAT, PartialShape::Scalar()),
             .kernel_factory = [](const Node& n) -> StatusOr<Kernel> {
@@ -260,6 +279,10 @@ Output FakeOps::Count(const Scope& s, const std::string& name) const {
 Output FakeOps::FailIfNegative(const Scope& s, Output x) const {
   return Build(s, "FailIfNegative", {x});
 }
+
+Output FakeOps::Hold(const Scope& s) const { return Build(s, "Hold", {}); }
+
+Output FakeOps::LogHeld(const Scope& s) const { return Build(s, "LogHeld", {}); }
 
 std::vector<std::string> FakeOps::log() const {
   std::lock_guard<std::mutex> lock(mu_);

@@ -21,6 +21,9 @@
 //               arrived; DeadlineExceeded if they never do
 //   Count       increments the session's counter resource "name"; int64 out
 //   FailIfNegative  float32 x -> x; InvalidArgument if x[0] < 0
+//   Hold        float32[2] out, a tensor FakeOps keeps a reference to too
+//   LogHeld     no outputs; appends "dropped" to log() if nothing but
+//               FakeOps holds Hold's tensor any more, else "kept"
 //
 // Thread safety: kernels may run concurrently; log() and the counters are
 // guarded.
@@ -70,6 +73,8 @@ class FakeOps {
   Output Rendezvous(const Scope& s, int parties) const;
   Output Count(const Scope& s, const std::string& name) const;
   Output FailIfNegative(const Scope& s, Output x) const;
+  Output Hold(const Scope& s) const;
+  Output LogHeld(const Scope& s) const;
 
   // Tags of the Log kernels run so far, in order.
   std::vector<std::string> log() const;
@@ -91,6 +96,7 @@ class FakeOps {
   std::map<std::string, int> factory_calls_;  // guarded by mu_
   std::condition_variable arrived_cv_;
   int arrived_ = 0;  // guarded by mu_
+  const Tensor held_ = Tensor::FromVector<float>({1, 2});
 };
 
 }  // namespace ckflow::testing

@@ -349,6 +349,17 @@ TEST_F(SessionTest, TargetsRunWithoutFetches) {
   EXPECT_EQ(log, (std::vector<std::string>{"a", "b"}));
 }
 
+TEST_F(SessionTest, AnOutputNothingReadsIsDroppedOnceItsNodeHasRun) {
+  Output held = ops_.Hold(root_);
+  Output check = ops_.LogHeld(root_.WithControlDependencies({held}));
+  auto session = NewSession(root_.graph());
+  CKFLOW_ASSERT_OK(session->Run({}, {}, {check}).status());
+  // Fetched, it stays until the run hands it over.
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> out, session->Run({}, {held}, {check}));
+  EXPECT_EQ(Values(out[0]), (std::vector<float>{1, 2}));
+  EXPECT_EQ(ops_.log(), (std::vector<std::string>{"dropped", "kept"}));
+}
+
 TEST_F(SessionTest, SharedInputsSurviveUntilTheirLastConsumer) {
   // x has five consumers at different depths; each must read it intact even
   // though the executor drops tensors after their last use.
