@@ -38,8 +38,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -483,8 +486,21 @@ void BM_TrainLoop(benchmark::State& state) {
   const Tensor& x = batch.first;
   const Tensor& y = batch.second;
   Checkpoint checkpoint(model.scope(), model.dependencies());
+  // When each save started and, for async saves, when its write ended: the
+  // write must end within `every` steps, or the next Save waits for it.
+  std::mutex saves_mu;
+  std::deque<std::chrono::steady_clock::time_point> save_starts;  // writes not yet done
+  std::vector<double> stalls, writes;
+  std::function<void(const std::string&, const Status&)> on_done = [&](const std::string&,
+                                                                       const Status&) {
+    std::lock_guard<std::mutex> lock(saves_mu);
+    if (save_starts.empty()) return;  // the warm-up save
+    writes.push_back(Seconds(std::chrono::steady_clock::now() - save_starts.front()));
+    save_starts.pop_front();
+  };
   StatusOr<std::unique_ptr<CheckpointManager>> manager = CheckpointManager::Create(
-      checkpoint, dir, {.max_to_keep = 3, .save_options = {.async = async}});
+      checkpoint, dir,
+      {.max_to_keep = 3, .save_options = {.async = async, .on_done = async ? on_done : nullptr}});
   Check(manager.status());
   // Warm: the first save builds the save ops and (async) the snapshot buffers.
   for (int i = 0; i < 10; ++i) model.Step(x, y);
@@ -497,7 +513,15 @@ void BM_TrainLoop(benchmark::State& state) {
       for (int step = 1; step <= steps; ++step) {
         const auto start = std::chrono::steady_clock::now();
         benchmark::DoNotOptimize(model.Step(x, y));
-        if (save && step % every == 0) Check((*manager)->Save(model.session()).status());
+        if (save && step % every == 0) {
+          const auto save_start = std::chrono::steady_clock::now();
+          if (async) {
+            std::lock_guard<std::mutex> lock(saves_mu);
+            save_starts.push_back(save_start);
+          }
+          Check((*manager)->Save(model.session()).status());
+          stalls.push_back(Seconds(std::chrono::steady_clock::now() - save_start));
+        }
         times->push_back(Seconds(std::chrono::steady_clock::now() - start));
       }
       Check(checkpoint.Sync());
@@ -518,6 +542,13 @@ void BM_TrainLoop(benchmark::State& state) {
   state.counters["base_p99_ms"] = Percentile(without, 0.99) * 1e3;
   state.counters["p50_overhead"] = Percentile(with, 0.5) / Percentile(without, 0.5) - 1;
   state.counters["p99_ratio"] = Percentile(with, 0.99) / Percentile(without, 0.99);
+  // The Save call (for async: the wait for the previous write, and the
+  // snapshot), and an async save's whole write, against the time between
+  // two saves.
+  if (!stalls.empty()) state.counters["save_p50_ms"] = Percentile(stalls, 0.5) * 1e3;
+  std::lock_guard<std::mutex> lock(saves_mu);
+  if (!writes.empty()) state.counters["write_p50_ms"] = Percentile(writes, 0.5) * 1e3;
+  state.counters["between_saves_ms"] = every * Percentile(without, 0.5) * 1e3;
 }
 BENCHMARK(BM_TrainLoop)
     ->ArgNames({"model", "async", "every"})
