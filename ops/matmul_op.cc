@@ -87,6 +87,9 @@ Status MatMulCompute(KernelContext& ctx, bool ta, bool tb) {
   const int64_t len = by_rows ? m : n;
   const int64_t other = by_rows ? n : m;  // k * other is one input's size: no overflow
   const int64_t max_block = std::max(kMinBlock, (kBlockWork + k * other - 1) / (k * other));
+  // By shape alone, never by the threads at hand: Eigen's blocking of a
+  // GEMM depends on its size, so the same blocks give the same bits on any
+  // number of threads.
   const int64_t blocks = (len + max_block - 1) / max_block;
   // Blocks of equal size, so that two threads get equal halves.
   const int64_t block = (len + blocks - 1) / blocks;
