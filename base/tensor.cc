@@ -164,7 +164,7 @@ struct Tensor::Buffer {
   size_t block_bytes = 0;  // of block, the tensor's bytes and the slack
   bool cached = false;     // block comes from and goes back to the BlockCache
   void* block = nullptr;   // what malloc returned
-  void* data = nullptr;   // block rounded up to kAlignment
+  void* data = nullptr;    // block rounded up to kAlignment
 
   Buffer(DataType type, int64_t count, size_t bytes) : dtype(type), n(count) {
     // malloc and round up rather than aligned_alloc: glibc's memalign
