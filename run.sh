@@ -137,7 +137,9 @@ case "$cmd" in
     if [ -f bench/side_by_side.py ]; then
       "$PYTHON" bench/side_by_side.py --build build/release
     fi
-    build/venv-bench/bin/python bench/tf_side_by_side.py --ckflow build/release/tools/ckflow
+    build/venv-bench/bin/python bench/tf_side_by_side.py --ckflow build/release/tools/ckflow \
+      --json build/release/tf_side_by_side.json
+    "$PYTHON" bench/plot_peers.py build/release/tf_side_by_side.json bench/peers.png
     ;;
   interop)
     install_packages "${PACKAGES[@]}" python3-venv

@@ -26,9 +26,13 @@ just written). Figures are medians of --repeat runs, in GB/s of variable
 payload. Run with the interop venv's python (./run.sh bench does):
 
   build/venv-bench/bin/python bench/tf_side_by_side.py --ckflow build/release/tools/ckflow
+
+With --json PATH it also writes the rates for bench/plot_peers.py, which draws
+bench/peers.png.
 """
 
 import argparse
+import json
 import os
 import re
 import statistics
@@ -184,6 +188,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ckflow", default="build/release/tools/ckflow")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", help="also write every rate (GB/s) here, for bench/plot_peers.py")
     args = parser.parse_args()
     cases = [(64, 16 * MIB), (20000, KIB)]
     print(f"TensorFlow {tf.__version__}; import tensorflow: {IMPORT_SECONDS:.2f} s; "
@@ -194,7 +199,7 @@ def main():
           "| ckflow save | TF graph save | TF eager write | restore ckflow/TF graph, /eager "
           "| save ckflow/TF graph, /eager |")
     print("|---|---|---|---|---|---|---|---|---|")
-    details, torch_rows = [], []
+    details, torch_rows, rates = [], [], []
     for count, size in cases:
         nbytes = count * size
         with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as directory:
@@ -215,6 +220,14 @@ def main():
               f"| {ck_save / g_save:.1f}x, {ck_save / e_save:.1f}x |")
         pt_rates = {key: gbps(nbytes, pt[key])
                     for key in ("load", "load_copy", "dcp_load", "save", "dcp_save")}
+        rates.append({
+            "label": label,
+            "restore": {"ckflow": ck_restore, "TF graph": g_restore, "TF eager": e_restore,
+                        "torch.load": pt_rates["load"], "torch.load + copy_": pt_rates["load_copy"],
+                        "DCP load": pt_rates["dcp_load"]},
+            "save": {"ckflow": ck_save, "TF graph": g_save, "TF eager": e_save,
+                     "torch.save": pt_rates["save"], "DCP save": pt_rates["dcp_save"]},
+        })
         torch_rows.append(
             f"| {label} | {ck_restore:.2f} GB/s | {pt_rates['load']:.2f} GB/s "
             f"| {pt_rates['load_copy']:.2f} GB/s | {pt_rates['dcp_load']:.2f} GB/s "
@@ -237,6 +250,10 @@ def main():
     print()
     for line in details:
         print(line)
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump({"tensorflow": tf.__version__, "torch": torch.__version__,
+                       "repeat": args.repeat, "cases": rates}, out, indent=1)
 
 
 if __name__ == "__main__":
