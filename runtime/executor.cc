@@ -445,14 +445,10 @@ class Executor {
 
   bool Declared(const SlotSpec& spec, const Tensor& t) const {
     if (!t.IsValid() || t.dtype() != spec.dtype) return false;
-    if (spec.rank < 0) return true;
-    const TensorShape& shape = t.shape();
-    if (shape.rank() != spec.rank) return false;
-    const int64_t* dims = plan_.declared_dims_.data() + spec.dims_begin;
-    for (int d = 0; d < spec.rank; ++d) {
-      if (dims[d] >= 0 && dims[d] != shape.dim(d)) return false;
-    }
-    return true;
+    return spec.rank < 0 ||
+           DimsAdmit(std::span<const int64_t>(plan_.declared_dims_.data() + spec.dims_begin,
+                                              static_cast<size_t>(spec.rank)),
+                     t.shape());
   }
 
   // A kernel that breaks its op's contract is a bug in ckflow or in a user's

@@ -148,15 +148,20 @@ class ExecutionPlan {
   mutable std::vector<std::unique_ptr<RunState>> pool_;  // guarded by pool_mu_
 };
 
-// True if `shape` could be a value of `partial`: PartialShape's own check
-// without building a PartialShape, for the per-run paths.
-inline bool ShapeAdmits(const PartialShape& partial, const TensorShape& shape) {
-  if (!partial.known_rank()) return true;
-  if (partial.rank() != shape.rank()) return false;
+// True if `shape` has the rank of `declared` and each dimension -1 there
+// or equal: PartialShape's own check without building a PartialShape, for
+// the per-run paths.
+inline bool DimsAdmit(std::span<const int64_t> declared, const TensorShape& shape) {
+  if (static_cast<int>(declared.size()) != shape.rank()) return false;
   for (int i = 0; i < shape.rank(); ++i) {
-    if (partial.dim(i) >= 0 && partial.dim(i) != shape.dim(i)) return false;
+    if (declared[i] >= 0 && declared[i] != shape.dim(i)) return false;
   }
   return true;
+}
+
+// True if `shape` could be a value of `partial`.
+inline bool ShapeAdmits(const PartialShape& partial, const TensorShape& shape) {
+  return !partial.known_rank() || DimsAdmit(partial.dims(), shape);
 }
 
 }  // namespace ckflow::internal
