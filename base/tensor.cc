@@ -14,17 +14,6 @@
 
 #include "base/tensor_cache_internal.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define CKFLOW_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CKFLOW_ASAN 1
-#endif
-#endif
-#ifdef CKFLOW_ASAN
-#include <sanitizer/asan_interface.h>
-#endif
-
 namespace ckflow {
 namespace {
 

@@ -21,6 +21,19 @@
 
 #include <cstddef>
 
+// Under AddressSanitizer (GCC's macro, clang's feature) the cache poisons
+// what it holds, and tests can ask ASan about it.
+#if defined(__SANITIZE_ADDRESS__)
+#define CKFLOW_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CKFLOW_ASAN 1
+#endif
+#endif
+#ifdef CKFLOW_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 namespace ckflow::internal {
 
 inline constexpr size_t kTensorCacheMinBlock = size_t{64} << 10;

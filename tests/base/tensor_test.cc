@@ -11,17 +11,6 @@
 
 #include "base/tensor_cache_internal.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define CKFLOW_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CKFLOW_TEST_ASAN 1
-#endif
-#endif
-#ifdef CKFLOW_TEST_ASAN
-#include <sanitizer/asan_interface.h>
-#endif
-
 namespace ckflow {
 namespace {
 
@@ -174,7 +163,7 @@ TEST(TensorCache, AFreedLargeBufferServesTheNextAllocationOfItsSize) {
   }
   const size_t held = internal::TensorCacheBytes();
   EXPECT_GE(held, size_t{256} << 10);
-#ifdef CKFLOW_TEST_ASAN
+#ifdef CKFLOW_ASAN
   // A dangling read of the cached buffer is still caught.
   EXPECT_TRUE(__asan_address_is_poisoned(first));
 #endif
@@ -199,7 +188,8 @@ TEST(TensorCache, HoldsAtMostItsCapacity) {
   const size_t block = internal::kTensorCacheMaxBlock;
   {
     std::vector<Tensor> many;
-    for (size_t held = 0; held <= 2 * internal::kTensorCacheCapacity; held += block) {
+    for (size_t allocated = 0; allocated <= 2 * internal::kTensorCacheCapacity;
+         allocated += block) {
       many.emplace_back(DT_FLOAT, FloatsOf(block));
     }
   }
