@@ -104,9 +104,9 @@ void ReleaseTensorCache() { BlockCache::Get().Release(); }
 }  // namespace internal
 
 TensorShape::TensorShape(std::initializer_list<int64_t> dims)
-    : TensorShape(std::vector<int64_t>(dims)) {}
+    : TensorShape(std::span<const int64_t>(dims.begin(), dims.size())) {}
 
-TensorShape::TensorShape(std::vector<int64_t> dims) {
+TensorShape::TensorShape(std::span<const int64_t> dims) {
   StatusOr<TensorShape> shape = Make(dims);
   CKFLOW_CHECK(shape.ok());
   *this = std::move(shape).value();
@@ -114,7 +114,6 @@ TensorShape::TensorShape(std::vector<int64_t> dims) {
 
 StatusOr<TensorShape> TensorShape::Make(std::span<const int64_t> dims) {
   TensorShape shape;
-  shape.dims_.reserve(dims.size());
   int64_t n = 1;
   for (int64_t d : dims) {
     if (d < 0) {
@@ -124,24 +123,62 @@ StatusOr<TensorShape> TensorShape::Make(std::span<const int64_t> dims) {
       return InvalidArgumentError("shape's element count overflows int64");
     }
     n *= d;
-    shape.dims_.push_back(d);
   }
+  if (dims.size() > static_cast<size_t>(kInlineRank)) {
+    shape.heap_ = std::make_unique<int64_t[]>(dims.size());
+    std::copy(dims.begin(), dims.end(), shape.heap_.get());
+  } else {
+    std::copy(dims.begin(), dims.end(), shape.inline_);
+  }
+  shape.rank_ = static_cast<int>(dims.size());
   shape.num_elements_ = n;
   return shape;
+}
+
+TensorShape& TensorShape::operator=(const TensorShape& other) {
+  if (this == &other) return *this;
+  if (other.rank_ > kInlineRank) {
+    heap_ = std::make_unique<int64_t[]>(other.rank_);
+    std::copy(other.heap_.get(), other.heap_.get() + other.rank_, heap_.get());
+  } else {
+    heap_.reset();
+    std::copy(other.inline_, other.inline_ + kInlineRank, inline_);
+  }
+  rank_ = other.rank_;
+  num_elements_ = other.num_elements_;
+  return *this;
+}
+
+TensorShape& TensorShape::operator=(TensorShape&& other) noexcept {
+  if (this == &other) return *this;
+  std::copy(other.inline_, other.inline_ + kInlineRank, inline_);
+  heap_ = std::move(other.heap_);
+  rank_ = std::exchange(other.rank_, 0);
+  num_elements_ = std::exchange(other.num_elements_, 1);
+  return *this;
 }
 
 void TensorShape::AddDim(int64_t size) {
   CKFLOW_CHECK(size >= 0);
   CKFLOW_CHECK(size == 0 || num_elements_ <= std::numeric_limits<int64_t>::max() / size);
-  dims_.push_back(size);
+  if (rank_ < kInlineRank) {
+    inline_[rank_] = size;
+  } else {
+    // Past the inline dims: a rare rank, so one allocation per added dim.
+    auto grown = std::make_unique<int64_t[]>(rank_ + 1);
+    std::copy(data(), data() + rank_, grown.get());
+    grown[rank_] = size;
+    heap_ = std::move(grown);
+  }
+  ++rank_;
   num_elements_ *= size;
 }
 
 std::string TensorShape::ToString() const {
   std::string out = "[";
-  for (size_t i = 0; i < dims_.size(); ++i) {
+  for (int i = 0; i < rank_; ++i) {
     if (i) out += ",";
-    out += std::to_string(dims_[i]);
+    out += std::to_string(dim(i));
   }
   return out + "]";
 }

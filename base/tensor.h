@@ -15,6 +15,7 @@
 #ifndef CKFLOW_BASE_TENSOR_H_
 #define CKFLOW_BASE_TENSOR_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -29,32 +30,52 @@
 
 namespace ckflow {
 
-// A fully known shape: every dimension >= 0.
+// A fully known shape: every dimension >= 0. Up to kInlineRank dimensions
+// are held inline, so copying a tensor (which every read of a variable and
+// every hand-over between ops does) allocates nothing for its shape.
 class TensorShape {
  public:
+  static constexpr int kInlineRank = 4;
+
   TensorShape() = default;  // a scalar
   // REQUIRES: every dim >= 0 and the product fits in int64 (use Make() for
   // dimensions that come from a user or a file).
   TensorShape(std::initializer_list<int64_t> dims);
-  explicit TensorShape(std::vector<int64_t> dims);
+  explicit TensorShape(std::span<const int64_t> dims);
+  explicit TensorShape(const std::vector<int64_t>& dims)
+      : TensorShape(std::span<const int64_t>(dims)) {}
 
   // InvalidArgument if a dim is negative or the element count overflows.
   static StatusOr<TensorShape> Make(std::span<const int64_t> dims);
 
-  int rank() const { return static_cast<int>(dims_.size()); }
-  int64_t dim(int i) const { return dims_[i]; }
-  const std::vector<int64_t>& dims() const { return dims_; }
+  TensorShape(const TensorShape& other) { *this = other; }
+  TensorShape& operator=(const TensorShape& other);
+  TensorShape(TensorShape&& other) noexcept { *this = std::move(other); }
+  TensorShape& operator=(TensorShape&& other) noexcept;
+  ~TensorShape() = default;
+
+  int rank() const { return rank_; }
+  int64_t dim(int i) const { return data()[i]; }
+  std::span<const int64_t> dims() const { return {data(), static_cast<size_t>(rank_)}; }
+  // A copy of dims() to edit (as TensorFlow's dim_sizes()).
+  std::vector<int64_t> dim_sizes() const { return {data(), data() + rank_}; }
   int64_t num_elements() const { return num_elements_; }
-  bool IsScalar() const { return dims_.empty(); }
+  bool IsScalar() const { return rank_ == 0; }
 
   void AddDim(int64_t size);     // REQUIRES: size >= 0, no overflow
   std::string ToString() const;  // "[2,3]", "[]" for a scalar
 
-  friend bool operator==(const TensorShape& a, const TensorShape& b) { return a.dims_ == b.dims_; }
+  friend bool operator==(const TensorShape& a, const TensorShape& b) {
+    return a.rank_ == b.rank_ && std::equal(a.data(), a.data() + a.rank_, b.data());
+  }
 
  private:
-  std::vector<int64_t> dims_;
+  const int64_t* data() const { return rank_ <= kInlineRank ? inline_ : heap_.get(); }
+
   int64_t num_elements_ = 1;
+  int rank_ = 0;
+  int64_t inline_[kInlineRank] = {};  // the dims while rank_ <= kInlineRank
+  std::unique_ptr<int64_t[]> heap_;   // the dims past that
 };
 
 // What a DT_RESOURCE tensor holds: a pointer to some session-owned state

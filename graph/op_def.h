@@ -51,7 +51,7 @@ class PartialShape {
       : known_rank_(true), dims_(dims) {}
   explicit PartialShape(std::vector<int64_t> dims) : known_rank_(true), dims_(std::move(dims)) {}
   PartialShape(const TensorShape& shape)  // NOLINT: every TensorShape is one
-      : known_rank_(true), dims_(shape.dims()) {}
+      : known_rank_(true), dims_(shape.dim_sizes()) {}
   static PartialShape Unknown() { return PartialShape(); }
   static PartialShape Scalar() { return PartialShape(std::vector<int64_t>{}); }
 

@@ -165,7 +165,7 @@ std::optional<std::string> RestorePath(const std::string& restore, const std::st
 
 // Rows [begin, begin + count) of a [rows, ...] float tensor.
 Tensor Rows(const Tensor& t, int64_t begin, int64_t count) {
-  std::vector<int64_t> dims = t.shape().dims();
+  std::vector<int64_t> dims = t.shape().dim_sizes();
   const int64_t row = t.NumElements() / dims[0];
   dims[0] = count;
   Tensor out(DT_FLOAT, TensorShape(dims));

@@ -13,7 +13,7 @@ namespace ckflow::initializers {
 namespace {
 
 Tensor ShapeTensor(const TensorShape& shape) {
-  return Tensor::FromVector<int64_t>(shape.dims(), TensorShape({shape.rank()}));
+  return Tensor::FromVector<int64_t>(shape.dim_sizes(), TensorShape({shape.rank()}));
 }
 
 // A scalar of `dtype`, or an invalid Output with the error sticky.

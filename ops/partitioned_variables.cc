@@ -29,13 +29,13 @@ std::shared_ptr<PartitionedVariable> PartitionedVariable::Create(
   variable->axis_ = axis;
   int64_t offset = 0;
   for (int i = 0; i < n; ++i) {
-    std::vector<int64_t> dims = shape.dims();
+    std::vector<int64_t> dims = shape.dim_sizes();
     dims[axis] = shape.dim(axis) / n + (i < shape.dim(axis) % n ? 1 : 0);
     std::vector<int64_t> offsets(shape.rank(), 0);
     offsets[axis] = offset;
     VariableOptions part_options = options;
     part_options.save_slice_info =
-        SaveSliceInfo{variable->name_, shape.dims(), std::move(offsets), dims};
+        SaveSliceInfo{variable->name_, shape.dim_sizes(), std::move(offsets), dims};
     std::shared_ptr<Variable> part =
         Variable::Create(outer, "part_" + std::to_string(i), dtype, TensorShape(dims), initializer,
                          std::move(part_options));

@@ -277,7 +277,7 @@ Status ArgCompute(KernelContext& ctx, DataType out_type) {
     return InvalidArgumentError("dimension ", axis, " of ", in.shape().ToString(),
                                 " is too long for int32 indices");
   }
-  std::vector<int64_t> dims = in.shape().dims();
+  std::vector<int64_t> dims = in.shape().dim_sizes();
   int64_t outer = 1, inner = 1;
   for (int d = 0; d < axis; ++d) outer *= dims[d];
   for (int d = axis + 1; d < rank; ++d) inner *= dims[d];

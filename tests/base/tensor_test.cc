@@ -14,6 +14,50 @@
 namespace ckflow {
 namespace {
 
+// Up to kInlineRank dims live in the shape itself, more on the heap: copies,
+// moves, AddDim and equality behave alike on both sides of that line.
+TEST(TensorShape, InlineAndHeapDimsBehaveAlike) {
+  for (int rank = 0; rank <= TensorShape::kInlineRank + 3; ++rank) {
+    SCOPED_TRACE(rank);
+    std::vector<int64_t> dims;
+    TensorShape grown;
+    for (int i = 0; i < rank; ++i) {
+      dims.push_back(i + 2);
+      grown.AddDim(i + 2);
+    }
+    const TensorShape made(dims);
+    EXPECT_EQ(grown, made);
+    EXPECT_EQ(made.rank(), rank);
+    EXPECT_EQ(std::vector<int64_t>(made.dims().begin(), made.dims().end()), dims);
+    EXPECT_EQ(made.dim_sizes(), dims);
+    EXPECT_EQ(grown.num_elements(), made.num_elements());
+
+    TensorShape copy = made;
+    EXPECT_EQ(copy, made);
+    if (rank > 0) EXPECT_NE(copy.dims().data(), made.dims().data());  // not shared
+    TensorShape assigned({9});
+    assigned = copy;
+    EXPECT_EQ(assigned, made);
+    TensorShape moved = std::move(copy);
+    EXPECT_EQ(moved, made);
+    EXPECT_EQ(copy.rank(), 0);  // NOLINT(bugprone-use-after-move): moved-from is a scalar
+    EXPECT_EQ(copy.num_elements(), 1);
+    assigned = std::move(moved);
+    EXPECT_EQ(assigned, made);
+
+    if (rank > 0) {
+      std::vector<int64_t> other = dims;
+      other.back() += 1;
+      EXPECT_FALSE(TensorShape(other) == made);
+    }
+    const Tensor t(DT_INT8, made);
+    const Tensor shared = t;  // shares the buffer, copies the shape
+    EXPECT_EQ(shared.shape(), made);
+    EXPECT_EQ(shared.raw_data(), t.raw_data());
+  }
+  EXPECT_FALSE(TensorShape({2, 3}) == TensorShape({2, 3, 1}));
+}
+
 TEST(TensorShape, CountsElementsAndRejectsOverflow) {
   TensorShape s({2, 3, 4});
   EXPECT_EQ(s.num_elements(), 24);

@@ -107,7 +107,7 @@ void ExpectGradientsMatchFiniteDifferences(const Scope& root, Output y, const In
   ASSERT_TRUE(root.ok()) << root.status();
   auto session = NewSession(root);
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> y0, session->Run(FeedsOf(xs, values), {y}));
-  Tensor w = RandomTensor(y0[0].shape().dims(), -1, 1, rng);
+  Tensor w = RandomTensor(y0[0].shape().dim_sizes(), -1, 1, rng);
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Output> grads,
                               AddGradients(root, {y}, xs, {ops::Const(root, w)}));
   ASSERT_EQ(grads.size(), xs.size());

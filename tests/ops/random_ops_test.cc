@@ -47,7 +47,7 @@ std::vector<Tensor> Draw(const Distribution& d, std::optional<int64_t> graph_see
   Scope root = Scope::NewRootScope();
   if (graph_seed) root.graph().set_seed(*graph_seed);
   ops::Const(root, 0);  // shift node ids a little, as real graphs do
-  Output r = d.build(root, Tensor::FromVector(shape.dims()), dtype, {.seed = op_seed});
+  Output r = d.build(root, Tensor::FromVector(shape.dim_sizes()), dtype, {.seed = op_seed});
   EXPECT_TRUE(root.ok()) << root.status();
   testing::Evaluator eval(root.graph());
   std::vector<Tensor> out;
