@@ -216,36 +216,68 @@ Status VisitTableWithLevelDb(std::string_view path, std::string_view contents,
 
 }  // namespace
 
-StatusOr<std::string> BuildTable(std::span<const KeyValue> entries) {
-  // LevelDB asserts on this (Debian builds it with assertions on).
-  for (size_t i = 1; i < entries.size(); ++i) {
-    if (!(entries[i - 1].first < entries[i].first)) {
-      return InternalError("table keys out of order: '", entries[i - 1].first, "' then '",
-                           entries[i].first, "'");
-    }
-  }
-  std::string out;
-  try {
-    StringSink sink(&out);
+struct TableWriter::Impl {
+  Impl() : sink(&out), builder(Options(), &sink) {}
+  static leveldb::Options Options() {
     leveldb::Options options;
     options.block_size = kTableBlockSize;
     options.block_restart_interval = kTableRestartInterval;
     options.compression = leveldb::kNoCompression;
-    leveldb::TableBuilder builder(options, &sink);
-    for (const auto& [key, value] : entries) {
-      // TensorFlow's TableBuilder (not LevelDB's) ends the current block
-      // before an entry of at least twice the block size.
-      if (builder.NumEntries() > 0 && key.size() + value.size() >= 2 * kTableBlockSize) {
-        builder.Flush();
-      }
-      builder.Add(key, value);
+    return options;
+  }
+  std::string out;
+  StringSink sink;
+  leveldb::TableBuilder builder;
+  std::string last_key;
+  bool finished = false;
+};
+
+TableWriter::TableWriter() : impl_(std::make_unique<Impl>()) {}
+
+TableWriter::~TableWriter() {
+  // LevelDB's builder asserts that it was finished or abandoned.
+  if (!impl_->finished) impl_->builder.Abandon();
+}
+
+Status TableWriter::Add(std::string_view key, std::string_view value) {
+  if (impl_->finished) return InternalError("table key '", key, "' added after Finish");
+  // LevelDB asserts on this (Debian builds it with assertions on).
+  if (impl_->builder.NumEntries() > 0 && !(impl_->last_key < key)) {
+    return InternalError("table keys out of order: '", impl_->last_key, "' then '", key, "'");
+  }
+  try {
+    impl_->last_key.assign(key);
+    // TensorFlow's TableBuilder (not LevelDB's) ends the current block
+    // before an entry of at least twice the block size.
+    if (impl_->builder.NumEntries() > 0 && key.size() + value.size() >= 2 * kTableBlockSize) {
+      impl_->builder.Flush();
     }
-    leveldb::Status s = builder.Finish();
+    impl_->builder.Add(leveldb::Slice(key.data(), key.size()),
+                       leveldb::Slice(value.data(), value.size()));
+  } catch (const std::bad_alloc&) {
+    return ResourceExhaustedError("out of memory building a table of ", impl_->builder.NumEntries(),
+                                  " entries");
+  }
+  return OkStatus();
+}
+
+StatusOr<std::string> TableWriter::Finish() {
+  if (impl_->finished) return InternalError("table finished twice");
+  impl_->finished = true;
+  try {
+    leveldb::Status s = impl_->builder.Finish();
     if (!s.ok()) return InternalError("building a table: ", s.ToString());
   } catch (const std::bad_alloc&) {
-    return ResourceExhaustedError("out of memory building a table of ", entries.size(), " entries");
+    return ResourceExhaustedError("out of memory building a table of ", impl_->builder.NumEntries(),
+                                  " entries");
   }
-  return out;
+  return std::move(impl_->out);
+}
+
+StatusOr<std::string> BuildTable(std::span<const KeyValue> entries) {
+  TableWriter table;
+  for (const auto& [key, value] : entries) CKFLOW_RETURN_IF_ERROR(table.Add(key, value));
+  return table.Finish();
 }
 
 Status VisitTable(std::string_view path, std::string_view contents,
@@ -352,11 +384,15 @@ tensorflow::BundleHeaderProto MakeBundleHeader(int num_shards) {
 StatusOr<std::string> BuildBundleIndex(
     const tensorflow::BundleHeaderProto& header,
     std::span<const std::pair<std::string, tensorflow::BundleEntryProto>> entries) {
-  std::vector<KeyValue> table;
-  table.reserve(entries.size() + 1);
-  table.emplace_back("", header.SerializeAsString());
-  for (const auto& [key, entry] : entries) table.emplace_back(key, entry.SerializeAsString());
-  return BuildTable(table);
+  TableWriter table;
+  std::string value;  // reused: one allocation for every entry
+  header.SerializeToString(&value);
+  CKFLOW_RETURN_IF_ERROR(table.Add("", value));
+  for (const auto& [key, entry] : entries) {
+    entry.SerializeToString(&value);
+    CKFLOW_RETURN_IF_ERROR(table.Add(key, value));
+  }
+  return table.Finish();
 }
 
 Status WriteNewFile(FileSystem* fs, const std::string& path, std::string_view contents, bool sync) {

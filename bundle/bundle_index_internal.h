@@ -36,6 +36,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -56,8 +57,26 @@ inline constexpr size_t kTableFooterSize = 48;
 
 using KeyValue = std::pair<std::string, std::string>;
 
-// The bytes of a table holding `entries`, exactly as TensorFlow's
-// TableBuilder writes them. Internal error unless keys strictly increase.
+// The bytes of a table, exactly as TensorFlow's TableBuilder writes them,
+// built pair by pair so that a caller never holds every pair at once.
+class TableWriter {
+ public:
+  TableWriter();
+  ~TableWriter();
+  TableWriter(const TableWriter&) = delete;
+  TableWriter& operator=(const TableWriter&) = delete;
+
+  // Internal error unless `key` follows the previous key (bytewise, strictly).
+  Status Add(std::string_view key, std::string_view value);
+  // The table's bytes; the writer accepts nothing after.
+  StatusOr<std::string> Finish();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// TableWriter's bytes for `entries`.
 StatusOr<std::string> BuildTable(std::span<const KeyValue> entries);
 
 // Every key/value pair of the table whose bytes are `contents`, checking

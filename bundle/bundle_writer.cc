@@ -1,5 +1,6 @@
 #include "bundle/bundle_writer.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -55,14 +56,54 @@ void BundleWriter::DeleteTempFiles() {
   fs_->DeleteFile(index_temp_path_).IgnoreError();
 }
 
-Status BundleWriter::CheckAdd(std::string_view key) const {
+Status BundleWriter::CheckAdd(std::string_view key) {
   if (finished_) return FailedPreconditionError("bundle '", prefix_, "' is already finished");
   if (!write_error_.ok()) return write_error_;
   if (key.empty()) return InvalidArgumentError("key \"\" is reserved for the bundle header");
-  if (entries_.find(key) != entries_.end()) {
+  const bool past_all = tail_.empty() && (entries_.empty() || KeyOf(entries_.back()) < key);
+  if (!past_all && Find(key) >= 0) {
     return InvalidArgumentError("key '", key, "' added twice to bundle '", prefix_, "'");
   }
   return OkStatus();
+}
+
+TensorShape BundleWriter::ShapeOf(const Entry& e) const {
+  return TensorShape(
+      std::vector<int64_t>(dims_.begin() + static_cast<std::ptrdiff_t>(e.dims_offset),
+                           dims_.begin() + static_cast<std::ptrdiff_t>(e.dims_offset) + e.rank));
+}
+
+bool BundleWriter::HasShape(const Entry& e, const TensorShape& shape) const {
+  return e.rank == shape.rank() &&
+         std::equal(shape.dims().begin(), shape.dims().end(),
+                    dims_.begin() + static_cast<std::ptrdiff_t>(e.dims_offset));
+}
+
+int64_t BundleWriter::Find(std::string_view key) const {
+  const auto sorted_end = entries_.begin() + static_cast<std::ptrdiff_t>(sorted_);
+  auto it = std::lower_bound(entries_.begin(), sorted_end, key,
+                             [this](const Entry& e, std::string_view k) { return KeyOf(e) < k; });
+  if (it != sorted_end && KeyOf(*it) == key) return it - entries_.begin();
+  auto in_tail = tail_.find(std::string(key));
+  return in_tail == tail_.end() ? -1 : static_cast<int64_t>(in_tail->second);
+}
+
+BundleWriter::Entry& BundleWriter::Insert(std::string_view key, int dtype,
+                                          const TensorShape& shape) {
+  const bool in_order = tail_.empty() && (entries_.empty() || KeyOf(entries_.back()) < key);
+  if (in_order) {
+    ++sorted_;
+  } else {
+    tail_.emplace(key, entries_.size());
+  }
+  Entry& e = entries_.emplace_back(Entry{.key_offset = keys_.size(),
+                                         .key_size = key.size(),
+                                         .dims_offset = dims_.size(),
+                                         .rank = shape.rank(),
+                                         .dtype = dtype});
+  keys_.append(key);
+  dims_.insert(dims_.end(), shape.dims().begin(), shape.dims().end());
+  return e;
 }
 
 Status BundleWriter::FlushBuffer() {
@@ -122,9 +163,10 @@ Status BundleWriter::Add(std::string_view key, const Tensor& tensor) {
     write_error_ = written.status().WithContext(data_temp_path_);
     return write_error_;
   }
-  entries_.emplace(std::string(key),
-                   Entry{DT_STRING, tensor.shape(), static_cast<int64_t>(offset),
-                         static_cast<int64_t>(encoded.size()), crc32c::Mask(crc)});
+  Entry& e = Insert(key, DT_STRING, tensor.shape());
+  e.offset = static_cast<int64_t>(offset);
+  e.size = static_cast<int64_t>(encoded.size());
+  e.masked_crc32c = crc32c::Mask(crc);
   return OkStatus();
 }
 
@@ -147,8 +189,10 @@ Status BundleWriter::AddRaw(std::string_view key, int dtype, const TensorShape& 
     write_error_ = crc.status().WithContext(data_temp_path_);
     return write_error_;
   }
-  entries_.emplace(std::string(key), Entry{dtype, shape, static_cast<int64_t>(offset),
-                                           static_cast<int64_t>(data.size()), crc32c::Mask(*crc)});
+  Entry& e = Insert(key, dtype, shape);
+  e.offset = static_cast<int64_t>(offset);
+  e.size = static_cast<int64_t>(data.size());
+  e.masked_crc32c = crc32c::Mask(*crc);
   return OkStatus();
 }
 
@@ -165,23 +209,23 @@ Status BundleWriter::AddSlice(std::string_view full_key, const TensorShape& full
         slice_tensor.IsValid() ? slice_tensor.shape().ToString() : std::string("invalid"));
   }
   if (slice.IsFullIn(full_shape)) return Add(full_key, slice_tensor);
-  auto it = entries_.find(full_key);
-  if (it == entries_.end()) {
+  int64_t full = Find(full_key);
+  if (full < 0) {
     CKFLOW_RETURN_IF_ERROR(CheckAdd(full_key));
-  } else if (it->second.slices.empty() || it->second.dtype != slice_tensor.dtype() ||
-             !(it->second.shape == full_shape)) {
+  } else if (const Entry& e = entries_[full];
+             e.slices.empty() || e.dtype != slice_tensor.dtype() || !HasShape(e, full_shape)) {
     return InvalidArgumentError(
         "key '", full_key, "': a slice of ", DataTypeName(slice_tensor.dtype()),
         full_shape.ToString(), " added to ",
-        it->second.slices.empty() ? "an unsliced tensor" : "a tensor of another dtype or shape",
-        ", ", StoredDataTypeName(it->second.dtype), it->second.shape.ToString());
+        e.slices.empty() ? "an unsliced tensor" : "a tensor of another dtype or shape", ", ",
+        StoredDataTypeName(e.dtype), ShapeOf(e).ToString());
   }
   CKFLOW_RETURN_IF_ERROR(Add(EncodeTensorNameSlice(full_key, slice), slice_tensor));
-  if (it == entries_.end()) {
-    it = entries_.emplace(std::string(full_key), Entry{slice_tensor.dtype(), full_shape, 0, 0, 0})
-             .first;
+  if (full < 0) {
+    Insert(full_key, slice_tensor.dtype(), full_shape);
+    full = static_cast<int64_t>(entries_.size()) - 1;
   }
-  it->second.slices.push_back(slice);
+  entries_[full].slices.push_back(slice);
   return OkStatus();
 }
 
@@ -192,18 +236,32 @@ Status BundleWriter::FinishFiles() {
   CKFLOW_RETURN_IF_ERROR(data_file_->Close());
   data_file_.reset();
 
-  std::vector<std::pair<std::string, tensorflow::BundleEntryProto>> entries;
-  entries.reserve(entries_.size());
-  for (const auto& [key, e] : entries_) {
-    tensorflow::BundleEntryProto proto;
-    proto.set_dtype(static_cast<tensorflow::DataType>(e.dtype));
+  // The index wants key order: the in-order run as it is, merged with the
+  // rest sorted.
+  std::vector<const Entry*> order;
+  order.reserve(entries_.size());
+  for (const Entry& e : entries_) order.push_back(&e);
+  if (!tail_.empty()) {
+    auto by_key = [this](const Entry* a, const Entry* b) { return KeyOf(*a) < KeyOf(*b); };
+    const auto run_end = order.begin() + static_cast<std::ptrdiff_t>(sorted_);
+    std::sort(run_end, order.end(), by_key);
+    std::inplace_merge(order.begin(), run_end, order.end(), by_key);
+  }
+  internal::TableWriter table;
+  std::string value;  // reused by every entry, as is the proto
+  internal::MakeBundleHeader(1).SerializeToString(&value);
+  CKFLOW_RETURN_IF_ERROR(table.Add("", value));
+  tensorflow::BundleEntryProto proto;
+  for (const Entry* e : order) {
+    proto.Clear();
+    proto.set_dtype(static_cast<tensorflow::DataType>(e->dtype));
     tensorflow::TensorShapeProto* shape = proto.mutable_shape();  // present even for scalars
-    for (int64_t d : e.shape.dims()) shape->add_dim()->set_size(d);
+    for (int i = 0; i < e->rank; ++i) shape->add_dim()->set_size(dims_[e->dims_offset + i]);
     proto.set_shard_id(0);
-    proto.set_offset(e.offset);
-    proto.set_size(e.size);
-    proto.set_crc32c(e.masked_crc32c);
-    for (const TensorSlice& slice : e.slices) {
+    proto.set_offset(e->offset);
+    proto.set_size(e->size);
+    proto.set_crc32c(e->masked_crc32c);
+    for (const TensorSlice& slice : e->slices) {
       tensorflow::TensorSliceProto* slice_proto = proto.add_slices();
       for (const TensorSlice::Extent& extent : slice.extents) {
         tensorflow::TensorSliceProto::Extent* out = slice_proto->add_extent();
@@ -215,10 +273,10 @@ Status BundleWriter::FinishFiles() {
         }
       }
     }
-    entries.emplace_back(key, std::move(proto));
+    proto.SerializeToString(&value);
+    CKFLOW_RETURN_IF_ERROR(table.Add(KeyOf(*e), value));
   }
-  CKFLOW_ASSIGN_OR_RETURN(std::string index,
-                          internal::BuildBundleIndex(internal::MakeBundleHeader(1), entries));
+  CKFLOW_ASSIGN_OR_RETURN(std::string index, table.Finish());
   {
     CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file,
                             fs_->NewWritableFile(index_temp_path_));

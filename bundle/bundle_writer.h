@@ -36,10 +36,10 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "base/file_system.h"
@@ -104,18 +104,30 @@ class BundleWriter {
   const std::string& prefix() const { return prefix_; }
 
  private:
+  // Keys and dimensions live in two arenas (keys_, dims_), not in each
+  // entry: a save of many small tensors would otherwise pay two allocations
+  // per tensor to add it and two frees to destroy it.
   struct Entry {
+    size_t key_offset;
+    size_t key_size;
+    size_t dims_offset;
+    int rank;
     int dtype;
-    TensorShape shape;
-    int64_t offset;
-    int64_t size;
-    uint32_t masked_crc32c;
+    int64_t offset = 0;
+    int64_t size = 0;
+    uint32_t masked_crc32c = 0;
     std::vector<TensorSlice> slices;  // non-empty: a full entry, no data
   };
 
   BundleWriter(std::string prefix, const Options& options, std::string data_temp_path,
                std::unique_ptr<WritableFile> data_file);
-  Status CheckAdd(std::string_view key) const;
+  Status CheckAdd(std::string_view key);
+  std::string_view KeyOf(const Entry& e) const { return {keys_.data() + e.key_offset, e.key_size}; }
+  TensorShape ShapeOf(const Entry& e) const;
+  bool HasShape(const Entry& e, const TensorShape& shape) const;
+  // The index in entries_ of the entry added under `key`, or -1.
+  int64_t Find(std::string_view key) const;
+  Entry& Insert(std::string_view key, int dtype, const TensorShape& shape);
   // Appends bytes to the data file; returns their CRC32C.
   StatusOr<uint32_t> AppendData(std::string_view data);
   Status FlushBuffer();
@@ -130,9 +142,17 @@ class BundleWriter {
   const std::string index_temp_path_;
 
   std::unique_ptr<WritableFile> data_file_;
-  std::string buffer_;  // data not yet written, ending at size_
-  uint64_t size_ = 0;   // logical size of the data file
-  std::map<std::string, Entry, std::less<>> entries_;
+  std::string buffer_;          // data not yet written, ending at size_
+  uint64_t size_ = 0;           // logical size of the data file
+  std::vector<Entry> entries_;  // in Add() order
+  std::string keys_;            // every entry's key, back to back
+  std::vector<int64_t> dims_;   // every entry's dimensions, back to back
+  // entries_[0, sorted_) came with strictly increasing keys (a saver adds
+  // its keys sorted): a key past them is new after one comparison, and
+  // Finish() walks them without sorting. The entries after them, which came
+  // out of order, are found through tail_ (key -> index in entries_).
+  size_t sorted_ = 0;
+  std::unordered_map<std::string, size_t> tail_;
   Status write_error_;  // sticky
   bool finished_ = false;
   bool renamed_ = false;  // Finish() succeeded: the files are in place

@@ -131,6 +131,56 @@ TEST(BundleWriter, KeysMayComeInAnyOrderAndDataKeepsAddOrder) {
   EXPECT_EQ(reader->FindEntry("mid")->offset, 12);
 }
 
+// The writer takes a run of increasing keys at one comparison each and the
+// keys after the run through a lookup table: duplicates are refused in both,
+// and the index comes out sorted either way.
+TEST(BundleWriter, SortedRunAndOutOfOrderKeysAreAllFoundAndChecked) {
+  const std::string prefix = testing::NewTempDir("runs") + "/ckpt";
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleWriter> writer, BundleWriter::Create(prefix));
+  std::vector<std::string> keys;
+  for (int i = 0; i < 300; ++i) keys.push_back("var/" + std::to_string(1000 + i));
+  std::vector<std::string> late;  // come after the sorted run, in any order
+  for (int i = 0; i < 50; ++i) late.push_back("late/" + std::to_string(7919 * i % 50));
+  late.push_back("a/first");
+  late.push_back("var/1150x");  // sorts inside the run
+  for (size_t i = 0; i < keys.size(); ++i) {
+    CKFLOW_ASSERT_OK(writer->Add(keys[i], Tensor::Scalar(static_cast<int64_t>(i))));
+  }
+  for (size_t i = 0; i < late.size(); ++i) {
+    CKFLOW_ASSERT_OK(writer->Add(late[i], Tensor::Scalar(static_cast<int64_t>(-1 - i))));
+  }
+  for (const std::string& again : {keys[0], keys[150], keys[299], late[0], late[50]}) {
+    EXPECT_THAT(writer->Add(again, Tensor::Scalar(0.0f)),
+                testing::StatusIs(StatusCode::kInvalidArgument, "'" + again + "' added twice"));
+  }
+  // A slice's full entry is found again wherever its key falls.
+  const TensorShape full({4});
+  for (int64_t part = 0; part < 2; ++part) {
+    TensorSlice slice;
+    slice.extents.push_back({part * 2, 2});
+    CKFLOW_ASSERT_OK(writer->AddSlice("b/sliced", full, slice,
+                                      Tensor::FromVector<float>({1, 2}, TensorShape({2}))));
+  }
+  CKFLOW_ASSERT_OK(writer->Finish());
+
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
+  for (size_t i = 1; i < reader->entries().size(); ++i) {
+    EXPECT_LT(reader->entries()[i - 1].key, reader->entries()[i].key);
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor t, reader->Lookup(keys[i]));
+    EXPECT_EQ(t.flat<int64_t>()[0], static_cast<int64_t>(i)) << keys[i];
+  }
+  for (size_t i = 0; i < late.size(); ++i) {
+    CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor t, reader->Lookup(late[i]));
+    EXPECT_EQ(t.flat<int64_t>()[0], -1 - static_cast<int64_t>(i)) << late[i];
+  }
+  const BundleEntry* sliced = reader->FindEntry("b/sliced");
+  ASSERT_NE(sliced, nullptr);
+  EXPECT_EQ(sliced->shape, full);
+  EXPECT_EQ(sliced->slices.size(), 2u);
+}
+
 // Spec 2.3 and 2.6: the header entry of a little-endian single-shard bundle
 // and the entry of a float32 [2,3] tensor saved first.
 TEST(BundleWriter, HeaderAndEntryBytesAreTensorFlows) {
