@@ -6,6 +6,7 @@
 #include "bundle/bundle_format.h"
 #include "bundle/bundle_index_internal.h"
 #include "bundle/bundle_reader.h"
+#include "bundle/bundle_writer.h"
 #include "tests/bundle/bundle_test_util.h"
 #include "tests/test_util.h"
 
@@ -112,6 +113,71 @@ TEST(MergeBundles, OnePartIsRenamedNotRewritten) {
   EXPECT_EQ(v.flat<float>()[1], 1.0f);
   std::string output;
   EXPECT_EQ(testing::RunDescribe(prefix, &output), 0) << output;
+}
+
+// A saver deals variables to parts by size, so the parts' keys interleave;
+// a partitioned variable's slices can land in different parts; and an input
+// can itself be a merged checkpoint of several data files. The merge sorts
+// the runs into one index, gathers the slices under one full entry and
+// numbers the data files in the order entries first name them.
+TEST(MergeBundles, InterleavedKeysSlicesAndMultiFileInputsMergeIntoOneSortedIndex) {
+  const std::string dir = testing::NewTempDir("interleave");
+  const std::string prefix = dir + "/ckpt";
+  const std::vector<std::string> parts = {PartPrefix(prefix, 0, 3), PartPrefix(prefix, 1, 3),
+                                          PartPrefix(prefix, 2, 3)};
+  const TensorShape full({4});
+  auto add_half = [&](BundleWriter& writer, int64_t half) {
+    TensorSlice slice;
+    slice.extents.push_back({half * 2, 2});
+    const auto f = static_cast<float>(half * 2);
+    return writer.AddSlice("p", full, slice,
+                           Tensor::FromVector<float>({f + 1, f + 2}, TensorShape({2})));
+  };
+  for (int i = 0; i < 2; ++i) {
+    CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleWriter> writer,
+                                BundleWriter::Create(parts[i]));
+    for (int k = i; k < 6; k += 2) {  // part 0: a, c, e; part 1: b, d, f
+      CKFLOW_ASSERT_OK(writer->Add(std::string(1, static_cast<char>('a' + k)),
+                                   Tensor::Scalar(static_cast<float>(k))));
+    }
+    CKFLOW_ASSERT_OK(add_half(*writer, i));
+    CKFLOW_ASSERT_OK(writer->Finish());
+  }
+  // The third input: a checkpoint already merged from two parts of its own.
+  const std::string inner = dir + "/inner";
+  const std::vector<std::string> inner_parts = {PartPrefix(inner, 0, 2), PartPrefix(inner, 1, 2)};
+  CKFLOW_ASSERT_OK(testing::WriteBundle(inner_parts[0], {{"h", Tensor::Scalar(7.0f)}}));
+  CKFLOW_ASSERT_OK(testing::WriteBundle(inner_parts[1], {{"bb", Tensor::Scalar(8.0f)}}));
+  CKFLOW_ASSERT_OK(MergeBundles(inner_parts, inner));
+  CKFLOW_ASSERT_OK(MergeBundles(std::vector<std::string>{parts[0], parts[1], inner}, prefix));
+
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
+  EXPECT_EQ(reader->num_shards(), 4);
+  std::vector<std::string> keys;
+  for (const BundleEntry& e : reader->entries()) {
+    if (!e.key.empty() && e.key[0] != '\0') keys.push_back(e.key);  // not a slice's own key
+  }
+  EXPECT_EQ(keys, (std::vector<std::string>{"a", "b", "bb", "c", "d", "e", "f", "h", "p"}));
+  for (int k = 0; k < 6; ++k) {
+    const std::string key(1, static_cast<char>('a' + k));
+    CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor t, reader->Lookup(key));
+    EXPECT_EQ(t.flat<float>()[0], static_cast<float>(k)) << key;
+    EXPECT_EQ(reader->FindEntry(key)->shard_id, k % 2) << key;  // first part's file is 0
+  }
+  CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor h, reader->Lookup("h"));
+  EXPECT_EQ(h.flat<float>()[0], 7.0f);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor bb, reader->Lookup("bb"));
+  EXPECT_EQ(bb.flat<float>()[0], 8.0f);
+  EXPECT_NE(reader->FindEntry("h")->shard_id, reader->FindEntry("bb")->shard_id);
+  const BundleEntry* p = reader->FindEntry("p");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->slices.size(), 2u);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor whole, reader->Lookup("p"));
+  EXPECT_EQ(std::vector<float>(whole.flat<float>().begin(), whole.flat<float>().end()),
+            (std::vector<float>{1, 2, 3, 4}));
+  std::string output;
+  EXPECT_EQ(testing::RunDescribe(prefix, &output), 0) << output;
+  EXPECT_NE(output.find("all checks passed"), std::string::npos) << output;
 }
 
 TEST(MergeBundles, DuplicateKeyIsInvalidArgumentAndLeavesInputsAlone) {
