@@ -120,6 +120,7 @@ class Node : public std::enable_shared_from_this<Node> {
   std::vector<PartialShape> output_shapes_;
   bool transient_ = false;
   std::vector<Tensor> values_;  // set once, by EagerContext::Execute
+  int input_holds_ = 0;         // see EagerContext::HoldInputs
 };
 
 inline Output::Output(Node* node, int index) : node_(node), index_(index) {

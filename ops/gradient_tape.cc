@@ -11,7 +11,10 @@ GradientTape::GradientTape(const Scope& scope) : scope_(scope) {
   }
 }
 
-GradientTape::~GradientTape() { StopRecording(); }
+GradientTape::~GradientTape() {
+  StopRecording();
+  for (const auto& node : recorded_) EagerContext::ReleaseInputs(*node);
+}
 
 void GradientTape::StopRecording() {
   if (!recording_) return;
@@ -19,7 +22,10 @@ void GradientTape::StopRecording() {
   recording_ = false;
 }
 
-void GradientTape::OnExecuted(const std::shared_ptr<Node>& node) { recorded_.push_back(node); }
+void GradientTape::OnExecuted(const std::shared_ptr<Node>& node) {
+  EagerContext::HoldInputs(*node);
+  recorded_.push_back(node);
+}
 
 StatusOr<std::vector<Output>> GradientTape::Gradient(const Output& target,
                                                      const std::vector<Output>& sources) {

@@ -15,7 +15,9 @@
 //
 // Recording stops at the first Gradient call (or destruction); Gradient may
 // then be called again, with other targets or sources. The tape keeps the
-// recorded ops and their values alive until it is destroyed.
+// recorded ops and their values alive until it is destroyed; then each op
+// drops its inputs (EagerContext::HoldInputs), so that what the caller keeps
+// (the loss, the gradients) no longer keeps the values it came from.
 //
 // Thread safety: one thread, the eager scope's.
 

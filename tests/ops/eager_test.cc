@@ -205,6 +205,53 @@ TEST(EagerOptimizerTest, SlotsAppearOnTheFirstUpdate) {
   EXPECT_FALSE(SameTensor(kernel_before.value(), layer->kernel()->value().value()));
 }
 
+// As a TensorFlow eager tensor, a result does not keep the ops it came
+// from once no tape needs them: a step's loss kept by the caller keeps
+// neither the activations nor the reads of the variables, so the optimizer
+// updates the variables in place, step after step, instead of copying them.
+TEST(EagerOptimizerTest, AKeptLossKeepsNoValueItCameFrom) {
+  Scope scope = Scope::NewEagerScope();
+  auto layer = Dense::Make(64, {.activation = ops::Relu});
+  auto optimizer = Adam::Make({.learning_rate = 0.01f});
+  Output x = ops::Const(scope, Tensor::FromVector(std::vector<float>(8 * 32, 0.5f), {8, 32}));
+  std::vector<Output> losses;  // every step's loss, kept
+  auto step = [&] {
+    optimizer->Minimize(scope, [&] {
+      losses.push_back(ops::Sum(scope, ops::Square(scope, (*layer)(scope, x)), {0, 1}));
+      return losses.back();
+    });
+    ASSERT_TRUE(scope.ok()) << scope.status();
+  };
+  // The buffer the variable holds now; the read that shows it is dropped.
+  auto kernel_buffer = [&] {
+    return reinterpret_cast<uintptr_t>(layer->kernel()->value().value().raw_data());
+  };
+  step();  // builds the layer and the slots
+  const uintptr_t buffer = kernel_buffer();
+  for (int i = 0; i < 3; ++i) {
+    step();
+    EXPECT_EQ(kernel_buffer(), buffer) << "step " << i << " copied the variable";
+  }
+  for (const Output& loss : losses) {
+    EXPECT_TRUE(loss.node()->has_values());  // its own value stays
+    EXPECT_EQ(loss.node()->num_inputs(), 0);
+  }
+
+  // A tape keeps what it recorded, inputs included, until it is destroyed.
+  Output y;
+  {
+    GradientTape tape(scope);
+    y = ops::Square(scope, layer->kernel()->value());
+    EXPECT_EQ(y.node()->num_inputs(), 1);
+    CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Output> grads, tape.Gradient(y, {layer->kernel()}));
+    EXPECT_EQ(y.node()->num_inputs(), 1);
+    ASSERT_TRUE(grads[0].valid());
+    EXPECT_EQ(grads[0].node()->num_inputs(), 0);  // computed after recording stopped
+  }
+  EXPECT_EQ(y.node()->num_inputs(), 0);
+  EXPECT_EQ(y.value().shape(), TensorShape({32, 64}));
+}
+
 // The Regress model of examples/regress.cc, with a deterministic start.
 
 std::shared_ptr<Sequential> RegressModel() {
