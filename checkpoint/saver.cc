@@ -369,9 +369,46 @@ Saver::~Saver() {
 }
 
 Status Saver::WaitForPendingWrite() {
-  if (!pending_.joinable()) return OkStatus();
-  pending_.join();
+  writer_.Wait();
   return std::exchange(pending_status_, OkStatus());
+}
+
+WriterThread::~WriterThread() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void WriterThread::Start(std::function<void()> write) {
+  std::lock_guard<std::mutex> lock(mu_);
+  CKFLOW_CHECK(!busy_);
+  if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+  write_ = std::move(write);
+  busy_ = true;
+  changed_.notify_all();
+}
+
+void WriterThread::Wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait(lock, [this] { return !busy_; });
+}
+
+void WriterThread::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    changed_.wait(lock, [this] { return stop_ || write_ != nullptr; });
+    if (write_ == nullptr) return;  // stopped, nothing left to write
+    std::function<void()> write = std::exchange(write_, nullptr);
+    lock.unlock();
+    write();
+    write = nullptr;  // what the write held goes before Wait() returns
+    lock.lock();
+    busy_ = false;
+    changed_.notify_all();
+  }
 }
 
 namespace {
@@ -562,8 +599,8 @@ Status Saver::WritePlan(SavePlan& plan, const std::string& prefix, Session& sess
   }
   CKFLOW_RETURN_IF_ERROR(
       Snapshot(*save, session, &feeds).WithContext("snapshotting for '" + prefix + "'"));
-  pending_ = std::thread([this, &session, feeds = std::move(feeds), merge = save->merge, prefix,
-                          on_written = std::move(on_written), on_done = options.on_done] {
+  writer_.Start([this, &session, feeds = std::move(feeds), merge = save->merge, prefix,
+                 on_written = std::move(on_written), on_done = options.on_done] {
     Status s = RunSave(session, fs_, feeds, merge, prefix);
     if (s.ok() && on_written) s = on_written();
     if (on_done) on_done(prefix, s);
@@ -632,7 +669,7 @@ Status Saver::WriteGroup(const ObjectGraph& graph, const std::string& prefix, Se
     return OkStatus();
   }();
   if (!options.async) return FinishGroupWrite(session, write);
-  pending_ = std::thread([this, &session, write = std::move(write), on_done = options.on_done] {
+  writer_.Start([this, &session, write = std::move(write), on_done = options.on_done] {
     Status s = FinishGroupWrite(session, write);
     if (on_done) on_done(write.prefix, s);
     pending_status_ = std::move(s);

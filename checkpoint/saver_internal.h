@@ -9,9 +9,11 @@
 #ifndef CKFLOW_CHECKPOINT_SAVER_INTERNAL_H_
 #define CKFLOW_CHECKPOINT_SAVER_INTERNAL_H_
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -51,6 +53,33 @@ struct SaverFormat {
 // For tests: how many snapshot buffers asynchronous saves have allocated in
 // this process (a loop of async saves of one model allocates them once).
 int64_t NumSnapshotAllocations();
+
+// The thread a saver's asynchronous writes run on, one write at a time:
+// started by the first and kept for the next, because starting a thread
+// inside every Save was part of the training loop's stall.
+class WriterThread {
+ public:
+  WriterThread() = default;
+  // Lets a started write finish, then stops the thread.
+  ~WriterThread();
+  WriterThread(const WriterThread&) = delete;
+  WriterThread& operator=(const WriterThread&) = delete;
+
+  // Runs `write` on the thread. REQUIRES: the previous write finished (Wait).
+  void Start(std::function<void()> write);
+  // Returns once the write Start gave has finished; at once if none did.
+  void Wait();
+
+ private:
+  void Loop();
+
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::function<void()> write_;  // guarded by mu_: the write not yet taken
+  bool busy_ = false;            // guarded by mu_: a write is queued or running
+  bool stop_ = false;            // guarded by mu_
+  std::thread thread_;
+};
 
 // Cached save and restore ops of one Checkpoint (or SaveWeights root), shared
 // by every status restored through it.
@@ -217,11 +246,11 @@ class Saver {
   std::unordered_map<int, Output> reads_;  // ReadVariableOp per handle node id
   std::unique_ptr<SavePlan> plan_;         // of WriteObjects' last root
 
-  // The asynchronous write in flight; its status is set by the thread
-  // before it ends and read only after join().
-  std::thread pending_;
+  // The asynchronous write in flight; its status is set by the write
+  // before it ends and read only after writer_.Wait().
   Status pending_status_;
-  std::vector<Tensor> snapshot_;  // not touched while pending_ runs
+  std::vector<Tensor> snapshot_;  // not touched while a write runs
+  WriterThread writer_;           // last: stopped before what writes use
 };
 
 }  // namespace ckflow::internal
