@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "base/tsan_internal.h"
 #include "ops/array_ops.h"
 #include "ops/gradient_tape.h"
 #include "ops/gradients.h"
@@ -226,11 +227,18 @@ TEST(EagerOptimizerTest, AKeptLossKeepsNoValueItCameFrom) {
   auto kernel_buffer = [&] {
     return reinterpret_cast<uintptr_t>(layer->kernel()->value().value().raw_data());
   };
+  // Under ThreadSanitizer every update copies (see IsExclusive in
+  // ops/variable_ops.cc), so only the dropped inputs can be checked there.
+#ifdef CKFLOW_TSAN
+  constexpr bool kInPlace = false;
+#else
+  constexpr bool kInPlace = true;
+#endif
   step();  // builds the layer and the slots
   const uintptr_t buffer = kernel_buffer();
   for (int i = 0; i < 3; ++i) {
     step();
-    EXPECT_EQ(kernel_buffer(), buffer) << "step " << i << " copied the variable";
+    if (kInPlace) EXPECT_EQ(kernel_buffer(), buffer) << "step " << i << " copied the variable";
   }
   for (const Output& loss : losses) {
     EXPECT_TRUE(loss.node()->has_values());  // its own value stays
