@@ -99,7 +99,7 @@ case "$cmd" in
     configure build/tsan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
       -DCKFLOW_SANITIZE=thread -DCKFLOW_BUILD_BENCH=OFF -DCKFLOW_BUILD_EXAMPLES=OFF
     "$CMAKE" --build build/tsan -j "$JOBS"
-    cd build/tsan && "$CTEST" --output-on-failure -j "$JOBS" -R 'Concurren|Parallel|Thread|Session' "$@"
+    cd build/tsan && "$CTEST" --output-on-failure -j "$JOBS" -R 'Concurren|Parallel|Thread|Session|Async' "$@"
     ;;
   fuzz)
     # libclang-rt-dev holds libFuzzer; clang only recommends it.
