@@ -60,23 +60,10 @@ Status BundleWriter::CheckAdd(std::string_view key) {
   if (finished_) return FailedPreconditionError("bundle '", prefix_, "' is already finished");
   if (!write_error_.ok()) return write_error_;
   if (key.empty()) return InvalidArgumentError("key \"\" is reserved for the bundle header");
-  const bool past_all = tail_.empty() && (entries_.empty() || KeyOf(entries_.back()) < key);
-  if (!past_all && Find(key) >= 0) {
+  if (!FollowsAll(key) && Find(key) >= 0) {
     return InvalidArgumentError("key '", key, "' added twice to bundle '", prefix_, "'");
   }
   return OkStatus();
-}
-
-TensorShape BundleWriter::ShapeOf(const Entry& e) const {
-  return TensorShape(
-      std::vector<int64_t>(dims_.begin() + static_cast<std::ptrdiff_t>(e.dims_offset),
-                           dims_.begin() + static_cast<std::ptrdiff_t>(e.dims_offset) + e.rank));
-}
-
-bool BundleWriter::HasShape(const Entry& e, const TensorShape& shape) const {
-  return e.rank == shape.rank() &&
-         std::equal(shape.dims().begin(), shape.dims().end(),
-                    dims_.begin() + static_cast<std::ptrdiff_t>(e.dims_offset));
 }
 
 int64_t BundleWriter::Find(std::string_view key) const {
@@ -90,8 +77,7 @@ int64_t BundleWriter::Find(std::string_view key) const {
 
 BundleWriter::Entry& BundleWriter::Insert(std::string_view key, int dtype,
                                           const TensorShape& shape) {
-  const bool in_order = tail_.empty() && (entries_.empty() || KeyOf(entries_.back()) < key);
-  if (in_order) {
+  if (FollowsAll(key)) {
     ++sorted_;
   } else {
     tail_.emplace(key, entries_.size());
@@ -212,13 +198,13 @@ Status BundleWriter::AddSlice(std::string_view full_key, const TensorShape& full
   int64_t full = Find(full_key);
   if (full < 0) {
     CKFLOW_RETURN_IF_ERROR(CheckAdd(full_key));
-  } else if (const Entry& e = entries_[full];
-             e.slices.empty() || e.dtype != slice_tensor.dtype() || !HasShape(e, full_shape)) {
+  } else if (const Entry& e = entries_[full]; e.slices.empty() || e.dtype != slice_tensor.dtype() ||
+                                              !std::ranges::equal(DimsOf(e), full_shape.dims())) {
     return InvalidArgumentError(
         "key '", full_key, "': a slice of ", DataTypeName(slice_tensor.dtype()),
         full_shape.ToString(), " added to ",
         e.slices.empty() ? "an unsliced tensor" : "a tensor of another dtype or shape", ", ",
-        StoredDataTypeName(e.dtype), ShapeOf(e).ToString());
+        StoredDataTypeName(e.dtype), TensorShape(DimsOf(e)).ToString());
   }
   CKFLOW_RETURN_IF_ERROR(Add(EncodeTensorNameSlice(full_key, slice), slice_tensor));
   if (full < 0) {
@@ -256,7 +242,7 @@ Status BundleWriter::FinishFiles() {
     proto.Clear();
     proto.set_dtype(static_cast<tensorflow::DataType>(e->dtype));
     tensorflow::TensorShapeProto* shape = proto.mutable_shape();  // present even for scalars
-    for (int i = 0; i < e->rank; ++i) shape->add_dim()->set_size(dims_[e->dims_offset + i]);
+    for (int64_t d : DimsOf(*e)) shape->add_dim()->set_size(d);
     proto.set_shard_id(0);
     proto.set_offset(e->offset);
     proto.set_size(e->size);

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -123,8 +124,14 @@ class BundleWriter {
                std::unique_ptr<WritableFile> data_file);
   Status CheckAdd(std::string_view key);
   std::string_view KeyOf(const Entry& e) const { return {keys_.data() + e.key_offset, e.key_size}; }
-  TensorShape ShapeOf(const Entry& e) const;
-  bool HasShape(const Entry& e, const TensorShape& shape) const;
+  std::span<const int64_t> DimsOf(const Entry& e) const {
+    return std::span<const int64_t>(dims_).subspan(e.dims_offset, e.rank);
+  }
+  // Whether `key` sorts after every key added so far, known by one
+  // comparison while the keys came sorted.
+  bool FollowsAll(std::string_view key) const {
+    return tail_.empty() && (entries_.empty() || KeyOf(entries_.back()) < key);
+  }
   // The index in entries_ of the entry added under `key`, or -1.
   int64_t Find(std::string_view key) const;
   Entry& Insert(std::string_view key, int dtype, const TensorShape& shape);
