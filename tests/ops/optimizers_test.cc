@@ -111,6 +111,16 @@ const std::vector<double> kInitial = {1.0, -2.0, 0.5, 3.0};
 const std::vector<std::vector<double>> kGradients = {
     {0.5, -1.0, 0.25, 2.0}, {-0.3, 0.7, 0.0, 1.5}, {1.2, -0.1, -2.0, 0.05}};
 
+// `values` repeated to `size` elements, each repetition scaled a little
+// differently so that a misplaced element would show.
+std::vector<double> Tiled(const std::vector<double>& values, size_t size) {
+  std::vector<double> out(size);
+  for (size_t i = 0; i < size; ++i) {
+    out[i] = values[i % values.size()] * (1.0 + static_cast<double>(i / values.size()) / 1024);
+  }
+  return out;
+}
+
 template <typename T>
 std::vector<double> AsDoubles(const Tensor& t) {
   std::vector<double> out;
@@ -124,14 +134,17 @@ Tensor TensorOf(const std::vector<double>& values) {
   return Tensor::FromVector<T>(v);
 }
 
-// Runs three steps of `c` on a variable of T and checks the variable, its
-// slots and the beta powers against the reference after each step.
+// Runs three steps of `c` on a variable of T with `size` elements and
+// checks the variable, its slots and the beta powers against the reference
+// after each step.
 template <typename T>
-void CheckAgainstReference(const OptimizerCase& c, double tolerance) {
-  SCOPED_TRACE(c.name + " " + std::string(DataTypeName(DataTypeOf<T>())));
+void CheckAgainstReference(const OptimizerCase& c, double tolerance, size_t size) {
+  SCOPED_TRACE(c.name + " " + std::string(DataTypeName(DataTypeOf<T>())) + " of " +
+               std::to_string(size));
+  const std::vector<double> initial = Tiled(kInitial, size);
   Scope root = Scope::NewRootScope();
-  auto w = Variable::Create(root, "w", ops::Const(root, TensorOf<T>(kInitial)));
-  Output grad = ops::Placeholder(root, DataTypeOf<T>(), {.shape = {4}});
+  auto w = Variable::Create(root, "w", ops::Const(root, TensorOf<T>(initial)));
+  Output grad = ops::Placeholder(root, DataTypeOf<T>(), {.shape = {static_cast<int64_t>(size)}});
   std::shared_ptr<Optimizer> optimizer = c.make();
   Output train = optimizer->ApplyGradients(root, {{grad, w}});
   Output init = GlobalVariablesInitializer(root);
@@ -139,14 +152,15 @@ void CheckAgainstReference(const OptimizerCase& c, double tolerance) {
   CKFLOW_ASSERT_OK_AND_ASSIGN(auto session, Session::Create(root.graph()));
   CKFLOW_ASSERT_OK(session->Run({}, {}, {init}).status());
 
-  Reference ref{.w = kInitial, .beta1_power = 0.9f, .beta2_power = 0.999f};
+  Reference ref{.w = initial, .beta1_power = 0.9f, .beta2_power = 0.999f};
   for (const auto& [slot, fill] : c.initial_slots) {
-    ref.slots[slot] = std::vector<double>(kInitial.size(), fill);
+    ref.slots[slot] = std::vector<double>(size, fill);
   }
   for (size_t step = 0; step < kGradients.size(); ++step) {
     SCOPED_TRACE("step " + std::to_string(step + 1));
-    CKFLOW_ASSERT_OK(session->Run({{grad, TensorOf<T>(kGradients[step])}}, {}, {train}).status());
-    c.step(ref, kGradients[step]);
+    const std::vector<double> g = Tiled(kGradients[step], size);
+    CKFLOW_ASSERT_OK(session->Run({{grad, TensorOf<T>(g)}}, {}, {train}).status());
+    c.step(ref, g);
 
     std::vector<Output> fetches = {w->value()};
     for (const auto& [slot, values] : ref.slots) {
@@ -159,8 +173,9 @@ void CheckAgainstReference(const OptimizerCase& c, double tolerance) {
     for (const auto& [slot, values] : ref.slots) expected.push_back(values);
     for (size_t k = 0; k < got.size(); ++k) {
       std::vector<double> actual = AsDoubles<T>(got[k]);
+      ASSERT_EQ(actual.size(), size);
       for (size_t i = 0; i < actual.size(); ++i) {
-        EXPECT_NEAR(actual[i], expected[k][i], tolerance * (1 + std::abs(expected[k][i])))
+        ASSERT_NEAR(actual[i], expected[k][i], tolerance * (1 + std::abs(expected[k][i])))
             << fetches[k].name() << "[" << i << "]";
       }
     }
@@ -175,11 +190,21 @@ void CheckAgainstReference(const OptimizerCase& c, double tolerance) {
 }
 
 TEST(OptimizerUpdates, MatchTheReferenceForThreeStepsInFloat32) {
-  for (const OptimizerCase& c : Cases()) CheckAgainstReference<float>(c, 2e-6);
+  for (const OptimizerCase& c : Cases()) CheckAgainstReference<float>(c, 2e-6, kInitial.size());
 }
 
 TEST(OptimizerUpdates, MatchTheReferenceForThreeStepsInFloat64) {
-  for (const OptimizerCase& c : Cases()) CheckAgainstReference<double>(c, 1e-12);
+  for (const OptimizerCase& c : Cases()) CheckAgainstReference<double>(c, 1e-12, kInitial.size());
+}
+
+// The kernels update big variables in pieces sized to stay in L1 (and split
+// them over threads): 10,007 elements make several pieces for every
+// optimizer and dtype, the last one ragged.
+TEST(OptimizerUpdates, MatchTheReferenceOverManyPiecesWithARaggedEnd) {
+  for (const OptimizerCase& c : Cases()) {
+    CheckAgainstReference<float>(c, 2e-6, 10007);
+    CheckAgainstReference<double>(c, 1e-12, 10007);
+  }
 }
 
 // -------------------------------------------------------------- slots
