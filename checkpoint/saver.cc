@@ -287,9 +287,11 @@ StatusOr<std::vector<Output>> Saver::RestoreNow(std::vector<RestoreItem> items,
 
 StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const std::vector<ObjectGraph::Value>& values,
                                                 const std::vector<std::vector<int>>& groups,
-                                                bool durable, bool merge, bool object_graph) {
+                                                bool durable, bool from_snapshot, bool merge,
+                                                bool object_graph) {
   object_graph = object_graph && format_.object_graph;
   std::string sig = durable ? "durable\1" : "";
+  if (from_snapshot) sig += "snapshot\1";
   if (!merge) sig += object_graph ? "part+graph\1" : "part\1";
   for (const auto& group : groups) {
     for (int v : group) {
@@ -311,24 +313,45 @@ StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const std::vector<ObjectGraph::V
   std::vector<Output> shard_ops;
   std::unordered_set<int> read_once;
   for (size_t g = 0; g < groups.size(); ++g) {
+    // Values read by ReadVariableOps (tensors, under names)...
     std::vector<std::string> names;
     std::vector<std::string> slices;
     std::vector<Output> tensors;
+    // ...and, without a snapshot, those a SaveVariables op reads itself.
+    std::vector<std::string> variable_keys;
+    std::vector<std::string> variable_slices;
+    std::vector<Output> handles;
     std::string device;  // the group's host (see HostDevice)
+    auto by_name = [](const ObjectGraph::Value& value) {
+      return value.attribute.handle.node()->type() == "VarHandleOp";
+    };
+    // SaveVariables takes slices only for its variables: a part of a
+    // partitioned variable behind another kind of handle (a Trackable's own
+    // attributes) keeps the whole file on SaveV2.
+    const bool save_v2 =
+        from_snapshot || std::any_of(groups[g].begin(), groups[g].end(), [&](int v) {
+          return !values[v].attribute.slice_spec.empty() && !by_name(values[v]);
+        });
     for (int v : groups[g]) {
       const ObjectGraph::Value& value = values[v];
       if (!value.attribute.device.empty()) device = HostDevice(value.attribute.device);
+      const Node* handle = value.attribute.handle.node();
+      if (!save_v2 && by_name(value)) {
+        variable_keys.push_back(value.key);
+        variable_slices.push_back(value.attribute.slice_spec);
+        handles.push_back(value.attribute.handle);
+        continue;
+      }
       names.push_back(value.key);
       slices.push_back(value.attribute.slice_spec);
-      int handle_id = value.attribute.handle.node()->id();
-      auto read = reads_.find(handle_id);
+      auto read = reads_.find(handle->id());
       if (read == reads_.end()) {
-        // Read where the variable lives; SaveV2 runs on its task's host.
+        // Read where the variable lives; the save runs on its task's host.
         Output r = ops::ReadVariableOp(scope.WithDevice(value.attribute.device),
                                        value.attribute.handle, value.attribute.dtype);
-        read = reads_.emplace(handle_id, r).first;
+        read = reads_.emplace(handle->id(), r).first;
       }
-      if (read_once.insert(handle_id).second) save->reads.push_back(read->second);
+      if (read_once.insert(handle->id()).second) save->reads.push_back(read->second);
       tensors.push_back(read->second);
     }
     if (g == 0 && object_graph) {
@@ -341,9 +364,17 @@ StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const std::vector<ObjectGraph::V
     Scope shard = scope.WithDevice(device);
     Output prefix = ops::Placeholder(shard, DT_STRING, {.shape = PartialShape::Scalar()});
     save->shard_prefixes.push_back(prefix);
-    Output names_t = ops::Const(shard, StringVector(names));
-    Output slices_t = ops::Const(shard, StringVector(slices));
-    shard_ops.push_back(ops::SaveV2(shard, prefix, names_t, slices_t, tensors, durable));
+    if (save_v2) {
+      Output names_t = ops::Const(shard, StringVector(names));
+      Output slices_t = ops::Const(shard, StringVector(slices));
+      shard_ops.push_back(ops::SaveV2(shard, prefix, names_t, slices_t, tensors, durable));
+      continue;
+    }
+    StatusOr<ops::VariableDeclarations> declared = ops::DeclarationsOf(handles);
+    if (!declared.ok()) return declared.status().WithContext("building save ops");
+    shard_ops.push_back(ops::SaveVariables(shard, prefix, std::move(variable_keys),
+                                           *std::move(declared), std::move(variable_slices),
+                                           std::move(names), tensors, durable));
   }
   save->shards = shard_ops;
   if (!merge) {
@@ -572,14 +603,17 @@ Status Saver::WritePlan(SavePlan& plan, const std::string& prefix, Session& sess
         files.push_back(std::move(file));
       }
     }
-    CKFLOW_ASSIGN_OR_RETURN(SaveGraph * save, SaveGraphFor(values, files, options.durable));
     plan.layout = SavePlan::Layout{.files_per_device = options.files_per_device,
                                    .durable = options.durable,
                                    .threads = threads,
-                                   .files = std::move(files),
-                                   .save = save};
+                                   .files = std::move(files)};
   }
-  const SaveGraph* save = plan.layout->save;
+  SaveGraph*& cached = options.async ? plan.layout->snapshot_save : plan.layout->save;
+  if (cached == nullptr) {
+    CKFLOW_ASSIGN_OR_RETURN(cached, SaveGraphFor(values, plan.layout->files, options.durable,
+                                                 /*from_snapshot=*/options.async));
+  }
+  const SaveGraph* save = cached;
 
   const int n = static_cast<int>(plan.layout->files.size());
   std::vector<Feed> feeds;
@@ -642,6 +676,7 @@ Status Saver::WriteGroup(const ObjectGraph& graph, const std::string& prefix, Se
     const int count = FilesFor(graph.values, mine, options);
     std::vector<std::vector<int>> files = SplitBySize(graph.values, std::move(mine), count);
     CKFLOW_ASSIGN_OR_RETURN(SaveGraph * save, SaveGraphFor(graph.values, files, options.durable,
+                                                           /*from_snapshot=*/options.async,
                                                            /*merge=*/false, rank == 0));
     write.targets = save->shards;
     for (size_t f = 0; f < files.size(); ++f) {

@@ -174,8 +174,11 @@ class Saver {
     Output merge_inputs;                 // fed list of shard prefixes
     Output merge_destination;
     Output merge;                // invalid for a group member's part
-    std::vector<Output> shards;  // the SaveV2 ops
-    std::vector<Output> reads;   // every value read, once, in order of first use
+    std::vector<Output> shards;  // the SaveV2 or SaveVariables ops
+    // Every value read, once, in order of first use: with SaveV2 (from a
+    // snapshot) all of them, with SaveVariables those of handles that are
+    // not a VarHandleOp's.
+    std::vector<Output> reads;
   };
   // RestoreOps in an eager scope.
   StatusOr<std::vector<Output>> RestoreNow(std::vector<RestoreItem> items,
@@ -197,7 +200,8 @@ class Saver {
       bool durable = false;
       int threads = 0;
       std::vector<std::vector<int>> files;  // indices into values
-      SaveGraph* save = nullptr;
+      SaveGraph* save = nullptr;            // built at the first sync save
+      SaveGraph* snapshot_save = nullptr;   // built at the first async save
     };
     std::optional<Layout> layout;
   };
@@ -208,12 +212,16 @@ class Saver {
   // Copies the values `save` reads into snapshot_ (reusing its buffers) and
   // appends feeds that stand in for the reads.
   Status Snapshot(const SaveGraph& save, Session& session, std::vector<Feed>* feeds);
-  // The cached save ops for these value groups; durable ones have SaveV2
-  // sync its files (starting writeback while writing). A group member's
-  // part has no merge, and the object graph only on member 0.
+  // The cached save ops for these value groups; durable ones sync their
+  // files (starting writeback while writing). For a save from a snapshot
+  // (async), SaveV2 ops whose values come from ReadVariableOps (reads), which
+  // Snapshot's feeds replace; otherwise SaveVariables ops, which read the
+  // variables themselves. A group member's part has no merge, and the
+  // object graph only on member 0.
   StatusOr<SaveGraph*> SaveGraphFor(const std::vector<ObjectGraph::Value>& values,
                                     const std::vector<std::vector<int>>& groups, bool durable,
-                                    bool merge = true, bool object_graph = true);
+                                    bool from_snapshot, bool merge = true,
+                                    bool object_graph = true);
   // Write for a group member (see Write).
   Status WriteGroup(const ObjectGraph& graph, const std::string& prefix, Session& session,
                     const SaveOptions& options, std::function<Status()> on_written);

@@ -126,6 +126,26 @@ Status SaveV2Shape(InferenceContext& c) {
   return OkStatus();
 }
 
+// The writer of a save kernel's bundle at `prefix` (after the session's
+// cached reader of an older checkpoint there is dropped).
+StatusOr<std::unique_ptr<BundleWriter>> OpenWriter(KernelContext& ctx, const std::string& prefix,
+                                                   bool sync) {
+  CKFLOW_RETURN_IF_ERROR(ForgetReader(ctx, prefix));
+  BundleWriter::Options options;
+  options.fs = FileSystemOf(ctx);
+  options.sync = sync;
+  return BundleWriter::Create(prefix, options);
+}
+
+// Adds `value` under `key`, or as the part `shape_and_slice` of it.
+Status AddTo(BundleWriter& writer, const std::string& key, const std::string& shape_and_slice,
+             const Tensor& value) {
+  if (shape_and_slice.empty()) return writer.Add(key, value);
+  StatusOr<ShapeAndSlice> spec = ParseShapeAndSlice(shape_and_slice);
+  if (!spec.ok()) return spec.status().WithContext("saving '" + key + "'");
+  return writer.AddSlice(key, spec->full_shape, spec->slice, value);
+}
+
 StatusOr<Kernel> SaveV2Kernel(const Node& node) {
   const bool sync = node.attrs().GetOr<bool>("sync", false);
   return Kernel([sync](KernelContext& ctx) -> Status {
@@ -133,21 +153,10 @@ StatusOr<Kernel> SaveV2Kernel(const Node& node) {
     const int64_t n = ctx.num_inputs() - 3;
     CKFLOW_ASSIGN_OR_RETURN(auto names, StringVector(ctx.input(1), "tensor_names", n));
     CKFLOW_ASSIGN_OR_RETURN(auto slices, StringVector(ctx.input(2), "shape_and_slices", n));
-    CKFLOW_RETURN_IF_ERROR(ForgetReader(ctx, prefix));
-    BundleWriter::Options options;
-    options.fs = FileSystemOf(ctx);
-    options.sync = sync;
-    CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleWriter> writer,
-                            BundleWriter::Create(prefix, options));
+    CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleWriter> writer, OpenWriter(ctx, prefix, sync));
     for (int64_t i = 0; i < n; ++i) {
-      const Tensor& tensor = ctx.input(static_cast<int>(i) + 3);
-      if (slices[i].empty()) {
-        CKFLOW_RETURN_IF_ERROR(writer->Add(names[i], tensor));
-        continue;
-      }
-      StatusOr<ShapeAndSlice> spec = ParseShapeAndSlice(slices[i]);
-      if (!spec.ok()) return spec.status().WithContext("saving '" + names[i] + "'");
-      CKFLOW_RETURN_IF_ERROR(writer->AddSlice(names[i], spec->full_shape, spec->slice, tensor));
+      CKFLOW_RETURN_IF_ERROR(
+          AddTo(*writer, names[i], slices[i], ctx.input(static_cast<int>(i) + 3)));
     }
     return writer->Finish();
   });
@@ -239,9 +248,9 @@ StatusOr<Kernel> MergeKernel(const Node& node) {
 
 // ------------------------------------------------------------ RestoreVariables
 
-// A RestoreVariables node's four lists, one entry per variable, read in
-// place (no copy) and checked to agree in length.
-struct RestoreVariablesLists {
+// A RestoreVariables or SaveVariables node's lists, one entry per variable,
+// read in place (no copy) and checked to agree in length.
+struct VariableLists {
   const std::vector<std::string>* keys;
   const std::vector<std::string>* names;
   const std::vector<DataType>* dtypes;
@@ -251,13 +260,13 @@ struct RestoreVariablesLists {
   const std::vector<std::string>* slices;
 };
 
-StatusOr<RestoreVariablesLists> ListsOf(const AttrMap& attrs) {
-  RestoreVariablesLists l{attrs.GetIf<std::vector<std::string>>("keys"),
-                          attrs.GetIf<std::vector<std::string>>("shared_names"),
-                          attrs.GetIf<std::vector<DataType>>("dtypes"),
-                          attrs.GetIf<std::vector<PartialShape>>("shapes"),
-                          attrs.GetIf<std::vector<int64_t>>("positions"),
-                          attrs.GetIf<std::vector<std::string>>("slices")};
+StatusOr<VariableLists> ListsOf(const AttrMap& attrs) {
+  VariableLists l{attrs.GetIf<std::vector<std::string>>("keys"),
+                  attrs.GetIf<std::vector<std::string>>("shared_names"),
+                  attrs.GetIf<std::vector<DataType>>("dtypes"),
+                  attrs.GetIf<std::vector<PartialShape>>("shapes"),
+                  attrs.GetIf<std::vector<int64_t>>("positions"),
+                  attrs.GetIf<std::vector<std::string>>("slices")};
   if (!l.keys || !l.names || !l.dtypes || !l.shapes) {
     return InvalidArgumentError(
         "needs list attributes keys, shared_names (strings), dtypes and shapes");
@@ -365,23 +374,22 @@ Status RestoreTargets(const BundleReader& reader, size_t n,
   return RestoreSmall(reader, small);
 }
 
-// The variables one RestoreVariables op writes, resolved by name in the
-// session's resources the first time it runs there (creating them, as their
-// VarHandleOps would) and reused by later runs: a restore op carries no
-// handle inputs, so a fresh session restoring thousands of variables runs a
-// few ops, not a handle op per variable.
+// The variables one RestoreVariables op writes (or a SaveVariables op
+// reads), resolved by name in the session's resources the first time it
+// runs there (creating them, as their VarHandleOps would) and reused by
+// later runs: the op carries no handle inputs, so a session restoring or
+// saving thousands of variables runs a few ops, not a handle op (and a read)
+// per variable.
 //
 // The lists are the node's own attributes, not copies: the graph outlives
 // the session that holds this kernel, and a restore of many variables would
 // otherwise copy every key and name once more when its plan is built.
-class RestoreVariablesTargets {
+class NamedVariables {
  public:
-  RestoreVariablesTargets(const std::vector<std::string>& keys,
-                          const std::vector<std::string>& names,
-                          const std::vector<DataType>& dtypes,
-                          const std::vector<PartialShape>& shapes,
-                          const std::vector<int64_t>* positions,
-                          const std::vector<std::string>* slices)
+  using Variables = std::vector<std::shared_ptr<internal::VariableResource>>;
+  NamedVariables(const std::vector<std::string>& keys, const std::vector<std::string>& names,
+                 const std::vector<DataType>& dtypes, const std::vector<PartialShape>& shapes,
+                 const std::vector<int64_t>* positions, const std::vector<std::string>* slices)
       : keys_(keys),
         names_(names),
         dtypes_(dtypes),
@@ -398,13 +406,14 @@ class RestoreVariablesTargets {
   // Where keys[i] was in the checkpoint the op was built for; -1 if unknown.
   int64_t position(size_t i) const { return positions_ ? (*positions_)[i] : -1; }
 
-  StatusOr<std::vector<std::shared_ptr<internal::VariableResource>>> Get(ResourceMgr& resources) {
+  // Shared, not copied: a copy of thousands of shared_ptrs costs two atomic
+  // operations on each variable's count.
+  StatusOr<std::shared_ptr<const Variables>> Get(ResourceMgr& resources) {
     std::lock_guard<std::mutex> lock(mu_);
     if (resources_ != &resources) {
-      CKFLOW_ASSIGN_OR_RETURN(
-          std::vector<std::shared_ptr<internal::VariableResource>> variables,
-          internal::LookupOrCreateVariables(resources, names_, dtypes_, shapes_));
-      variables_ = std::move(variables);
+      CKFLOW_ASSIGN_OR_RETURN(Variables variables, internal::LookupOrCreateVariables(
+                                                       resources, names_, dtypes_, shapes_));
+      variables_ = std::make_shared<const Variables>(std::move(variables));
       resources_ = &resources;
     }
     return variables_;
@@ -418,24 +427,96 @@ class RestoreVariablesTargets {
   const std::vector<int64_t>* positions_;
   const std::vector<std::string>* slices_;
   std::mutex mu_;
-  const ResourceMgr* resources_ = nullptr;                              // guarded by mu_
-  std::vector<std::shared_ptr<internal::VariableResource>> variables_;  // guarded by mu_
+  const ResourceMgr* resources_ = nullptr;      // guarded by mu_
+  std::shared_ptr<const Variables> variables_;  // guarded by mu_
 };
 
 StatusOr<Kernel> RestoreVariablesKernel(const Node& node) {
-  CKFLOW_ASSIGN_OR_RETURN(RestoreVariablesLists lists, ListsOf(node.attrs()));
-  auto targets = std::make_shared<RestoreVariablesTargets>(
-      *lists.keys, *lists.names, *lists.dtypes, *lists.shapes, lists.positions, lists.slices);
+  CKFLOW_ASSIGN_OR_RETURN(VariableLists lists, ListsOf(node.attrs()));
+  auto targets = std::make_shared<NamedVariables>(*lists.keys, *lists.names, *lists.dtypes,
+                                                  *lists.shapes, lists.positions, lists.slices);
   return Kernel([targets](KernelContext& ctx) -> Status {
     CKFLOW_ASSIGN_OR_RETURN(std::string prefix, ScalarString(ctx.input(0), "prefix"));
     CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<const BundleReader> reader, ReaderFor(ctx, prefix));
-    CKFLOW_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<internal::VariableResource>> variables,
+    CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<const NamedVariables::Variables> variables,
                             targets->Get(ctx.resources()));
     const std::vector<std::string>& keys = targets->keys();
     return RestoreTargets(*reader, keys.size(), [&](size_t i) {
       return LookupTarget(*reader, keys[i], targets->position(i), targets->slice(i),
-                          std::move(variables[i]));
+                          (*variables)[i]);
     });
+  });
+}
+
+// ------------------------------------------------------------ SaveVariables
+
+Status SaveVariablesShape(InferenceContext& c) {
+  if (c.input_types.empty()) return InvalidArgumentError("needs the prefix");
+  CKFLOW_RETURN_IF_ERROR(CheckStringInput(c, 0, "prefix", 0));
+  CKFLOW_RETURN_IF_ERROR(ListsOf(*c.attrs).status());
+  const auto* tensor_names = c.attrs->GetIf<std::vector<std::string>>("tensor_names");
+  const size_t tensors = c.input_types.size() - 1;
+  if ((tensor_names ? tensor_names->size() : 0) != tensors) {
+    return InvalidArgumentError(tensors, " tensors for ", tensor_names ? tensor_names->size() : 0,
+                                " tensor_names");
+  }
+  for (size_t i = 1; i < c.input_types.size(); ++i) {
+    if (c.input_types[i] == DT_RESOURCE) {
+      return InvalidArgumentError("tensor ", i - 1, " is a resource handle, which cannot be saved");
+    }
+  }
+  return OkStatus();
+}
+
+StatusOr<Kernel> SaveVariablesKernel(const Node& node) {
+  CKFLOW_ASSIGN_OR_RETURN(VariableLists lists, ListsOf(node.attrs()));
+  const auto* named = node.attrs().GetIf<std::vector<std::string>>("tensor_names");
+  std::vector<std::string> tensor_names = named ? *named : std::vector<std::string>();
+  auto variables = std::make_shared<NamedVariables>(*lists.keys, *lists.names, *lists.dtypes,
+                                                    *lists.shapes, nullptr, lists.slices);
+  const bool sync = node.attrs().GetOr<bool>("sync", false);
+  return Kernel([variables, tensor_names = std::move(tensor_names),
+                 sync](KernelContext& ctx) -> Status {
+    CKFLOW_ASSIGN_OR_RETURN(std::string prefix, ScalarString(ctx.input(0), "prefix"));
+    CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<const NamedVariables::Variables> resources,
+                            variables->Get(ctx.resources()));
+    CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleWriter> writer, OpenWriter(ctx, prefix, sync));
+    const std::vector<std::string>& keys = variables->keys();
+    // Both lists come sorted from the saver, and the writer takes keys
+    // fastest in order: the tensors go in between the variables where they
+    // sort (any order is still written correctly).
+    size_t t = 0;
+    for (size_t i = 0; i <= keys.size(); ++i) {
+      for (; t < tensor_names.size() && (i == keys.size() || tensor_names[t] < keys[i]); ++t) {
+        CKFLOW_RETURN_IF_ERROR(
+            AddTo(*writer, tensor_names[t], std::string(), ctx.input(static_cast<int>(t) + 1)));
+      }
+      if (i == keys.size()) break;
+      // Many small variables lie all over the heap: ask for the lock (and
+      // the value beside it) of one a few ahead while this one is written.
+      constexpr size_t kAhead = 4;
+      if (i + kAhead < keys.size()) __builtin_prefetch(&(*resources)[i + kAhead]->mu());
+      // A small value is written while its variable is locked (a copy into
+      // the writer's buffer); a large one is shared (no copy) and written
+      // unlocked, so an update meanwhile copies it rather than wait.
+      constexpr size_t kWrittenLocked = size_t{64} << 10;
+      Tensor shared;
+      {
+        internal::VariableResource& variable = *(*resources)[i];
+        std::lock_guard<std::mutex> lock(variable.mu());
+        StatusOr<const Tensor*> value = variable.PeekLocked();
+        if (!value.ok()) return value.status().WithContext("saving '" + keys[i] + "'");
+        if ((*value)->TotalBytes() > kWrittenLocked) {
+          shared = **value;
+        } else {
+          CKFLOW_RETURN_IF_ERROR(AddTo(*writer, keys[i], variables->slice(i), **value));
+        }
+      }
+      if (shared.IsValid()) {
+        CKFLOW_RETURN_IF_ERROR(AddTo(*writer, keys[i], variables->slice(i), shared));
+      }
+    }
+    return writer->Finish();
   });
 }
 
@@ -491,10 +572,14 @@ Status RegisterCheckpointOps(OpRegistry& registry) {
                                             .stateful = true,
                                             .shape_fn = MergeShape,
                                             .kernel_factory = MergeKernel}));
-  return registry.Register({.type = "RestoreVariables",
+  CKFLOW_RETURN_IF_ERROR(registry.Register({.type = "RestoreVariables",
+                                            .stateful = true,
+                                            .shape_fn = RestoreVariablesShape,
+                                            .kernel_factory = RestoreVariablesKernel}));
+  return registry.Register({.type = "SaveVariables",
                             .stateful = true,
-                            .shape_fn = RestoreVariablesShape,
-                            .kernel_factory = RestoreVariablesKernel});
+                            .shape_fn = SaveVariablesShape,
+                            .kernel_factory = SaveVariablesKernel});
 }
 
 namespace ops {
@@ -554,11 +639,12 @@ StatusOr<VariableDeclarations> DeclarationsOf(const std::vector<Output>& handles
   return d;
 }
 
-Output RestoreVariables(const Scope& scope, Output prefix, std::vector<std::string> keys,
-                        VariableDeclarations variables, std::vector<int64_t> positions,
-                        std::vector<std::string> slices) {
+namespace {
+
+// The lists ListsOf reads: slices only if a variable is a part.
+AttrMap VariableListAttrs(std::vector<std::string> keys, VariableDeclarations variables,
+                          std::vector<std::string> slices) {
   AttrMap attrs;
-  if (!positions.empty()) attrs.Set("positions", std::move(positions));
   if (std::any_of(slices.begin(), slices.end(), [](const std::string& s) { return !s.empty(); })) {
     attrs.Set("slices", std::move(slices));
   }
@@ -566,7 +652,29 @@ Output RestoreVariables(const Scope& scope, Output prefix, std::vector<std::stri
   attrs.Set("shared_names", std::move(variables.shared_names));
   attrs.Set("dtypes", std::move(variables.dtypes));
   attrs.Set("shapes", std::move(variables.shapes));
+  return attrs;
+}
+
+}  // namespace
+
+Output RestoreVariables(const Scope& scope, Output prefix, std::vector<std::string> keys,
+                        VariableDeclarations variables, std::vector<int64_t> positions,
+                        std::vector<std::string> slices) {
+  AttrMap attrs = VariableListAttrs(std::move(keys), std::move(variables), std::move(slices));
+  if (!positions.empty()) attrs.Set("positions", std::move(positions));
   return scope.AddNode(StandardOp("RestoreVariables"), {prefix}, std::move(attrs));
+}
+
+Output SaveVariables(const Scope& scope, Output prefix, std::vector<std::string> keys,
+                     VariableDeclarations variables, std::vector<std::string> slices,
+                     std::vector<std::string> tensor_names, const std::vector<Output>& tensors,
+                     bool sync) {
+  AttrMap attrs = VariableListAttrs(std::move(keys), std::move(variables), std::move(slices));
+  if (!tensor_names.empty()) attrs.Set("tensor_names", std::move(tensor_names));
+  if (sync) attrs.Set("sync", true);
+  std::vector<Output> inputs = {prefix};
+  inputs.insert(inputs.end(), tensors.begin(), tensors.end());
+  return scope.AddNode(StandardOp("SaveVariables"), std::move(inputs), std::move(attrs));
 }
 
 Output RestoreVariables(const Scope& scope, Output prefix, std::vector<std::string> keys,

@@ -1,7 +1,8 @@
 // Checkpoint ops: TensorFlow's SaveV2, RestoreV2 and MergeV2Checkpoints, and
 // ckflow's RestoreVariables, which reads checkpointed tensors straight into
 // the buffers of the variables they restore (no intermediate tensor, no
-// fresh memory when the variable already has a buffer of the right shape).
+// fresh memory when the variable already has a buffer of the right shape),
+// and SaveVariables, which writes variables it reads itself.
 //
 // A restore's statuses hand the reader they matched with to the session
 // (HandOverBundleReader in checkpoint_ops_internal.h), so the restore ops read
@@ -83,6 +84,21 @@ StatusOr<VariableDeclarations> DeclarationsOf(const std::vector<Output>& handles
 Output RestoreVariables(const Scope& scope, Output prefix, std::vector<std::string> keys,
                         VariableDeclarations variables, std::vector<int64_t> positions = {},
                         std::vector<std::string> slices = {});
+
+// Writes a single-shard bundle at `prefix`, as SaveV2 does, of the
+// variables `variables` declares (what DeclarationsOf reads off their
+// handles), each under keys[i] (and, with a non-empty slices[i], as that
+// part of the tensor saved under keys[i]), and of `tensors` under
+// `tensor_names`. As RestoreVariables, the op names the variables rather
+// than taking their values as inputs, so a save of thousands of variables
+// runs one op, not a handle op and a read per variable. A variable is read
+// when the op reaches it (sharing its buffer, no copy); saving one never
+// initialized fails with FailedPrecondition naming it. Keys in sorted order
+// are written fastest (both lists; the op interleaves them).
+Output SaveVariables(const Scope& scope, Output prefix, std::vector<std::string> keys,
+                     VariableDeclarations variables, std::vector<std::string> slices,
+                     std::vector<std::string> tensor_names, const std::vector<Output>& tensors,
+                     bool sync = false);
 
 }  // namespace ops
 }  // namespace ckflow

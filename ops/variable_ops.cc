@@ -42,6 +42,11 @@ StatusOr<Tensor> VariableResource::ReadLocked() const {
   return value_;
 }
 
+StatusOr<const Tensor*> VariableResource::PeekLocked() const {
+  if (!initialized_) return NotInitializedError();
+  return &value_;
+}
+
 namespace {
 
 // True if nothing but `t` holds its buffer, so writing it in place is unseen

@@ -10,6 +10,7 @@
 #include "bundle/bundle_reader.h"
 #include "bundle/protos/trackable_object_graph.pb.h"
 #include "ops/array_ops.h"
+#include "tests/bundle/bundle_test_util.h"
 
 namespace ckflow::testing {
 
@@ -45,6 +46,18 @@ void SetValue(Session& session, const Variable& variable, const Tensor& value) {
 void RunOrFail(Session& session, const std::vector<Output>& targets) {
   StatusOr<std::vector<Tensor>> out = session.Run({}, {}, targets);
   EXPECT_TRUE(out.ok()) << out.status();
+}
+
+std::map<std::string, std::string> FilesOf(const std::string& prefix) {
+  std::map<std::string, std::string> files;
+  const std::string dir(Dirname(prefix));
+  const std::string stem(Basename(prefix));
+  for (const std::string& name : ListDir(dir)) {
+    if (name.rfind(stem + ".", 0) == 0) {
+      files[name.substr(stem.size())] = ReadFileOrDie(dir + "/" + name);
+    }
+  }
+  return files;
 }
 
 std::vector<std::string> MirrorOptimizer::SlotNames() const {

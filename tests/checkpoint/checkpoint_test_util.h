@@ -37,6 +37,9 @@ Tensor ValueOf(Session& session, const Variable& variable);
 void SetValue(Session& session, const Variable& variable, const Tensor& value);
 // Runs `targets`, failing the test on error.
 void RunOrFail(Session& session, const std::vector<Output>& targets);
+// Every file of checkpoint `prefix` (its contents), by name without the
+// prefix: ".index", ".data-00000-of-00001", ...
+std::map<std::string, std::string> FilesOf(const std::string& prefix);
 
 // An optimizer-like object built from a checkpoint: it makes the slot
 // variables the checkpoint lists for it when asked.

@@ -28,20 +28,8 @@ namespace ckflow {
 namespace {
 
 using testing::CountingVariable;
+using testing::FilesOf;
 using testing::Module;
-
-// Every file of checkpoint `prefix`, by name without the prefix.
-std::map<std::string, std::string> FilesOf(const std::string& prefix) {
-  std::map<std::string, std::string> files;
-  const std::string dir(Dirname(prefix));
-  const std::string stem(Basename(prefix));
-  for (const std::string& name : testing::ListDir(dir)) {
-    if (name.rfind(stem + ".", 0) == 0) {
-      files[name.substr(stem.size())] = testing::ReadFileOrDie(dir + "/" + name);
-    }
-  }
-  return files;
-}
 
 std::set<std::string> KeysOf(const std::string& prefix) {
   std::set<std::string> keys;
