@@ -205,6 +205,7 @@ void CheckpointManager::RemoveDebris() {
     Log(LogSeverity::kWarning, "CheckpointManager: " + s.ToString());
     sweep_status_ = s;
   }
+  debris_possible_ = !s.ok();
 }
 
 CheckpointStateData CheckpointManager::StateOf(
@@ -279,7 +280,11 @@ StatusOr<std::string> CheckpointManager::Save(Session& session,
     {
       std::lock_guard<std::mutex> lock(mu_);
       sweep_status_ = OkStatus();
-      RemoveDebris();
+      // Listing the directory is most of an async save's stall for a small
+      // model: only a save that did not complete (or a sweep that failed)
+      // can have left something to remove.
+      if (debris_possible_) RemoveDebris();
+      debris_possible_ = true;  // until this save is recorded
     }
     StatusOr<int64_t> counted = checkpoint_.root_->IncrementSaveCounter(session);
     local = counted.status();
@@ -371,6 +376,10 @@ Status CheckpointManager::Record(const std::string& prefix, double timestamp) {
   active_ = std::move(active);
   latest_ = prefix;
   last_preserved_ = last_preserved;
+  // Saves run one at a time, and this one is complete; but it may have
+  // failed to remove its parts' directory, which is no error: one stat
+  // here, on the saving thread, spares the next save listing the directory.
+  debris_possible_ = files && fs->IsDirectory(prefix + "_temp");
   // After the commit nothing fails the save. A checkpoint whose files
   // could not all be deleted stays managed (and listed), so the next sweep
   // tries again instead of leaving its files behind for good.

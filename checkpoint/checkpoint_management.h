@@ -71,8 +71,8 @@ std::optional<std::string> LatestCheckpoint(const std::string& dir,
 // checkpoints() for the next sweep to retry. The manager deletes only
 // checkpoints in its own directory named "<checkpoint_name>-<N>"; a state-file path elsewhere is
 // never deleted (a warning names it), and is followed for reading only with
-// Options::allow_outside_directory. Creating a manager, and each Save,
-// removes the debris of dead saves in the directory.
+// Options::allow_outside_directory. Creating a manager, and each Save after
+// one that failed, removes the debris of dead saves in the directory.
 //
 // Every file is touched through the Checkpoint's file system.
 class CheckpointManager {
@@ -170,7 +170,10 @@ class CheckpointManager {
   std::vector<std::pair<std::string, double>> active_;  // path, timestamp; oldest first
   std::optional<std::string> latest_;
   double last_preserved_ = 0;
-  Status sweep_status_;                          // guarded by mu_
+  Status sweep_status_;  // guarded by mu_
+  // A save started since the last complete one (it may have failed, or be
+  // writing) or a sweep failed: the next save sweeps first.
+  bool debris_possible_ = true;                  // guarded by mu_
   std::optional<int64_t> last_checkpoint_step_;  // read and set by the caller's thread
 };
 

@@ -414,11 +414,15 @@ WriterThread::~WriterThread() {
 }
 
 void WriterThread::Start(std::function<void()> write) {
-  std::lock_guard<std::mutex> lock(mu_);
-  CKFLOW_CHECK(!busy_);
-  if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
-  write_ = std::move(write);
-  busy_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    CKFLOW_CHECK(!busy_);
+    if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+    write_ = std::move(write);
+    busy_ = true;
+  }
+  // Unlocked: the woken writer would otherwise block on mu_ at once, and
+  // the training thread pay a second wake-up to hand it over.
   changed_.notify_all();
 }
 
@@ -480,11 +484,15 @@ Status Saver::Snapshot(const SaveGraph& save, Session& session, std::vector<Feed
       }
     }
   }
-  ParallelFor(static_cast<int64_t>(pieces.size()), kPieceBytes / 8,
-              [&](int64_t begin, int64_t end) {
-                for (int64_t i = begin; i < end; ++i)
-                  internal::StreamingCopy(pieces[i].to, pieces[i].from, pieces[i].size);
-              });
+  // Costed by the bytes there are: a model of a few small variables copies
+  // them inline, without waking a worker (which took most of the stall).
+  int64_t bytes = 0;
+  for (const Piece& piece : pieces) bytes += piece.size;
+  const auto n = static_cast<int64_t>(pieces.size());
+  ParallelFor(n, n == 0 ? 1 : std::max<int64_t>(1, bytes / n / 8), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      internal::StreamingCopy(pieces[i].to, pieces[i].from, pieces[i].size);
+  });
   for (size_t i = 0; i < values.size(); ++i) feeds->emplace_back(save.reads[i], snapshot_[i]);
   return OkStatus();
 }

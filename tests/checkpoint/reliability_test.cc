@@ -545,6 +545,42 @@ TEST(Debris, ANewManagerRemovesOnlyWhatSavesMake) {
   EXPECT_EQ(testing::DiskTree(dir), want);
 }
 
+// A save that completed cleanly leaves nothing to sweep: the next save does
+// not list the directory (most of a small model's async-save stall). One
+// that failed does, and the save after it sweeps what the failure left.
+TEST(Debris, OnlyASaveAfterAnIncompleteOneListsTheDirectory) {
+  const std::string dir = testing::NewTempDir("debris");
+  RecordingFileSystem fs;
+  auto model = NewModel(&fs);
+  ASSERT_NE(model, nullptr);
+  // Keeping every checkpoint: deleting an old one lists the directory too.
+  auto manager = CheckpointManager::Create(model->checkpoint(), dir, {.max_to_keep = 10});
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  auto lists = [&] {
+    const std::vector<FsEvent> events = fs.events();
+    return std::count_if(events.begin(), events.end(),
+                         [](const FsEvent& e) { return e.op == FsOp::kList; });
+  };
+  for (int step = 1; step <= 3; ++step) {
+    CKFLOW_ASSERT_OK(model->SetStep(step));
+    fs.Clear();
+    CKFLOW_ASSERT_OK((*manager)->Save(model->session()).status());
+    EXPECT_EQ(lists(), 0) << "save " << step;
+  }
+  // A save that fails half way leaves a temp file, which the next save
+  // removes after listing the directory.
+  std::ofstream(dir + "/ckpt-4.index.tempstate1") << "x";
+  fs.Clear();
+  fs.FailStep(1, EIO);
+  EXPECT_FALSE((*manager)->Save(model->session()).ok());
+  fs.FailStep(0, 0);
+  fs.Clear();
+  CKFLOW_ASSERT_OK(model->SetStep(5));
+  CKFLOW_ASSERT_OK((*manager)->Save(model->session()).status());
+  EXPECT_GT(lists(), 0);
+  EXPECT_EQ(Join(testing::StrayFiles(dir)), "");
+}
+
 // ------------------------------------------------------------ crashes
 
 struct ChildResult {
