@@ -33,6 +33,8 @@
 
 namespace ckflow::internal {
 
+class VariableResource;  // ops/variable_resource_internal.h
+
 // One value to restore: its checkpoint key and the attribute to assign.
 struct RestoreItem {
   std::string key;
@@ -179,7 +181,25 @@ class Saver {
     // snapshot) all of them, with SaveVariables those of handles that are
     // not a VarHandleOp's.
     std::vector<Output> reads;
+    // Where a snapshot takes each read's value: for a VarHandleOp's, the
+    // variable itself in the session's resources (looked up once per
+    // session), for the rest the read, run. Weak, so a session's variables
+    // go with it.
+    struct SnapshotSources {
+      // A resource of that session's own, named by the session's
+      // ResourceMgr for as long as it lives (the ResourceMgr's address can
+      // come back with the next session; this control block cannot while
+      // it is referenced).
+      std::weak_ptr<ResourceBase> token;
+      std::vector<std::weak_ptr<VariableResource>> variables;  // per read
+      std::vector<bool> direct;  // per read: from variables, else from runs
+      std::vector<Output> runs;
+      std::vector<size_t> run_at;  // the read each of runs is
+    } sources;
   };
+  // Every value `save` reads, each sharing its variable's buffer, without a
+  // session step for the reads of VarHandleOps' variables.
+  static StatusOr<std::vector<Tensor>> ReadAll(SaveGraph& save, Session& session);
   // RestoreOps in an eager scope.
   StatusOr<std::vector<Output>> RestoreNow(std::vector<RestoreItem> items,
                                            const std::string& save_path,
@@ -211,7 +231,7 @@ class Saver {
 
   // Copies the values `save` reads into snapshot_ (reusing its buffers) and
   // appends feeds that stand in for the reads.
-  Status Snapshot(const SaveGraph& save, Session& session, std::vector<Feed>* feeds);
+  Status Snapshot(SaveGraph& save, Session& session, std::vector<Feed>* feeds);
   // The cached save ops for these value groups; durable ones sync their
   // files (starting writeback while writing). For a save from a snapshot
   // (async), SaveV2 ops whose values come from ReadVariableOps (reads), which

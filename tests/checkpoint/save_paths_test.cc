@@ -186,3 +186,39 @@ TEST(SaveVariablesTest, ASyncCheckpointSaveRunsNoReadPerVariable) {
 
 }  // namespace
 }  // namespace ckflow
+
+namespace ckflow {
+namespace {
+
+// An async save reads the variables straight from the session it is given,
+// looked up once per session: a save through a new session (the old one
+// gone, its memory possibly reused) reads the new session's variables.
+TEST(SaveVariablesTest, AnAsyncSaveReadsTheSessionItIsGiven) {
+  const std::string dir = testing::NewTempDir("savepaths");
+  Scope scope = Scope::NewRootScope();
+  auto v = testing::CountingVariable(scope, "v", TensorShape({3}), 1.0f);
+  auto root = std::make_shared<testing::Module>();
+  root->Track("v", v);
+  Checkpoint checkpoint(scope, {{"model", root}});
+  for (float start : {1.0f, 10.0f, 100.0f}) {
+    std::unique_ptr<Session> session = testing::NewSession(scope);
+    testing::RunOrFail(*session, {v->initializer()});
+    testing::SetValue(*session, *v, Tensor::FromVector<float>({start, start + 1, start + 2}));
+    const std::string prefix = dir + "/ckpt-" + std::to_string(static_cast<int>(start));
+    CKFLOW_ASSERT_OK(checkpoint.Write(prefix, *session, {.async = true}).status());
+    CKFLOW_ASSERT_OK(checkpoint.Sync());
+    CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
+    CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor saved, reader->Lookup("model/v/.ATTRIBUTES/VARIABLE_VALUE"));
+    EXPECT_TRUE(
+        testing::SameTensor(saved, Tensor::FromVector<float>({start, start + 1, start + 2})))
+        << prefix;
+  }
+  // A variable never initialized in the session fails the snapshot, naming it.
+  std::unique_ptr<Session> fresh = testing::NewSession(scope);
+  Status s = checkpoint.Write(dir + "/never", *fresh, {.async = true}).status();
+  EXPECT_THAT(s, testing::StatusIs(StatusCode::kFailedPrecondition, "'v' is not initialized"));
+  EXPECT_THAT(s, testing::StatusIs(StatusCode::kFailedPrecondition, "snapshotting"));
+}
+
+}  // namespace
+}  // namespace ckflow
