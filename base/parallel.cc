@@ -102,6 +102,11 @@ extern "C" const char* __tsan_default_suppressions() {
          "race:tbb::detail::d1::tree_node::tree_node\n"
          "race:tbb::detail::d1::fold_tree\n"
          "race_top:ckflow::internal::NodeTask::NodeTask\n"
+         // The same reuse of task memory, where the task's construction is
+         // inlined into Spawn, or the partitioner's check for a stolen task
+         // into the caller (it is never on the stack of a loop's body).
+         "race_top:ckflow::internal::Executor::Spawn\n"
+         "race:check_being_stolen\n"
          "race_top:ParallelForBody\n"
          "called_from_lib:libtbb.so\n";
 }
