@@ -32,6 +32,11 @@ namespace {
 constexpr size_t kMaxValuesPerRestoreOp = 512;
 constexpr int64_t kMaxBytesPerRestoreOp = int64_t{64} << 20;
 
+// Whether the variable behind `handle` can be found by the name its handle
+// op declares (SaveVariables, and snapshots, read it from the session's
+// resources) rather than by running a read of the handle.
+bool FoundByName(const Output& handle) { return handle.node()->type() == "VarHandleOp"; }
+
 int64_t ApproxBytes(const SaveableAttribute& a) {
   if (!a.shape.IsFullyDefined()) return 0;
   int64_t n = static_cast<int64_t>(DataTypeSize(a.dtype));
@@ -323,21 +328,19 @@ StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const std::vector<ObjectGraph::V
     std::vector<std::string> variable_slices;
     std::vector<Output> handles;
     std::string device;  // the group's host (see HostDevice)
-    auto by_name = [](const ObjectGraph::Value& value) {
-      return value.attribute.handle.node()->type() == "VarHandleOp";
-    };
     // SaveVariables takes slices only for its variables: a part of a
     // partitioned variable behind another kind of handle (a Trackable's own
     // attributes) keeps the whole file on SaveV2.
     const bool save_v2 =
         from_snapshot || std::any_of(groups[g].begin(), groups[g].end(), [&](int v) {
-          return !values[v].attribute.slice_spec.empty() && !by_name(values[v]);
+          return !values[v].attribute.slice_spec.empty() &&
+                 !FoundByName(values[v].attribute.handle);
         });
     for (int v : groups[g]) {
       const ObjectGraph::Value& value = values[v];
       if (!value.attribute.device.empty()) device = HostDevice(value.attribute.device);
       const Node* handle = value.attribute.handle.node();
-      if (!save_v2 && by_name(value)) {
+      if (!save_v2 && FoundByName(value.attribute.handle)) {
         variable_keys.push_back(value.key);
         variable_slices.push_back(value.attribute.slice_spec);
         handles.push_back(value.attribute.handle);
@@ -468,7 +471,7 @@ StatusOr<std::vector<Tensor>> Saver::ReadAll(SaveGraph& save, Session& session) 
     sources.direct.resize(save.reads.size());
     for (size_t i = 0; i < save.reads.size(); ++i) {
       const Output& handle = save.reads[i].node()->input(0);
-      sources.direct[i] = handle.node()->type() == "VarHandleOp";
+      sources.direct[i] = FoundByName(handle);
       if (sources.direct[i]) {
         handles.push_back(handle);
       } else {
