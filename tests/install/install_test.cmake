@@ -32,6 +32,27 @@ if(NOT last_output MATCHES "restored 42")
 endif()
 message(STATUS "consumer said: ${last_output}")
 
+# docs/guide.md's project, its ```cmake block taken as written, around the
+# same program: the guide's first steps work from an installed ckflow.
+file(READ ${GUIDE} guide)
+string(FIND "${guide}" "```cmake\n" start)
+if(start EQUAL -1)
+  message(FATAL_ERROR "${GUIDE} has no ```cmake block")
+endif()
+math(EXPR start "${start} + 9")
+string(SUBSTRING "${guide}" ${start} -1 guide)
+string(FIND "${guide}" "\n```" end)
+string(SUBSTRING "${guide}" 0 ${end} guide_cmake)
+file(WRITE ${WORK_DIR}/guide_project/CMakeLists.txt "${guide_cmake}\n")
+file(COPY_FILE ${CONSUMER_DIR}/main.cc ${WORK_DIR}/guide_project/main.cc)
+run(${CMAKE_COMMAND} -S ${WORK_DIR}/guide_project -B ${WORK_DIR}/guide_build
+    -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=${BUILD_TYPE} "-DCMAKE_CXX_FLAGS=${flags}")
+run(${CMAKE_COMMAND} --build ${WORK_DIR}/guide_build)
+run(${WORK_DIR}/guide_build/my_trainer ${WORK_DIR}/guide_ckpt)
+if(NOT last_output MATCHES "restored 42")
+  message(FATAL_ERROR "unexpected output of the guide's project: ${last_output}")
+endif()
+
 # ckflow built with MPI: the package has ckflow::distributed, and a program
 # linking it runs under mpirun (as root here, as ctest's other MPI tests).
 if(DISTRIBUTED)
