@@ -1,20 +1,22 @@
 #include "base/logging.h"
 
 #include <cstdio>
-#include <mutex>
 #include <string>
+
+#include "base/mutex.h"
 
 namespace ckflow {
 namespace {
 
-std::mutex& SinkMutex() {
-  static std::mutex mu;
-  return mu;
-}
+// Where log lines go: one per process, as a log is.
+struct SinkState {
+  Mutex mu;
+  LogSink sink CKFLOW_GUARDED_BY(mu);  // empty = stderr
+};
 
-LogSink& CurrentSink() {
-  static LogSink sink;  // empty = stderr
-  return sink;
+SinkState& Sink() {
+  static SinkState state;
+  return state;
 }
 
 const char* SeverityName(LogSeverity s) {
@@ -32,16 +34,18 @@ const char* SeverityName(LogSeverity s) {
 }  // namespace
 
 LogSink SetLogSink(LogSink sink) {
-  std::lock_guard<std::mutex> lock(SinkMutex());
-  LogSink old = std::move(CurrentSink());
-  CurrentSink() = std::move(sink);
+  SinkState& state = Sink();
+  MutexLock lock(&state.mu);
+  LogSink old = std::move(state.sink);
+  state.sink = std::move(sink);
   return old;
 }
 
 void Log(LogSeverity severity, std::string_view message) {
-  std::lock_guard<std::mutex> lock(SinkMutex());
-  if (CurrentSink()) {
-    CurrentSink()(severity, message);
+  SinkState& state = Sink();
+  MutexLock lock(&state.mu);
+  if (state.sink) {
+    state.sink(severity, message);
     return;
   }
   std::string line =

@@ -13,12 +13,12 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "base/tensor.h"
 
@@ -30,8 +30,9 @@ class ResourceMgr {
   // InvalidArgument if one exists with another type.
   template <typename T>
   StatusOr<std::shared_ptr<T>> LookupOrCreate(const std::string& name,
-                                              const std::function<std::shared_ptr<T>()>& create) {
-    std::lock_guard<std::mutex> lock(mu_);
+                                              const std::function<std::shared_ptr<T>()>& create)
+      CKFLOW_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     return LookupOrCreateLocked<T>(name, create);
   }
 
@@ -41,10 +42,10 @@ class ResourceMgr {
   template <typename T>
   StatusOr<std::vector<std::shared_ptr<T>>> LookupOrCreateAll(
       const std::vector<std::string>& names,
-      const std::function<std::shared_ptr<T>(size_t)>& create) {
+      const std::function<std::shared_ptr<T>(size_t)>& create) CKFLOW_EXCLUDES(mu_) {
     std::vector<std::shared_ptr<T>> found;
     found.reserve(names.size());
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (size_t i = 0; i < names.size(); ++i) {
       StatusOr<std::shared_ptr<T>> one =
           LookupOrCreateLocked<T>(names[i], [&] { return create(i); });
@@ -59,27 +60,27 @@ class ResourceMgr {
   // each time it doubles, re-placing every resource under the lock.
   // It is a hint: beyond 2^20 more (32 MiB of slots), the table grows as
   // resources arrive.
-  void Reserve(size_t count) {
+  void Reserve(size_t count) CKFLOW_EXCLUDES(mu_) {
     count = std::min<size_t>(count, size_t{1} << 20);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (entries_.size() + count > CapacityLocked()) Rehash(entries_.size() + count);
   }
 
-  size_t size() const {
-    std::lock_guard<std::mutex> lock(mu_);
+  size_t size() const CKFLOW_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     return entries_.size();
   }
 
   // How many resources the table holds before it next grows.
-  size_t capacity() const {
-    std::lock_guard<std::mutex> lock(mu_);
+  size_t capacity() const CKFLOW_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     return CapacityLocked();
   }
 
   // NotFound if absent.
   template <typename T>
-  StatusOr<std::shared_ptr<T>> Lookup(const std::string& name) const {
-    std::lock_guard<std::mutex> lock(mu_);
+  StatusOr<std::shared_ptr<T>> Lookup(const std::string& name) const CKFLOW_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     const Entry* entry = slots_.empty() ? nullptr : slots_[FindSlot(name, Hash(name))].entry;
     if (entry == nullptr) return NotFoundError("resource '", name, "' does not exist");
     auto typed = std::dynamic_pointer_cast<T>(entry->resource);
@@ -88,8 +89,8 @@ class ResourceMgr {
   }
 
   // In the order the resources were created.
-  std::vector<std::string> ListNames() const {
-    std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> ListNames() const CKFLOW_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     std::vector<std::string> names;
     names.reserve(entries_.size());
     for (const Entry& e : entries_) names.push_back(e.name);
@@ -113,11 +114,11 @@ class ResourceMgr {
   };
 
   static size_t Hash(std::string_view name) { return std::hash<std::string_view>{}(name); }
-  size_t CapacityLocked() const { return slots_.size() / 2; }
+  size_t CapacityLocked() const CKFLOW_REQUIRES(mu_) { return slots_.size() / 2; }
 
   // The index of the slot holding `name`, or of the empty slot where it
-  // belongs. REQUIRES: mu_ held, slots_ not empty.
-  size_t FindSlot(std::string_view name, size_t hash) const {
+  // belongs. REQUIRES: slots_ not empty.
+  size_t FindSlot(std::string_view name, size_t hash) const CKFLOW_REQUIRES(mu_) {
     const size_t mask = slots_.size() - 1;
     for (size_t i = hash & mask;; i = (i + 1) & mask) {
       const Slot& slot = slots_[i];
@@ -126,8 +127,8 @@ class ResourceMgr {
   }
 
   // Room for `count` resources: a power-of-two table at most half full.
-  // REQUIRES: mu_ held, count >= entries_.size().
-  void Rehash(size_t count) {
+  // REQUIRES: count >= entries_.size().
+  void Rehash(size_t count) CKFLOW_REQUIRES(mu_) {
     size_t n = 16;
     while (n / 2 < count) n *= 2;
     std::vector<Slot> old = std::exchange(slots_, std::vector<Slot>(n));
@@ -136,9 +137,9 @@ class ResourceMgr {
     }
   }
 
-  // REQUIRES: mu_ held.
   template <typename T, typename Create>
-  StatusOr<std::shared_ptr<T>> LookupOrCreateLocked(const std::string& name, const Create& create) {
+  StatusOr<std::shared_ptr<T>> LookupOrCreateLocked(const std::string& name, const Create& create)
+      CKFLOW_REQUIRES(mu_) {
     const size_t hash = Hash(name);
     size_t i = slots_.empty() ? 0 : FindSlot(name, hash);
     if (slots_.empty() || slots_[i].entry == nullptr) {
@@ -154,9 +155,9 @@ class ResourceMgr {
     return typed;
   }
 
-  mutable std::mutex mu_;
-  std::deque<Entry> entries_;  // guarded by mu_; a deque, so entries never move
-  std::vector<Slot> slots_;    // guarded by mu_
+  mutable Mutex mu_;
+  std::deque<Entry> entries_ CKFLOW_GUARDED_BY(mu_);  // a deque, so entries never move
+  std::vector<Slot> slots_ CKFLOW_GUARDED_BY(mu_);
 };
 
 }  // namespace ckflow

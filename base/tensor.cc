@@ -6,12 +6,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <mutex>
 #include <new>
 #include <sstream>
 #include <unordered_map>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/tensor_cache_internal.h"
 
 namespace ckflow {
@@ -32,8 +32,8 @@ class BlockCache {
   }
 
   // A cached block of exactly `bytes`, or null.
-  void* Take(size_t bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void* Take(size_t bytes) CKFLOW_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     auto it = free_.find(bytes);
     if (it == free_.end()) return nullptr;
     void* block = it->second.back();
@@ -45,8 +45,8 @@ class BlockCache {
   }
 
   // Keeps `block` (malloc()ed, `bytes` long) for a later Take.
-  void Put(void* block, size_t bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void Put(void* block, size_t bytes) CKFLOW_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     if (held_ + bytes > internal::kTensorCacheCapacity) ReleaseLocked();
     try {
       free_[bytes].push_back(block);
@@ -58,18 +58,18 @@ class BlockCache {
     Poison(block, bytes);
   }
 
-  size_t held() {
-    std::lock_guard<std::mutex> lock(mu_);
+  size_t held() CKFLOW_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     return held_;
   }
 
-  void Release() {
-    std::lock_guard<std::mutex> lock(mu_);
+  void Release() CKFLOW_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     ReleaseLocked();
   }
 
  private:
-  void ReleaseLocked() {
+  void ReleaseLocked() CKFLOW_REQUIRES(mu_) {
     for (auto& [bytes, blocks] : free_) {
       for (void* block : blocks) {
         Unpoison(block, bytes);
@@ -91,9 +91,9 @@ class BlockCache {
 #endif
   }
 
-  std::mutex mu_;
-  std::unordered_map<size_t, std::vector<void*>> free_;  // by exact size
-  size_t held_ = 0;
+  Mutex mu_;
+  std::unordered_map<size_t, std::vector<void*>> free_ CKFLOW_GUARDED_BY(mu_);  // by exact size
+  size_t held_ CKFLOW_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace

@@ -147,7 +147,7 @@ const BundleEntry* BundleReader::FindEntry(std::string_view key, int64_t positio
 }
 
 StatusOr<const RandomAccessFile*> BundleReader::DataFile(int shard) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::unique_ptr<RandomAccessFile>& file = data_files_[shard];
   if (!file) {
     CKFLOW_ASSIGN_OR_RETURN(file, fs_->NewRandomAccessFile(DataPath(shard)));

@@ -50,7 +50,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -58,6 +57,7 @@
 #include <vector>
 
 #include "base/file_system.h"
+#include "base/mutex.h"
 #include "base/status.h"
 #include "base/tensor.h"
 #include "bundle/tensor_slice.h"
@@ -179,7 +179,7 @@ class BundleReader {
   // Checks that the entry's data can be read (dtype stored densely or as
   // strings, not sliced, within its data file) and returns that file.
   StatusOr<const RandomAccessFile*> EntryFile(const BundleEntry& entry) const;
-  StatusOr<const RandomAccessFile*> DataFile(int shard) const;
+  StatusOr<const RandomAccessFile*> DataFile(int shard) const CKFLOW_EXCLUDES(mu_);
   // Reads the entry's bytes into dst and checks their CRC.
   Status ReadChecked(const BundleEntry& entry, const RandomAccessFile& file, char* dst) const;
   // ReadChecked, then checks bools and swaps bytes if needed.
@@ -200,8 +200,8 @@ class BundleReader {
 
   // Data files, opened on first use; never closed before the reader dies,
   // so pointers handed out stay valid.
-  mutable std::mutex mu_;
-  mutable std::map<int, std::unique_ptr<RandomAccessFile>> data_files_;  // guarded by mu_
+  mutable Mutex mu_;
+  mutable std::map<int, std::unique_ptr<RandomAccessFile>> data_files_ CKFLOW_GUARDED_BY(mu_);
 };
 
 }  // namespace ckflow

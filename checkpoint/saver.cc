@@ -499,7 +499,7 @@ StatusOr<std::vector<Tensor>> Saver::ReadAll(SaveGraph& save, Session& session) 
     // The session's resources hold their variables as long as they live.
     std::shared_ptr<VariableResource> variable = sources.variables[i].lock();
     if (variable == nullptr) return InternalError("a variable left its session's resources");
-    std::lock_guard<std::mutex> lock(variable->mu());
+    MutexLock lock(&variable->mu());
     CKFLOW_ASSIGN_OR_RETURN(values[i], variable->ReadLocked());
   }
   return values;

@@ -82,7 +82,7 @@ StatusOr<Node*> Graph::AddNode(NodeSpec spec) {
     return raw;
   }
 
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (by_name_.count(spec.name)) {
     return AlreadyExistsError("node name '", spec.name, "' is already used in the graph");
   }
@@ -117,29 +117,29 @@ StatusOr<Node*> Graph::AddNode(NodeSpec spec) {
 }
 
 int Graph::num_nodes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return static_cast<int>(nodes_.size());
 }
 
 Node* Graph::node(int id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   CKFLOW_CHECK(id >= 0 && id < static_cast<int>(nodes_.size()));
   return nodes_[id].get();
 }
 
 Node* Graph::FindNode(std::string_view name) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = by_name_.find(std::string(name));
   return it == by_name_.end() ? nullptr : it->second;
 }
 
 bool Graph::IsNameUsed(std::string_view name) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return names_.count(std::string(name)) > 0;
 }
 
 std::string Graph::UniqueName(std::string_view base) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::string name(base);
   auto it = names_.find(name);
   if (it == names_.end()) {
@@ -159,7 +159,7 @@ std::string Graph::UniqueName(std::string_view base) {
 }
 
 std::string Graph::FreeName(std::string_view base) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::string name(base);
   auto it = names_.find(name);
   if (it == names_.end()) return name;
@@ -170,12 +170,12 @@ std::string Graph::FreeName(std::string_view base) {
 }
 
 Status Graph::status() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return status_;
 }
 
 void Graph::RecordError(const Status& error) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (status_.ok()) status_ = error;
 }
 
@@ -219,7 +219,7 @@ void EmitScope(const ScopeTree& tree, const std::string& path, int depth, std::o
 std::string Graph::ToDot() const {
   std::vector<const Node*> nodes;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (const auto& n : nodes_) nodes.push_back(n.get());
   }
   ScopeTree root;

@@ -27,7 +27,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -35,6 +34,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "base/tensor.h"
 #include "graph/eager.h"
@@ -156,24 +156,24 @@ class Graph : public std::enable_shared_from_this<Graph> {
   // Validates the spec (inputs from this graph, valid outputs), runs the shape
   // function and appends the node. Errors name the node. Does not touch the
   // sticky status; Scope does that.
-  StatusOr<Node*> AddNode(NodeSpec spec);
+  StatusOr<Node*> AddNode(NodeSpec spec) CKFLOW_EXCLUDES(mu_);
 
-  int num_nodes() const;
+  int num_nodes() const CKFLOW_EXCLUDES(mu_);
   // REQUIRES: 0 <= id < num_nodes().
-  Node* node(int id) const;
+  Node* node(int id) const CKFLOW_EXCLUDES(mu_);
   // nullptr if there is no node of that name.
-  Node* FindNode(std::string_view name) const;
+  Node* FindNode(std::string_view name) const CKFLOW_EXCLUDES(mu_);
   // `base` if free, else base_1, base_2, ... (the first free one). Reserves
   // the returned name.
-  std::string UniqueName(std::string_view base);
+  std::string UniqueName(std::string_view base) CKFLOW_EXCLUDES(mu_);
   // The name UniqueName would return, without reserving it (an eager
   // graph's name scopes: reserved only once a variable is created in them).
-  std::string FreeName(std::string_view base);
-  bool IsNameUsed(std::string_view name) const;
+  std::string FreeName(std::string_view base) CKFLOW_EXCLUDES(mu_);
+  bool IsNameUsed(std::string_view name) const CKFLOW_EXCLUDES(mu_);
 
   // The first build error, or OK. Session::Create returns it.
-  Status status() const;
-  void RecordError(const Status& error);  // keeps only the first
+  Status status() const CKFLOW_EXCLUDES(mu_);
+  void RecordError(const Status& error) CKFLOW_EXCLUDES(mu_);  // keeps only the first
 
   // Graph-level random seed (TensorFlow's tf.set_random_seed). Ops seeded
   // with neither a graph nor an op seed draw a fresh seed per graph.
@@ -182,8 +182,8 @@ class Graph : public std::enable_shared_from_this<Graph> {
 
   // The graph's one T (a GraphAttachment subclass), created on first use.
   template <typename T>
-  T& Attachment() {
-    std::lock_guard<std::mutex> lock(mu_);
+  T& Attachment() CKFLOW_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     std::unique_ptr<GraphAttachment>& slot = attachments_[std::type_index(typeid(T))];
     if (!slot) slot = std::make_unique<T>();
     return static_cast<T&>(*slot);
@@ -194,16 +194,19 @@ class Graph : public std::enable_shared_from_this<Graph> {
 
   // Graphviz DOT text: one node per op, edges for data (solid) and control
   // (dashed) inputs, name scopes as nested clusters.
-  std::string ToDot() const;
+  std::string ToDot() const CKFLOW_EXCLUDES(mu_);
 
  private:
-  mutable std::mutex mu_;                    // guards nodes_, names_ and status_ against readers
-  std::deque<std::unique_ptr<Node>> nodes_;  // deque: pointers never move
-  std::unordered_map<std::string, Node*> by_name_;
-  std::unordered_map<std::string, int> names_;  // reserved names → next suffix
-  Status status_;
+  // Against readers on other threads while the building thread adds nodes.
+  mutable Mutex mu_;
+  std::deque<std::unique_ptr<Node>> nodes_ CKFLOW_GUARDED_BY(mu_);  // deque: pointers never move
+  std::unordered_map<std::string, Node*> by_name_ CKFLOW_GUARDED_BY(mu_);
+  // Reserved names → next suffix.
+  std::unordered_map<std::string, int> names_ CKFLOW_GUARDED_BY(mu_);
+  Status status_ CKFLOW_GUARDED_BY(mu_);
   std::optional<int64_t> seed_;
-  std::unordered_map<std::type_index, std::unique_ptr<GraphAttachment>> attachments_;
+  std::unordered_map<std::type_index, std::unique_ptr<GraphAttachment>> attachments_
+      CKFLOW_GUARDED_BY(mu_);
   std::unique_ptr<EagerContext> eager_;  // set once, by Scope::NewEagerScope
   friend class Scope;
 };

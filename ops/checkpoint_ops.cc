@@ -4,9 +4,9 @@
 #include <cstring>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 
+#include "base/mutex.h"
 #include "bundle/bundle_format.h"
 #include "bundle/bundle_reader.h"
 #include "bundle/bundle_writer.h"
@@ -32,26 +32,26 @@ FileSystem* FileSystemOf(const KernelContext& ctx) {
 // writes is dropped.
 class BundleReaderCache : public ResourceBase {
  public:
-  void Put(std::shared_ptr<const BundleReader> reader) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void Put(std::shared_ptr<const BundleReader> reader) CKFLOW_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     const std::string& prefix = reader->prefix();
     if (readers_.size() >= kMaxReaders && !readers_.count(prefix)) readers_.clear();
     readers_[prefix] = std::move(reader);
   }
-  std::shared_ptr<const BundleReader> Find(const std::string& prefix) {
-    std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<const BundleReader> Find(const std::string& prefix) CKFLOW_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     auto it = readers_.find(prefix);
     return it == readers_.end() ? nullptr : it->second;
   }
-  void Drop(const std::string& prefix) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void Drop(const std::string& prefix) CKFLOW_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     readers_.erase(prefix);
   }
 
  private:
   static constexpr size_t kMaxReaders = 8;
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<const BundleReader>> readers_;  // guarded by mu_
+  Mutex mu_;
+  std::map<std::string, std::shared_ptr<const BundleReader>> readers_ CKFLOW_GUARDED_BY(mu_);
 };
 
 constexpr const char* kReaderCacheName = "ckflow/bundle_reader_cache";
@@ -333,7 +333,7 @@ StatusOr<RestoreTarget> LookupTarget(const BundleReader& reader, const std::stri
 // Reads one checkpointed tensor into the variable's own buffer.
 Status RestoreLarge(const BundleReader& reader, const RestoreTarget& target) {
   internal::VariableResource& var = *target.variable;
-  std::lock_guard<std::mutex> lock(var.mu());
+  MutexLock lock(&var.mu());
   CKFLOW_ASSIGN_OR_RETURN(Tensor * dest, var.PrepareToOverwriteLocked(target.shape));
   Status read = target.slice ? reader.ReadSliceInto(*target.entry, *target.slice, dest)
                              : reader.ReadInto(*target.entry, dest);
@@ -348,7 +348,7 @@ Status RestoreSmall(const BundleReader& reader, const std::vector<RestoreTarget>
   for (const RestoreTarget& t : targets) entries.push_back(t.entry);
   return reader.ReadBatch(entries, [&](size_t i, std::string_view bytes) -> Status {
     internal::VariableResource& var = *targets[i].variable;
-    std::lock_guard<std::mutex> lock(var.mu());
+    MutexLock lock(&var.mu());
     CKFLOW_ASSIGN_OR_RETURN(Tensor * dest, var.PrepareToOverwriteLocked(targets[i].entry->shape));
     std::memcpy(dest->raw_data(), bytes.data(), bytes.size());
     var.set_initialized_locked(true);
@@ -408,8 +408,8 @@ class NamedVariables {
 
   // Shared, not copied: a copy of thousands of shared_ptrs costs two atomic
   // operations on each variable's count.
-  StatusOr<std::shared_ptr<const Variables>> Get(ResourceMgr& resources) {
-    std::lock_guard<std::mutex> lock(mu_);
+  StatusOr<std::shared_ptr<const Variables>> Get(ResourceMgr& resources) CKFLOW_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     if (resources_ != &resources) {
       CKFLOW_ASSIGN_OR_RETURN(Variables variables, internal::LookupOrCreateVariables(
                                                        resources, names_, dtypes_, shapes_));
@@ -424,11 +424,11 @@ class NamedVariables {
   const std::vector<std::string>& names_;
   const std::vector<DataType>& dtypes_;
   const std::vector<PartialShape>& shapes_;
-  const std::vector<int64_t>* positions_;
-  const std::vector<std::string>* slices_;
-  std::mutex mu_;
-  const ResourceMgr* resources_ = nullptr;      // guarded by mu_
-  std::shared_ptr<const Variables> variables_;  // guarded by mu_
+  const std::vector<int64_t>* const positions_;
+  const std::vector<std::string>* const slices_;
+  Mutex mu_;
+  const ResourceMgr* resources_ CKFLOW_GUARDED_BY(mu_) = nullptr;
+  std::shared_ptr<const Variables> variables_ CKFLOW_GUARDED_BY(mu_);
 };
 
 StatusOr<Kernel> RestoreVariablesKernel(const Node& node) {
@@ -503,7 +503,7 @@ StatusOr<Kernel> SaveVariablesKernel(const Node& node) {
       Tensor shared;
       {
         internal::VariableResource& variable = *(*resources)[i];
-        std::lock_guard<std::mutex> lock(variable.mu());
+        MutexLock lock(&variable.mu());
         StatusOr<const Tensor*> value = variable.PeekLocked();
         if (!value.ok()) return value.status().WithContext("saving '" + keys[i] + "'");
         if ((*value)->TotalBytes() > kWrittenLocked) {

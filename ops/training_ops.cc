@@ -84,6 +84,7 @@ class LockedVariables {
     const std::string& grad = sig.inputs[sig.grad_index];
     for (size_t i = 0; i < N; ++i) {
       VariableResource& v = *locked->vars_[i];
+      v.mu().AssertHeld();  // by locks_, which the analysis cannot see into
       if (!v.initialized_locked()) return v.NotInitializedError();
       if (v.dtype() != DataTypeOf<T>()) {
         return InvalidArgumentError(sig.inputs[i], " '", v.name(), "' is ", DataTypeName(v.dtype()),
@@ -92,6 +93,7 @@ class LockedVariables {
     }
     for (size_t i = 0; i < N; ++i) {
       VariableResource& v = *locked->vars_[i];
+      v.mu().AssertHeld();  // by locks_
       CKFLOW_ASSIGN_OR_RETURN(Tensor * value, v.PrepareToUpdateLocked());
       if (!(value->shape() == grad_shape)) {
         return InvalidArgumentError(sig.inputs[i], " '", v.name(), "' has shape ",

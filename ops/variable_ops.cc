@@ -5,11 +5,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/parallel.h"
 #include "base/tsan_internal.h"
 #include "graph/graph.h"
@@ -85,7 +85,7 @@ StatusOr<Tensor*> VariableResource::PrepareToUpdateLocked() {
 
 Status VariableResource::Assign(const Tensor& value) {
   CKFLOW_RETURN_IF_ERROR(CheckAssignable(value.dtype(), value.shape()));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // A value nobody else holds (a kernel's fresh output) is adopted without
   // a copy, as TensorFlow forwards it. A shared one (a user's fed tensor, a
   // constant) is copied, so a later in-place update cannot reach its owner.
@@ -158,11 +158,11 @@ VariableLocks::VariableLocks(std::vector<VariableResource*> variables)
     : locked_(std::move(variables)) {
   std::sort(locked_.begin(), locked_.end());
   CKFLOW_CHECK(std::adjacent_find(locked_.begin(), locked_.end()) == locked_.end());
-  for (VariableResource* v : locked_) v->mu().lock();
+  for (VariableResource* v : locked_) v->mu().Lock();
 }
 
 VariableLocks::~VariableLocks() {
-  for (auto it = locked_.rbegin(); it != locked_.rend(); ++it) (*it)->mu().unlock();
+  for (auto it = locked_.rbegin(); it != locked_.rend(); ++it) (*it)->mu().Unlock();
 }
 
 }  // namespace internal
@@ -197,13 +197,13 @@ StatusOr<Kernel> VarHandleKernel(const Node& node) {
   // The handle is looked up once per session (a kernel belongs to one
   // session); later runs hand out the same tensor.
   struct Cache {
-    std::mutex mu;
-    const ResourceMgr* resources = nullptr;  // guarded by mu
-    Tensor handle;                           // guarded by mu
+    Mutex mu;
+    const ResourceMgr* resources CKFLOW_GUARDED_BY(mu) = nullptr;
+    Tensor handle CKFLOW_GUARDED_BY(mu);
   };
   auto cache = std::make_shared<Cache>();
   return Kernel([name, dtype, shape, cache](KernelContext& ctx) -> Status {
-    std::lock_guard<std::mutex> lock(cache->mu);
+    MutexLock lock(&cache->mu);
     if (cache->resources != &ctx.resources()) {
       CKFLOW_ASSIGN_OR_RETURN(
           std::shared_ptr<VariableResource> variable,
@@ -236,7 +236,7 @@ StatusOr<Kernel> ReadVariableKernel(const Node& node) {
                                   DataTypeName(variable->dtype()), ", read as ",
                                   DataTypeName(dtype));
     }
-    std::lock_guard<std::mutex> lock(variable->mu());
+    MutexLock lock(&variable->mu());
     CKFLOW_ASSIGN_OR_RETURN(Tensor value, variable->ReadLocked());
     ctx.set_output(0, std::move(value));
     return OkStatus();
@@ -281,7 +281,7 @@ Kernel AssignUpdateKernel(bool subtract) {
           "variable '", variable->name(), "' is ", DataTypeName(variable->dtype()), "; cannot ",
           subtract ? "subtract" : "add", " a ", DataTypeName(delta.dtype()), " value");
     }
-    std::lock_guard<std::mutex> lock(variable->mu());
+    MutexLock lock(&variable->mu());
     CKFLOW_ASSIGN_OR_RETURN(Tensor * value, variable->PrepareToUpdateLocked());
     if (!(value->shape() == delta.shape())) {
       return InvalidArgumentError(
@@ -320,7 +320,7 @@ Status IsInitializedShape(InferenceContext& c) {
 
 Status IsInitializedKernel(KernelContext& ctx) {
   CKFLOW_ASSIGN_OR_RETURN(auto variable, VariableFromHandle(ctx.input(0), "resource"));
-  std::lock_guard<std::mutex> lock(variable->mu());
+  MutexLock lock(&variable->mu());
   ctx.set_output(0, Tensor::Scalar(variable->initialized_locked()));
   return OkStatus();
 }

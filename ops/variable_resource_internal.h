@@ -10,20 +10,20 @@
 // updates its variables without copying them.
 //
 // Thread safety: name, dtype and declared shape are constant after
-// construction. The value and the initialized flag are guarded by mu(); every
-// method ending in "Locked" requires it held. To hold several variables at
-// once (an optimizer's apply op), use VariableLocks, which locks them in a
-// fixed order.
+// construction. The value and the initialized flag are guarded by mu(); the
+// methods ending in "Locked" require it held (the annotations say so, and a
+// clang build checks it). To hold several variables at once (an optimizer's
+// apply op), use VariableLocks, which locks them in a fixed order.
 
 #ifndef CKFLOW_OPS_VARIABLE_RESOURCE_INTERNAL_H_
 #define CKFLOW_OPS_VARIABLE_RESOURCE_INTERNAL_H_
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/resource.h"
 #include "base/status.h"
 #include "base/tensor.h"
@@ -39,21 +39,21 @@ class VariableResource : public ResourceBase {
   const std::string& name() const { return name_; }  // the shared name
   DataType dtype() const { return dtype_; }
   const PartialShape& shape() const { return shape_; }  // as declared
-  std::mutex& mu() const { return mu_; }
+  Mutex& mu() const CKFLOW_RETURN_CAPABILITY(mu_) { return mu_; }
 
   // InvalidArgument naming the variable unless a value of `dtype` and
   // `shape` may be assigned to it.
   Status CheckAssignable(DataType dtype, const TensorShape& shape) const;
 
-  bool initialized_locked() const { return initialized_; }
+  bool initialized_locked() const CKFLOW_REQUIRES(mu_) { return initialized_; }
   // The value, sharing its buffer. FailedPrecondition naming the variable if
   // it was never assigned (initialized or restored).
-  StatusOr<Tensor> ReadLocked() const;
+  StatusOr<Tensor> ReadLocked() const CKFLOW_REQUIRES(mu_);
   // The value itself, valid while mu() is held: what a reader that is done
   // before it unlocks uses instead of a share (a share costs two atomic
   // operations on the buffer's count, a cache miss each when thousands of
   // small variables are read in turn). FailedPrecondition as ReadLocked.
-  StatusOr<const Tensor*> PeekLocked() const;
+  StatusOr<const Tensor*> PeekLocked() const CKFLOW_REQUIRES(mu_);
 
   // A tensor of `shape` to write the variable's next value into, installed
   // as its value: the current buffer if it has that shape and no reader
@@ -62,15 +62,15 @@ class VariableResource : public ResourceBase {
   // set_initialized_locked(true); a caller that fails half way should
   // set_initialized_locked(false) so nobody reads a torn value.
   // REQUIRES: CheckAssignable(dtype(), shape) is OK.
-  StatusOr<Tensor*> PrepareToOverwriteLocked(const TensorShape& shape);
+  StatusOr<Tensor*> PrepareToOverwriteLocked(const TensorShape& shape) CKFLOW_REQUIRES(mu_);
   // The value, made safe to update in place (copied to a fresh buffer first
   // if a reader shares it). FailedPrecondition if uninitialized.
-  StatusOr<Tensor*> PrepareToUpdateLocked();
-  void set_initialized_locked(bool initialized) { initialized_ = initialized; }
+  StatusOr<Tensor*> PrepareToUpdateLocked() CKFLOW_REQUIRES(mu_);
+  void set_initialized_locked(bool initialized) CKFLOW_REQUIRES(mu_) { initialized_ = initialized; }
 
   // Assigns a copy of `value` (in place when possible). Errors as
   // CheckAssignable. Takes mu().
-  Status Assign(const Tensor& value);
+  Status Assign(const Tensor& value) CKFLOW_EXCLUDES(mu_);
 
   // "variable 'dense/kernel' is not initialized (run its initializer or
   // restore a checkpoint)".
@@ -81,9 +81,9 @@ class VariableResource : public ResourceBase {
   const DataType dtype_;
   const PartialShape shape_;
 
-  mutable std::mutex mu_;
-  Tensor value_;              // guarded by mu_
-  bool initialized_ = false;  // guarded by mu_
+  mutable Mutex mu_;
+  Tensor value_ CKFLOW_GUARDED_BY(mu_);
+  bool initialized_ CKFLOW_GUARDED_BY(mu_) = false;
 };
 
 // The variable `name` in `resources`, created uninitialized if absent (what

@@ -1,10 +1,10 @@
 #include "ops/variables.h"
 
 #include <map>
-#include <mutex>
 #include <tuple>
 #include <utility>
 
+#include "base/mutex.h"
 #include "ops/standard_ops.h"
 #include "ops/unique_names_internal.h"
 #include "ops/variable_ops.h"
@@ -32,7 +32,7 @@ bool IsAssigned(const Output& handle) {
   StatusOr<std::shared_ptr<internal::VariableResource>> variable =
       internal::VariableFromHandle(handle.value(), "variable");
   if (!variable.ok()) return false;
-  std::lock_guard<std::mutex> lock((*variable)->mu());
+  MutexLock lock(&(*variable)->mu());
   return (*variable)->initialized_locked();
 }
 

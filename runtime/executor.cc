@@ -184,7 +184,7 @@ ExecutionPlan::~ExecutionPlan() = default;
 
 std::unique_ptr<RunState> ExecutionPlan::AcquireState() const {
   {
-    std::lock_guard<std::mutex> lock(pool_mu_);
+    MutexLock lock(&pool_mu_);
     if (!pool_.empty()) {
       std::unique_ptr<RunState> state = std::move(pool_.back());
       pool_.pop_back();
@@ -195,7 +195,7 @@ std::unique_ptr<RunState> ExecutionPlan::AcquireState() const {
 }
 
 void ExecutionPlan::ReleaseState(std::unique_ptr<RunState> state) const {
-  std::lock_guard<std::mutex> lock(pool_mu_);
+  MutexLock lock(&pool_mu_);
   if (pool_.size() < kMaxPooledStates) pool_.push_back(std::move(state));
 }
 
@@ -326,14 +326,14 @@ class Executor {
   // Called once task_group::wait has returned.
   void Joined() { TsanAcquire(this); }
 
-  void Fail(Status error) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void Fail(Status error) CKFLOW_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     if (error_.ok()) error_ = std::move(error);
     failed_.store(true, std::memory_order_relaxed);
   }
 
-  Status TakeError() {
-    std::lock_guard<std::mutex> lock(mu_);
+  Status TakeError() CKFLOW_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     return std::move(error_);
   }
 
@@ -495,8 +495,8 @@ class Executor {
   const bool time_all_;           // this run times every node
   const int intra_op_threads_;    // for kernels' ParallelFor; 0: no limit
   std::atomic<bool> failed_{false};
-  std::mutex mu_;
-  Status error_;  // guarded by mu_; the first error
+  Mutex mu_;
+  Status error_ CKFLOW_GUARDED_BY(mu_);  // the first
 };
 
 void NodeTask::operator()() const {

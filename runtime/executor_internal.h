@@ -32,10 +32,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/resource.h"
 #include "base/status.h"
 #include "base/tensor.h"
@@ -113,8 +113,8 @@ class ExecutionPlan {
   friend struct RunState;
   ExecutionPlan() = default;
 
-  std::unique_ptr<RunState> AcquireState() const;
-  void ReleaseState(std::unique_ptr<RunState> state) const;
+  std::unique_ptr<RunState> AcquireState() const CKFLOW_EXCLUDES(pool_mu_);
+  void ReleaseState(std::unique_ptr<RunState> state) const CKFLOW_EXCLUDES(pool_mu_);
 
   // Constant after construction.
   std::vector<PlanNode> nodes_;
@@ -144,8 +144,8 @@ class ExecutionPlan {
 
   // Per-run state of finished runs, reused so a step allocates nothing but
   // tensors.
-  mutable std::mutex pool_mu_;
-  mutable std::vector<std::unique_ptr<RunState>> pool_;  // guarded by pool_mu_
+  mutable Mutex pool_mu_;
+  mutable std::vector<std::unique_ptr<RunState>> pool_ CKFLOW_GUARDED_BY(pool_mu_);
 };
 
 // True if `shape` has the rank of `declared` and each dimension -1 there

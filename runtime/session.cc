@@ -9,14 +9,13 @@
 #include <exception>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <new>
 #include <optional>
-#include <shared_mutex>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
 
+#include "base/mutex.h"
 #include "ops/standard_ops.h"
 #include "runtime/executor_internal.h"
 #include "runtime/session_internal.h"
@@ -136,20 +135,21 @@ class Session::Impl {
   ResourceMgr& resources() { return *resources_; }
   FileSystem* file_system() const { return file_system_; }
 
-  int num_cached_plans() const {
-    std::shared_lock<std::shared_mutex> lock(cache_mu_);
+  int num_cached_plans() const CKFLOW_EXCLUDES(cache_mu_) {
+    ReaderMutexLock lock(&cache_mu_);
     return static_cast<int>(plans_.size());
   }
-  int num_kernels() const {
-    std::lock_guard<std::mutex> lock(build_mu_);
+  int num_kernels() const CKFLOW_EXCLUDES(build_mu_) {
+    MutexLock lock(&build_mu_);
     return static_cast<int>(kernels_.size());
   }
 
  private:
   std::shared_ptr<const CachedPlan> FindPlan(uint64_t hash, const std::vector<Feed>& feeds,
                                              const std::vector<Output>& fetches,
-                                             const std::vector<Output>& targets) const {
-    std::shared_lock<std::shared_mutex> lock(cache_mu_);
+                                             const std::vector<Output>& targets) const
+      CKFLOW_EXCLUDES(cache_mu_) {
+    ReaderMutexLock lock(&cache_mu_);
     auto [begin, end] = plans_.equal_range(hash);
     for (auto it = begin; it != end; ++it) {
       if (it->second->signature.Matches(feeds, fetches, targets)) return it->second;
@@ -160,10 +160,11 @@ class Session::Impl {
   StatusOr<std::shared_ptr<const CachedPlan>> BuildPlan(uint64_t hash,
                                                         const std::vector<Feed>& feeds,
                                                         const std::vector<Output>& fetches,
-                                                        const std::vector<Output>& targets) {
+                                                        const std::vector<Output>& targets)
+      CKFLOW_EXCLUDES(build_mu_, cache_mu_) {
     // One builder at a time: threads racing on a new signature build it once,
     // and kernels are created once per node.
-    std::lock_guard<std::mutex> build_lock(build_mu_);
+    MutexLock build_lock(&build_mu_);
     if (auto cached = FindPlan(hash, feeds, fetches, targets)) return cached;
 
     auto cached = std::make_shared<CachedPlan>();
@@ -185,13 +186,17 @@ class Session::Impl {
     for (size_t i = 0; i < targets.size(); ++i) {
       CKFLOW_RETURN_IF_ERROR(CheckOutput(targets[i], "target", i, /*need_index=*/false));
     }
-    CKFLOW_ASSIGN_OR_RETURN(cached->plan,
-                            ExecutionPlan::Build(std::move(fed), fetches, targets,
-                                                 [this](const Node& n) { return KernelFor(n); }));
+    CKFLOW_ASSIGN_OR_RETURN(
+        cached->plan, ExecutionPlan::Build(std::move(fed), fetches, targets, [this](const Node& n) {
+          // Build calls this before it returns,
+          // under build_lock.
+          build_mu_.AssertHeld();
+          return KernelFor(n);
+        }));
     cached->signature.fetches = fetches;
     cached->signature.targets = targets;
 
-    std::unique_lock<std::shared_mutex> lock(cache_mu_);
+    WriterMutexLock lock(&cache_mu_);
     if (plans_.size() >= kMaxCachedPlans) plans_.erase(plans_.begin());
     plans_.emplace(hash, cached);
     return std::shared_ptr<const CachedPlan>(std::move(cached));
@@ -264,8 +269,7 @@ class Session::Impl {
     return OkStatus();
   }
 
-  // REQUIRES: build_mu_ held.
-  StatusOr<const Kernel*> KernelFor(const Node& node) {
+  StatusOr<const Kernel*> KernelFor(const Node& node) CKFLOW_REQUIRES(build_mu_) {
     auto it = kernels_.find(node.id());
     if (it != kernels_.end()) return it->second.get();
     const std::string label = node.name() + " (" + node.type() + ")";
@@ -306,15 +310,16 @@ class Session::Impl {
   // The session's own threads, if its options ask for a number.
   std::optional<tbb::task_arena> arena_;
 
-  mutable std::mutex build_mu_;  // serializes plan building
+  mutable Mutex build_mu_;  // serializes plan building
   // By node id; a plan points into these, so they live as long as the
-  // session. Guarded by build_mu_.
-  std::unordered_map<int, std::unique_ptr<Kernel>> kernels_;
+  // session.
+  std::unordered_map<int, std::unique_ptr<Kernel>> kernels_ CKFLOW_GUARDED_BY(build_mu_);
 
-  mutable std::shared_mutex cache_mu_;
-  // By signature hash. Guarded by cache_mu_. shared_ptr: a run keeps its
-  // plan even if the cache evicts it meanwhile.
-  std::unordered_multimap<uint64_t, std::shared_ptr<const CachedPlan>> plans_;
+  mutable SharedMutex cache_mu_;
+  // By signature hash. shared_ptr: a run keeps its plan even if the cache
+  // evicts it meanwhile.
+  std::unordered_multimap<uint64_t, std::shared_ptr<const CachedPlan>> plans_
+      CKFLOW_GUARDED_BY(cache_mu_);
 };
 
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
