@@ -9,7 +9,9 @@
 #                    side by side
 #   ./run.sh tsan    build with ThreadSanitizer and run the concurrency tests
 #   ./run.sh fuzz [SECONDS]  build the libFuzzer targets (clang) and run each for
-#                    SECONDS (default 300): checkpoint readers, state file, round trip
+#                    SECONDS (default 300): checkpoint readers, state file, round trip;
+#                    the same clang build compiles all of the library, distributed/
+#                    and the CLI with -Wthread-safety, so a broken locking rule fails it
 #   ./run.sh interop  TensorFlow 2.21 (pinned in a venv under build/) and ckflow
 #                    take turns on the same checkpoints (interop/)
 set -euo pipefail
@@ -106,9 +108,11 @@ case "$cmd" in
     install_packages "${PACKAGES[@]}" clang libclang-rt-dev
     CC=clang CXX=clang++ configure build/fuzz -DCMAKE_BUILD_TYPE=Debug \
       -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DCKFLOW_SANITIZE="address;undefined" -DCKFLOW_FUZZ=ON \
-      -DCKFLOW_BUILD_BENCH=OFF -DCKFLOW_BUILD_EXAMPLES=OFF
+      -DCKFLOW_BUILD_BENCH=OFF -DCKFLOW_BUILD_EXAMPLES=ON
+    # ckflow_shipped: every library target, distributed/ and the CLI, checked
+    # by clang's -Wthread-safety (CMakeLists.txt) beyond what the fuzzers link.
     "$CMAKE" --build build/fuzz -j "$JOBS" --target checkpoint_fuzzer state_fuzzer roundtrip_fuzzer \
-      write_seeds
+      write_seeds ckflow_shipped
     seconds=${1:-300}
     work=build/fuzz/run
     build/fuzz/tests/fuzz/write_seeds "$ROOT/../shared/fixtures" "$work/seeds"
