@@ -109,7 +109,8 @@ case "$cmd" in
     CC=clang CXX=clang++ configure build/fuzz -DCMAKE_BUILD_TYPE=Debug \
       -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DCKFLOW_SANITIZE="address;undefined" -DCKFLOW_FUZZ=ON \
       -DCKFLOW_BUILD_BENCH=OFF -DCKFLOW_BUILD_EXAMPLES=ON
-    # ckflow_shipped: every library target, distributed/ and the CLI, checked
+    # ckflow_shipped: every library target, distributed/, the CLI and the
+    # examples, checked
     # by clang's -Wthread-safety (CMakeLists.txt) beyond what the fuzzers link.
     "$CMAKE" --build build/fuzz -j "$JOBS" --target checkpoint_fuzzer state_fuzzer roundtrip_fuzzer \
       write_seeds ckflow_shipped

@@ -75,12 +75,13 @@ Status Train(int64_t steps, const std::string& dir) {
   std::mt19937 rng(static_cast<uint32_t>(42 + first));
   Output loss;
   for (int64_t i = 0; i < steps; ++i) {
-    auto [x, y] = Batch(rng, 64);
+    // Not a structured binding: clang 14 cannot capture one in a lambda.
+    const std::pair<Tensor, Tensor> batch = Batch(rng, 64);
     optimizer->Minimize(
         scope,
         [&] {
-          loss = losses::MeanSquaredError(scope, ops::Const(scope, y),
-                                          (*model)(scope, ops::Const(scope, x)));
+          loss = losses::MeanSquaredError(scope, ops::Const(scope, batch.second),
+                                          (*model)(scope, ops::Const(scope, batch.first)));
           return loss;
         },
         {}, step);
