@@ -4,7 +4,10 @@
 // descriptors or the files grew: both must be exactly flat. Memory is printed,
 // not judged (the allocator keeps what it likes).
 //
-//   checkpoint_soak [--cycles 10000] [--mode sync|async] [--dir D]
+//   checkpoint_soak [--cycles 10000] [--mode sync|async] [--dir D] [--json PATH]
+//
+// --json PATH also writes the figures to PATH as one JSON object
+// (bench/report.py).
 
 #include <dirent.h>
 #include <unistd.h>
@@ -23,6 +26,7 @@
 #include "ops/array_ops.h"
 #include "ops/variables.h"
 #include "runtime/session.h"
+#include "workloads/json_writer.h"
 
 using namespace ckflow;
 
@@ -70,11 +74,12 @@ int Fail(const Status& s) {
 int main(int argc, char** argv) {
   int64_t cycles = 10000;
   std::string mode = "sync";
-  std::string dir;
+  std::string dir, json;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--cycles")) cycles = std::atoll(argv[i + 1]);
     if (!std::strcmp(argv[i], "--mode")) mode = argv[i + 1];
     if (!std::strcmp(argv[i], "--dir")) dir = argv[i + 1];
+    if (!std::strcmp(argv[i], "--json")) json = argv[i + 1];
   }
   if (dir.empty()) {
     char tmpl[] = "/tmp/ckflow_soak_XXXXXX";
@@ -125,7 +130,28 @@ int main(int argc, char** argv) {
   std::printf("  end:   rss %ld KiB, fds %d, files %d\n", end.rss_kib, end.fds, end.files);
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
-  if (end.fds > start.fds || end.files > start.files) {
+  const bool flat = end.fds <= start.fds && end.files <= start.files;
+  if (!json.empty()) {
+    auto sample = [](const Sample& s) {
+      return workloads::JsonObject()
+          .Set("rss_kib", static_cast<int64_t>(s.rss_kib))
+          .Set("fds", s.fds)
+          .Set("files", s.files);
+    };
+    const bool written = workloads::JsonObject()
+                             .Set("mode", mode)
+                             .Set("cycles", cycles)
+                             .Set("max_to_keep", 3)
+                             .Set("start", sample(start))
+                             .Set("end", sample(end))
+                             .Set("flat", flat)
+                             .WriteTo(json);
+    if (!written) {
+      std::fprintf(stderr, "checkpoint_soak: cannot write %s\n", json.c_str());
+      return 2;
+    }
+  }
+  if (!flat) {
     std::printf("  FAILED: file descriptors or files grew\n");
     return 1;
   }

@@ -3,6 +3,7 @@
 // variables it has just allocated, whose pages have never been touched.
 //
 //   fresh_restore [--repeat R] [--dir D] [--cases large,small] [--torch]
+//                 [--python PYTHON] [--json PATH]
 //
 // The driver writes the checkpoints once (1 GiB as 64 x 16 MiB, and
 // 20,000 x 1 KiB float32 variables), reads each file once so the page cache
@@ -16,11 +17,14 @@
 //   raw N    maps fresh anonymous memory (mmap) and preads every value of
 //            the same data files into it + CRC32C, on N = 1 and 2 threads:
 //            the fresh-memory ceiling
-//   torch    (--torch) python3 -c 'torch.load(...)' of the same tensors
-//            saved with torch.save; only the load is timed (after import)
+//   torch    (--torch) PYTHON -c 'torch.load(...)' of the same tensors
+//            saved with torch.save; only the load is timed (after import).
+//            PYTHON is /usr/bin/python3 unless --python names another (the
+//            bench venv's, for the PyTorch of bench/requirements.txt)
 //
 // Each child prints "seconds <s>" and "peak_rss <bytes>"; the driver prints
-// medians, GB/s of variable payload, and ckflow's ratios to the others.
+// medians, GB/s of variable payload, and ckflow's ratios to the others,
+// and with --json PATH writes the same medians to PATH (bench/report.py).
 // The environment reaches the children unchanged.
 
 #include <spawn.h>
@@ -43,6 +47,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "workloads/json_writer.h"
 #include "workloads/memory.h"
 #include "workloads/model_program.h"
 #include "workloads/raw_io.h"
@@ -175,18 +180,18 @@ Result Run(const std::vector<std::string>& args) {
   return r;
 }
 
-void WriteCheckpoints(const std::string& dir, const Case& c, bool torch) {
+void WriteCheckpoints(const std::string& dir, const Case& c, const std::string& python) {
   if (!fs::exists(Prefix(dir, c) + ".index")) {
     StatusOr<std::unique_ptr<workloads::ModelProgram>> m =
         workloads::ModelProgram::Synthetic(c.count, c.elements, 0.0f, /*initialize=*/true);
     Check(m.status());
     Check((*m)->checkpoint->Write(Prefix(dir, c), *(*m)->session).status());
   }
-  if (torch && !fs::exists(Prefix(dir, c) + ".pt")) {
+  if (!python.empty() && !fs::exists(Prefix(dir, c) + ".pt")) {
     const std::string script = "import torch\ntorch.save({'v%d' % i: torch.full((" +
                                std::to_string(c.elements) + ",), float(i)) for i in range(" +
                                std::to_string(c.count) + ")}, '" + Prefix(dir, c) + ".pt')\n";
-    Run({"/usr/bin/python3", "-c", script + "print('seconds 0')"});
+    Run({python, "-c", script + "print('seconds 0')"});
   }
 }
 
@@ -207,8 +212,10 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+// `python` is empty when torch.load is not a contender.
 int Driver(const std::string& self, int repeat, std::string dir, const std::string& cases,
-           bool torch) {
+           const std::string& python, const std::string& json_path) {
+  const bool torch = !python.empty();
   bool owned = false;
   if (dir.empty()) {
     std::string pattern = (fs::temp_directory_path() / "ckflow-fresh-XXXXXX").string();
@@ -220,7 +227,7 @@ int Driver(const std::string& self, int repeat, std::string dir, const std::stri
   for (const Case& c : kCases) {
     if (cases.find(c.name) != std::string::npos) chosen.push_back(&c);
   }
-  for (const Case* c : chosen) WriteCheckpoints(dir, *c, torch);
+  for (const Case* c : chosen) WriteCheckpoints(dir, *c, python);
   WarmPageCache(dir);
   std::vector<std::string> contenders = {"ckflow", "raw1", "raw2"};
   if (torch) contenders.push_back("torch");
@@ -233,7 +240,7 @@ int Driver(const std::string& self, int repeat, std::string dir, const std::stri
         const std::string& who = contenders[(k + r) % contenders.size()];
         std::vector<std::string> args;
         if (who == "torch") {
-          args = {"/usr/bin/python3", "-c",
+          args = {python, "-c",
                   "import time, torch, resource\n"
                   "t = time.perf_counter()\n"
                   "d = torch.load('" +
@@ -252,7 +259,10 @@ int Driver(const std::string& self, int repeat, std::string dir, const std::stri
   }
   std::printf("fresh_restore: median of %d, a new process per run, warm page cache, in %s\n",
               repeat, dir.c_str());
+  workloads::JsonArray json_cases;
   for (const Case* c : chosen) {
+    workloads::JsonObject json_case;
+    json_case.Set("name", c->name).Set("count", c->count).Set("bytes", c->bytes());
     std::printf("%s: %lld x %lld float32 = %.1f MiB\n", c->name.c_str(),
                 static_cast<long long>(c->count), static_cast<long long>(c->elements),
                 static_cast<double>(c->bytes()) / (1 << 20));
@@ -268,15 +278,24 @@ int Driver(const std::string& self, int repeat, std::string dir, const std::stri
       std::printf("  %-7s %8.4f s  %7.3f GB/s  peak RSS %7.1f MiB  ckflow speed / this = %.2fx\n",
                   who.c_str(), s, static_cast<double>(c->bytes()) / s / 1e9,
                   Median(rss) / (1 << 20), s / ckflow);
+      json_case.Set(who,
+                    workloads::JsonObject().Set("seconds", s).Set("peak_rss_bytes", Median(rss)));
     }
+    json_cases.Add(json_case);
   }
   if (owned) fs::remove_all(dir);
+  if (!json_path.empty()) {
+    workloads::JsonObject json;
+    json.Set("repeat", repeat).Set("python", python).Set("cases", json_cases);
+    if (!json.WriteTo(json_path)) Fail("cannot write " + json_path);
+  }
   return 0;
 }
 
 int Main(int argc, char** argv) {
   int repeat = 3;
-  std::string dir, child, case_name, cases = "large,small";
+  std::string dir, child, case_name, cases = "large,small", json;
+  std::string python = "/usr/bin/python3";
   bool torch = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -292,6 +311,10 @@ int Main(int argc, char** argv) {
       cases = value();
     } else if (a == "--torch") {
       torch = true;
+    } else if (a == "--python") {
+      python = value();
+    } else if (a == "--json") {
+      json = value();
     } else if (a == "--child") {
       child = value();
     } else if (a == "--case") {
@@ -301,7 +324,8 @@ int Main(int argc, char** argv) {
     }
   }
   if (child.empty()) {
-    return Driver(fs::read_symlink("/proc/self/exe").string(), repeat, dir, cases, torch);
+    return Driver(fs::read_symlink("/proc/self/exe").string(), repeat, dir, cases,
+                  torch ? python : "", json);
   }
   const Case* c = FindCase(case_name);
   if (c == nullptr) Fail("unknown case " + case_name);

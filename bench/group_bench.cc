@@ -15,7 +15,9 @@
 //       in the same run: rank 0 alone saving and restoring the same model as
 //       a plain single-process checkpoint.
 //
-// Times are the best of 3 runs; ratios are to the baseline.
+// Times are the best of 3 runs; ratios are to the baseline. With --json PATH
+// the figures are also written to PATH as one JSON object (by rank 0 under
+// MPI), which bench/report.py reads.
 
 #include <algorithm>
 #include <chrono>
@@ -33,6 +35,7 @@
 #include "distributed/worker_group.h"
 #include "ops/array_ops.h"
 #include "ops/variables.h"
+#include "workloads/json_writer.h"
 #include "workloads/model_program.h"
 
 namespace ckflow {
@@ -79,7 +82,10 @@ std::vector<std::string> WriteParts(const std::string& dir, int parts, int64_t k
   return prefixes;
 }
 
-void MergeRow(int parts, int64_t keys, int64_t bytes) {
+using workloads::JsonArray;
+using workloads::JsonObject;
+
+void MergeRow(int parts, int64_t keys, int64_t bytes, JsonArray& rows) {
   double best_merge = 1e30, best_read = 1e30;
   for (int run = 0; run < 3; ++run) {
     const std::string dir = TempDir();
@@ -97,15 +103,29 @@ void MergeRow(int parts, int64_t keys, int64_t bytes) {
               static_cast<long long>(bytes), best_merge * 1e3, best_read * 1e3,
               best_merge / best_read, best_merge * 1e6 / static_cast<double>(keys));
   std::fflush(stdout);
+  rows.Add(JsonObject()
+               .Set("parts", parts)
+               .Set("keys", keys)
+               .Set("bytes_per_key", bytes)
+               .Set("merge_s", best_merge)
+               .Set("read_s", best_read));
 }
 
-void Merge(int64_t min_keys, int64_t max_keys) {
+void WriteJson(const JsonObject& json, const std::string& path) {
+  if (path.empty() || json.WriteTo(path)) return;
+  std::fprintf(stderr, "group_bench: cannot write %s\n", path.c_str());
+  std::exit(1);
+}
+
+void Merge(int64_t min_keys, int64_t max_keys, const std::string& json) {
   std::printf("%6s %9s %8s %10s %10s %8s %8s\n", "parts", "keys", "B/key", "merge ms", "read ms",
               "ratio", "us/key");
+  JsonArray rows;
   for (int64_t keys = min_keys; keys <= max_keys; keys *= 10) {
-    for (int parts : {2, 8, 64}) MergeRow(parts, keys, 4);
+    for (int parts : {2, 8, 64}) MergeRow(parts, keys, 4, rows);
   }
-  for (int64_t bytes : {int64_t{4}, int64_t{16384}}) MergeRow(8, 10000, bytes);
+  for (int64_t bytes : {int64_t{4}, int64_t{16384}}) MergeRow(8, 10000, bytes, rows);
+  WriteJson(JsonObject().Set("mode", "merge").Set("runs", 3).Set("rows", rows), json);
 }
 
 // Saves and restores `count` variables of `mib` MiB in all; returns the
@@ -136,7 +156,7 @@ std::pair<double, double> SaveRestore(CheckpointGroup* group, const std::string&
   return {best_save, best_restore};
 }
 
-void Save(int64_t mib, int count) {
+void Save(int64_t mib, int count, const std::string& json) {
   auto workers = WorkerGroup::World();
   Check(workers.status(), "MPI");
   WorkerGroup& group = **workers;
@@ -155,6 +175,17 @@ void Save(int64_t mib, int count) {
         alone.first / together.first, together.second, gib / together.second,
         alone.second / together.second);
     std::filesystem::remove_all(dir);
+    WriteJson(JsonObject()
+                  .Set("mode", "save")
+                  .Set("runs", 3)
+                  .Set("ranks", group.size())
+                  .Set("mib", mib)
+                  .Set("count", count)
+                  .Set("save_s", together.first)
+                  .Set("restore_s", together.second)
+                  .Set("alone_save_s", alone.first)
+                  .Set("alone_restore_s", alone.second),
+              json);
   }
 }
 
@@ -165,21 +196,24 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   int64_t mib = 1024, min_keys = 1000, max_keys = 1000000;
   int count = 64;
+  std::string json;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--mib") mib = std::atoll(argv[i + 1]);
     if (flag == "--count") count = std::atoi(argv[i + 1]);
     if (flag == "--min-keys") min_keys = std::max<int64_t>(1, std::atoll(argv[i + 1]));
     if (flag == "--max-keys") max_keys = std::atoll(argv[i + 1]);
+    if (flag == "--json") json = argv[i + 1];
   }
   if (mode == "merge") {
-    ckflow::Merge(min_keys, max_keys);
+    ckflow::Merge(min_keys, max_keys, json);
   } else if (mode == "save") {
-    ckflow::Save(mib, count);
+    ckflow::Save(mib, count, json);
   } else {
     std::fprintf(
         stderr,
-        "usage: group_bench merge [--min-keys N] [--max-keys N] | save [--mib M] [--count C]\n");
+        "usage: group_bench merge [--min-keys N] [--max-keys N] [--json PATH] | save [--mib M] "
+        "[--count C] [--json PATH]\n");
     return 2;
   }
   return 0;

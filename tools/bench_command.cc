@@ -11,14 +11,16 @@
 //            of the same save made synchronously in the same run.
 //
 // Each of the R runs measures both, alternating which goes first; the median
-// of each is reported. The last lines of stdout are the ones
-// bench/side_by_side.py parses; keep them in sync with it:
+// of each is reported. The last lines of stdout read (tests/tools/cli_test.cc
+// parses them):
 //
 //   ckflow    1.234 GB/s  0.870 s  Restore + InitializeOrRestore
 //   raw       1.418 GB/s  0.757 s  pread + CRC32C, 2 threads
 //   ckflow/raw = 0.87x  (> 1: ckflow is faster)
 //
-// GB/s is 1e9 bytes of variable values per second.
+// GB/s is 1e9 bytes of variable values per second. With --json PATH the
+// same figures (seconds, rates, memory) are also written to PATH as one JSON
+// object, which bench/report.py reads.
 
 #include <stdlib.h>
 #include <tbb/global_control.h>
@@ -28,6 +30,7 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -45,6 +48,7 @@
 #include "checkpoint/checkpoint.h"
 #include "runtime/session.h"
 #include "tools/commands.h"
+#include "workloads/json_writer.h"
 #include "workloads/memory.h"
 #include "workloads/model_program.h"
 #include "workloads/raw_io.h"
@@ -67,7 +71,10 @@ struct BenchOptions {
   bool async = false;
   int files = 0;         // SaveOptions::files_per_device
   int memory_saves = 0;  // extra saves after the timed runs, memory watched
+  std::string json;      // also write the results here (empty: only print them)
 };
+
+using workloads::JsonObject;
 
 // "1GiB", "256MiB", "64KiB", "1GB", "1000" -> bytes. Units are exact
 // (KiB = 1024, KB = 1000) and case-insensitive; a bare number is bytes.
@@ -265,7 +272,14 @@ Status RunBoth(int run, const Raw& raw, const Ckflow& ckflow) {
 }
 
 void PrintResult(const Plan& plan, double ckflow_s, const std::string& ckflow_what, double raw_s,
-                 const std::string& raw_what) {
+                 const std::string& raw_what, JsonObject& json) {
+  json.Set("ckflow_s", ckflow_s)
+      .Set("ckflow_what", ckflow_what)
+      .Set("raw_s", raw_s)
+      .Set("raw_what", raw_what)
+      .Set("ckflow_GB/s", static_cast<double>(plan.bytes) / ckflow_s / 1e9)
+      .Set("raw_GB/s", static_cast<double>(plan.bytes) / raw_s / 1e9)
+      .Set("ratio", raw_s / ckflow_s);
   const double bytes = static_cast<double>(plan.bytes);
   char line[256];
   std::snprintf(line, sizeof(line), "ckflow  %8.3f GB/s  %8.4f s  %s\n", bytes / ckflow_s / 1e9,
@@ -290,7 +304,9 @@ void PrintResult(const Plan& plan, double ckflow_s, const std::string& ckflow_wh
 double Mib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
 // "memory  Write: peak RSS +3.2 MiB over the resident set before it (...)".
-void PrintMemory(const std::string& what, int64_t peak_added, const Plan& plan) {
+void PrintMemory(const std::string& what, int64_t peak_added, const Plan& plan, JsonObject& json,
+                 const std::string& key) {
+  json.Set(key, peak_added >= 0 ? static_cast<double>(peak_added) : NAN);
   char line[240];
   if (peak_added < 0) {
     std::snprintf(line, sizeof(line), "memory  %s: peak RSS unknown (no /proc/self/clear_refs)\n",
@@ -343,7 +359,7 @@ Status CheckRestored(ModelProgram& p, int64_t i, float expected) {
   return OkStatus();
 }
 
-Status RunRestore(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
+Status RunRestore(const Plan& plan, const BenchOptions& options, WorkDir& dir, JsonObject& json) {
   Progress progress("restore", options.repeat + 1);
   const std::string prefix = dir.NewPath("ckpt");
   {
@@ -391,12 +407,12 @@ Status RunRestore(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
   PrintResult(
       plan, Median(ckflow_s),
       "Restore + InitializeOrRestore, " + Count(static_cast<int64_t>(data_files.size()), "file"),
-      Median(raw_s), "pread + CRC32C, " + Count(options.raw_threads, "thread"));
-  PrintMemory("Restore + InitializeOrRestore", peak_added, plan);
+      Median(raw_s), "pread + CRC32C, " + Count(options.raw_threads, "thread"), json);
+  PrintMemory("Restore + InitializeOrRestore", peak_added, plan, json, "peak_rss_added_bytes");
   return OkStatus();
 }
 
-Status RunSave(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
+Status RunSave(const Plan& plan, const BenchOptions& options, WorkDir& dir, JsonObject& json) {
   Progress progress("save", options.repeat + 1);
   CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<ModelProgram> p, NewModel(plan, 0.0f));
   std::vector<std::vector<char>> buffers(plan.count, std::vector<char>(plan.bytes / plan.count, 1));
@@ -482,8 +498,10 @@ Status RunSave(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
     std::swap(raw, other);
     std::swap(raw_layout, other_layout);
   }
-  PrintResult(plan, Median(ckflow_s), what, raw, raw_what + raw_layout);
+  PrintResult(plan, Median(ckflow_s), what, raw, raw_what + raw_layout, json);
+  json.Set("data_files", data_files);
   if (other > 0) {
+    json.Set("raw_slower_layout_s", other);
     char line[200];
     std::snprintf(line, sizeof(line), "raw, slower layout: %.3f GB/s  %.4f s  %s\n",
                   static_cast<double>(plan.bytes) / other / 1e9, other,
@@ -496,9 +514,15 @@ Status RunSave(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
                   "stall / synchronous Write = %.3f  (the synchronous Write took %.4f s)\n",
                   Median(ckflow_s) / Median(sync_s), Median(sync_s));
     std::cout << line;
+    json.Set("sync_s", Median(sync_s)).Set("stall_vs_sync", Median(ckflow_s) / Median(sync_s));
   }
-  if (peak_sync >= 0 || !options.async) PrintMemory("Write", peak_sync, plan);
-  if (options.async) PrintMemory("Write async, until its files are written", peak_async, plan);
+  if (peak_sync >= 0 || !options.async) {
+    PrintMemory("Write", peak_sync, plan, json, "peak_rss_added_bytes");
+  }
+  if (options.async) {
+    PrintMemory("Write async, until its files are written", peak_async, plan, json,
+                "async_peak_rss_added_bytes");
+  }
   if (options.memory_saves > 0) {
     // A training loop's saves, one after another: the resident set must stay
     // flat (an async save's snapshot buffers are reused, not reallocated).
@@ -521,6 +545,10 @@ Status RunSave(const Plan& plan, const BenchOptions& options, WorkDir& dir) {
                   options.memory_saves, options.async ? "async" : "sync", Mib(after_first),
                   Mib(after_last), Mib(after_last - after_first), Mib(probe.added()));
     std::cout << line;
+    json.Set("memory_saves", options.memory_saves)
+        .Set("memory_saves_rss_after_first_bytes", after_first)
+        .Set("memory_saves_rss_after_last_bytes", after_last)
+        .Set("memory_saves_peak_added_bytes", probe.added());
   }
   return OkStatus();
 }
@@ -535,9 +563,23 @@ int RunBench(Mode mode, const BenchOptions& options) {
   if (options.threads > 0) {
     limit.emplace(tbb::global_control::max_allowed_parallelism, options.threads);
   }
-  const Status status =
-      mode == Mode::kRestore ? RunRestore(*plan, options, **dir) : RunSave(*plan, options, **dir);
+  JsonObject json;
+  json.Set("command", command)
+      .Set("bytes", plan->bytes)
+      .Set("count", plan->count)
+      .Set("repeat", options.repeat)
+      .Set("threads", static_cast<int64_t>(MaxParallelism()))
+      .Set("raw_threads", options.raw_threads)
+      .Set("durable", options.durable)
+      .Set("async", options.async)
+      .Set("dir", (*dir)->path());
+  const Status status = mode == Mode::kRestore ? RunRestore(*plan, options, **dir, json)
+                                               : RunSave(*plan, options, **dir, json);
   if (!status.ok()) return ReportError(command, status);
+  if (!options.json.empty() && !json.WriteTo(options.json)) {
+    return ReportError(command, InvalidArgumentError("--json ", options.json,
+                                                     ": cannot write: ", std::strerror(errno)));
+  }
   return 0;
 }
 
@@ -559,6 +601,8 @@ void AddBenchOptions(CLI::App* sub, BenchOptions& options, bool save) {
                       " (SaveOptions::files_per_device; 0: one per thread for 32 MiB a file "
                       "or more)")
       ->capture_default_str();
+  sub->add_option("--json", options.json,
+                  "also write the results to this file as one JSON object (bench/report.py)");
   if (save) {
     sub->add_flag("--durable", options.durable, "fsync what is written (ckflow and raw)");
 

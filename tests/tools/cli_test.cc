@@ -142,7 +142,7 @@ TEST(Cli, VerifyAndDiffCatchAChangedTensor) {
   EXPECT_NE(output.find("FAILED: 1 of 2 tensors"), std::string::npos) << output;
 }
 
-// What `ckflow bench` prints for bench/side_by_side.py: the two rates and
+// What `ckflow bench` prints: the two rates and
 // their ratio; NaN where a line is missing.
 struct BenchRates {
   double ckflow = NAN;
@@ -207,6 +207,36 @@ INSTANTIATE_TEST_SUITE_P(Modes, CliBenchTest,
                            for (char ch : p.param) name += std::isalnum(ch) ? ch : '_';
                            return name;
                          });
+
+// The number after "key": in `json`, NaN if the key is missing.
+double JsonNumber(const std::string& json, const std::string& key) {
+  const size_t at = json.find("\"" + key + "\": ");
+  return at == std::string::npos ? NAN : std::strtod(json.c_str() + at + key.size() + 4, nullptr);
+}
+
+// --json writes what the lines say, for bench/report.py.
+TEST(CliBench, WritesTheFiguresItPrintsAsJson) {
+  const std::string dir = testing::NewTempDir("bench");
+  const std::string json_path = testing::NewTempDir("bench_json") + "/save.json";
+  std::string output;
+  ASSERT_EQ(testing::RunCommand(std::string(CKFLOW_CLI) +
+                                    " bench save --async --size 4MiB --count 4 --repeat 1 --dir " +
+                                    dir + " --json " + json_path + " 2>&1",
+                                &output),
+            0)
+      << output;
+  const BenchRates r = ParseBenchOutput(output);
+  const std::string json = testing::ReadFileOrDie(json_path);
+  EXPECT_NE(json.find("\"command\": \"bench save\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"async\": true"), std::string::npos) << json;
+  EXPECT_EQ(JsonNumber(json, "bytes"), 4 << 20) << json;
+  EXPECT_EQ(JsonNumber(json, "count"), 4) << json;
+  // The lines print two or three decimals.
+  EXPECT_NEAR(JsonNumber(json, "ratio"), r.ratio, 0.006) << json << output;
+  EXPECT_NEAR(JsonNumber(json, "ckflow_GB/s"), r.ckflow, 0.0006) << json << output;
+  EXPECT_NEAR(JsonNumber(json, "stall_vs_sync"), r.stall, 0.0006) << json << output;
+  EXPECT_EQ(testing::ListDir(dir), std::vector<std::string>{}) << "left behind in " << dir;
+}
 
 struct BadBenchArgs {
   std::string args;
