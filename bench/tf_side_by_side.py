@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """ckflow checkpoint restore/save beside TensorFlow 2.21's and PyTorch 2.13's, same machine, same run.
 
-For 64 float32 variables of 16 MiB (1 GiB) and 20,000 of 1 KiB it measures:
+For 20,000 float32 variables of 1 KiB, 64 of 4 MiB (256 MiB) and 64 of 16 MiB
+(1 GiB) it measures:
 
-  ckflow      `ckflow bench restore|save` (tools/bench_command.cc): Restore +
-              InitializeOrRestore into a session's existing variables, and
-              Checkpoint::Write.
+  ckflow      `ckflow bench restore|save --json` (tools/bench_command.cc):
+              Restore + InitializeOrRestore into a session's existing
+              variables, and Checkpoint::Write, each beside its raw ceiling
+              (pread + CRC32C, pwrite) measured in the same run.
   TF graph    tf.compat.v1.train.Checkpoint in a tf.compat.v1.Session:
               restore = checkpoint.restore(path) (builds the restore ops) +
               status.run_restore_ops(session); save = checkpoint.save(prefix,
@@ -18,17 +20,19 @@ For 64 float32 variables of 16 MiB (1 GiB) and 20,000 of 1 KiB it measures:
               into a live model is); torch.distributed.checkpoint save/load
               in one process (no process group: DCP's single-process mode),
               which loads in place.
+  libtorch    C++ libtorch's save, load and load + copy_ (bench/torch_baseline.cc),
+              when --torch-baseline names a built binary (it needs
+              libtorch-dev); otherwise recorded as not run.
 
 Only the restore and save calls are timed; importing TensorFlow, building the
 graph and the variables, and the first save (which builds its ops) are
 reported separately, as a user pays them too. Reads are warm (the file was
-just written). Figures are medians of --repeat runs, in GB/s of variable
-payload. Run with the interop venv's python (./run.sh bench does):
+just written). Figures are medians of --repeat runs. It prints GB/s of
+variable payload and, with --json PATH, writes every time in seconds for
+bench/report.py. Run with the bench venv's python (./run.sh bench does):
 
-  build/venv-bench/bin/python bench/tf_side_by_side.py --ckflow build/release/tools/ckflow
-
-With --json PATH it also writes the rates for bench/plot_peers.py, which draws
-bench/peers.png.
+  build/venv-bench/bin/python bench/tf_side_by_side.py --ckflow build/release/tools/ckflow \
+      --torch-baseline build/release/bench/torch_baseline --json results.json
 """
 
 import argparse
@@ -57,7 +61,12 @@ TORCH_IMPORT_SECONDS = time.perf_counter() - _start
 warnings.filterwarnings("ignore", message="torch.distributed is disabled")
 
 KIB, MIB = 1 << 10, 1 << 20
-CKFLOW_RE = re.compile(r"^ckflow\s+([0-9.]+) GB/s", re.M)
+# The lines torch_baseline prints last (bench/torch_baseline.cc):
+#   libtorch save: 1.052 GB/s
+LIBTORCH_RE = {
+    key: re.compile(rf"^libtorch {re.escape(name)}: ([0-9.]+) GB/s", re.M)
+    for key, name in (("save", "save"), ("load", "load"), ("load_copy", "load+copy_"))
+}
 
 
 def gbps(nbytes, seconds):
@@ -65,13 +74,27 @@ def gbps(nbytes, seconds):
 
 
 def ckflow_bench(ckflow, mode, count, size, directory, repeat):
+    """The `ckflow bench MODE --json` object: ckflow_s, raw_s, ..."""
+    path = os.path.join(directory, f"ckflow_{mode}.json")
     cmd = [ckflow, "bench", mode, "--size", str(count * size), "--count", str(count),
-           "--repeat", str(repeat), "--dir", directory]
+           "--repeat", str(repeat), "--dir", directory, "--json", path]
+    subprocess.run(cmd, capture_output=True, text=True, check=True)
+    with open(path) as f:
+        result = json.load(f)
+    os.remove(path)
+    return result
+
+
+def libtorch_bench(binary, count, size, directory, repeat):
+    """Seconds of libtorch's save, load and load + copy_ (torch_baseline)."""
+    cmd = [binary, "--count", str(count), "--size", str(count * size), "--repeat", str(repeat),
+           "--dir", directory]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    found = CKFLOW_RE.search(out)
-    if not found:
-        sys.exit(f"tf_side_by_side.py: cannot parse {' '.join(cmd)}:\n{out}")
-    return float(found.group(1))
+    found = {key: r.search(out) for key, r in LIBTORCH_RE.items()}
+    if not all(found.values()):
+        sys.exit(f"tf_side_by_side.py: cannot parse {' '.join(cmd)} "
+                 f"(out of sync with bench/torch_baseline.cc?):\n{out}")
+    return {key: count * size / (float(m.group(1)) * 1e9) for key, m in found.items()}
 
 
 def make_module(count, numel):
@@ -184,76 +207,65 @@ def torch_mode(count, size, directory, repeat):
     return timings
 
 
+def label_of(count, size):
+    unit = f"{size // MIB} MiB" if size >= MIB else f"{size // KIB} KiB"
+    return f"{count:,} x {unit}"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ckflow", default="build/release/tools/ckflow")
+    parser.add_argument("--torch-baseline",
+                        help="bench/torch_baseline built with libtorch (default: none, its "
+                        "figures recorded as not run)")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--json", help="also write every rate (GB/s) here, for bench/plot_peers.py")
+    parser.add_argument("--json", help="also write every time (seconds) here, for bench/report.py")
     args = parser.parse_args()
-    cases = [(64, 16 * MIB), (20000, KIB)]
+    libtorch = args.torch_baseline
+    if libtorch and not os.access(libtorch, os.X_OK):
+        print(f"libtorch skipped: no {libtorch}", flush=True)
+        libtorch = None
+    cases = [(20000, KIB), (64, 4 * MIB), (64, 16 * MIB)]
     print(f"TensorFlow {tf.__version__}; import tensorflow: {IMPORT_SECONDS:.2f} s; "
           f"PyTorch {torch.__version__} ({torch.get_num_threads()} threads); import torch: "
-          f"{TORCH_IMPORT_SECONDS:.2f} s; {os.cpu_count()} cores; medians of {args.repeat}")
-    print()
-    print("| variables | ckflow restore | TF graph restore (run; +build) | TF eager restore "
-          "| ckflow save | TF graph save | TF eager write | restore ckflow/TF graph, /eager "
-          "| save ckflow/TF graph, /eager |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    details, torch_rows, rates = [], [], []
+          f"{TORCH_IMPORT_SECONDS:.2f} s; {os.cpu_count()} cores; medians of {args.repeat}; "
+          "GB/s of variable payload", flush=True)
+    results = []
     for count, size in cases:
         nbytes = count * size
+        label = label_of(count, size)
         with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as directory:
-            ck_restore = ckflow_bench(args.ckflow, "restore", count, size, directory, args.repeat)
-            ck_save = ckflow_bench(args.ckflow, "save", count, size, directory, args.repeat)
+            restore = ckflow_bench(args.ckflow, "restore", count, size, directory, args.repeat)
+            save = ckflow_bench(args.ckflow, "save", count, size, directory, args.repeat)
             graph = graph_mode(count, size, directory, args.repeat)
             eager = eager_mode(count, size, directory, args.repeat)
             pt = torch_mode(count, size, directory, args.repeat)
-        g_restore = gbps(nbytes, graph["restore_build"] + graph["restore_run"])
-        g_run = gbps(nbytes, graph["restore_run"])
-        e_restore = gbps(nbytes, eager["restore"])
-        g_save = gbps(nbytes, graph["save"])
-        e_save = gbps(nbytes, eager["save"])
-        label = f"{count:,} x {size // MIB} MiB" if size >= MIB else f"{count:,} x {size // KIB} KiB"
-        print(f"| {label} | {ck_restore:.2f} GB/s | {g_run:.2f} ({g_restore:.2f}) GB/s "
-              f"| {e_restore:.2f} GB/s | {ck_save:.2f} GB/s | {g_save:.2f} GB/s "
-              f"| {e_save:.2f} GB/s | {ck_restore / g_restore:.1f}x, {ck_restore / e_restore:.1f}x "
-              f"| {ck_save / g_save:.1f}x, {ck_save / e_save:.1f}x |")
-        pt_rates = {key: gbps(nbytes, pt[key])
-                    for key in ("load", "load_copy", "dcp_load", "save", "dcp_save")}
-        rates.append({
-            "label": label,
-            "restore": {"ckflow": ck_restore, "TF graph": g_restore, "TF eager": e_restore,
-                        "torch.load": pt_rates["load"], "torch.load + copy_": pt_rates["load_copy"],
-                        "DCP load": pt_rates["dcp_load"]},
-            "save": {"ckflow": ck_save, "TF graph": g_save, "TF eager": e_save,
-                     "torch.save": pt_rates["save"], "DCP save": pt_rates["dcp_save"]},
-        })
-        torch_rows.append(
-            f"| {label} | {ck_restore:.2f} GB/s | {pt_rates['load']:.2f} GB/s "
-            f"| {pt_rates['load_copy']:.2f} GB/s | {pt_rates['dcp_load']:.2f} GB/s "
-            f"| {ck_save:.2f} GB/s | {pt_rates['save']:.2f} GB/s | {pt_rates['dcp_save']:.2f} GB/s "
-            f"| {ck_restore / pt_rates['load']:.1f}x, {ck_restore / pt_rates['load_copy']:.1f}x, "
-            f"{ck_restore / pt_rates['dcp_load']:.1f}x "
-            f"| {ck_save / pt_rates['save']:.1f}x, {ck_save / pt_rates['dcp_save']:.1f}x |")
-        details.append(
-            f"{label}: TF graph: build {graph['build']:.2f} s, first save {graph['first_save']:.2f} s, "
-            f"restore() {graph['restore_build']:.3f} s + run_restore_ops {graph['restore_run']:.3f} s; "
-            f"TF eager: variables {eager['build']:.2f} s, first write {eager['first_save']:.2f} s"
-        )
-    print()
-    print("| variables | ckflow restore | torch.load | torch.load + copy_ | DCP load (in place) "
-          "| ckflow save | torch.save | DCP save | restore ckflow/torch.load, /load + copy_, /DCP "
-          "| save ckflow/torch.save, /DCP |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for row in torch_rows:
-        print(row)
-    print()
-    for line in details:
-        print(line)
+            lt = libtorch_bench(libtorch, count, size, directory, args.repeat) if libtorch else None
+        result = {
+            "label": label, "count": count, "tensor_bytes": size, "bytes": nbytes,
+            "ckflow": {"restore_s": restore["ckflow_s"], "raw_read_s": restore["raw_s"],
+                       "raw_read_what": restore["raw_what"], "save_s": save["ckflow_s"],
+                       "raw_write_s": save["raw_s"], "raw_write_what": save["raw_what"],
+                       "restore": restore, "save": save},
+            "tf_graph": graph, "tf_eager": eager, "torch": pt, "libtorch": lt,
+        }
+        results.append(result)
+        rate = lambda seconds: f"{gbps(nbytes, seconds):.3g}"  # noqa: E731
+        print(f"{label}: restore ckflow {rate(restore['ckflow_s'])}, raw {rate(restore['raw_s'])}, "
+              f"TF graph {rate(graph['restore_build'] + graph['restore_run'])}, "
+              f"TF eager {rate(eager['restore'])}, torch.load {rate(pt['load'])}, "
+              f"torch.load + copy_ {rate(pt['load_copy'])}, DCP {rate(pt['dcp_load'])}"
+              + (f", libtorch load + copy_ {rate(lt['load_copy'])}" if lt else ""), flush=True)
+        print(f"{label}: save ckflow {rate(save['ckflow_s'])}, raw {rate(save['raw_s'])}, "
+              f"TF graph {rate(graph['save'])}, TF eager {rate(eager['save'])}, "
+              f"torch.save {rate(pt['save'])}, DCP {rate(pt['dcp_save'])}"
+              + (f", libtorch {rate(lt['save'])}" if lt else ""), flush=True)
     if args.json:
         with open(args.json, "w") as out:
             json.dump({"tensorflow": tf.__version__, "torch": torch.__version__,
-                       "repeat": args.repeat, "cases": rates}, out, indent=1)
+                       "torch_threads": torch.get_num_threads(),
+                       "import_tensorflow_s": IMPORT_SECONDS, "import_torch_s": TORCH_IMPORT_SECONDS,
+                       "repeat": args.repeat, "cases": results}, out, indent=1)
 
 
 if __name__ == "__main__":
