@@ -5,8 +5,12 @@
 #
 #   ./run.sh demo    build (Release) and run the example, then inspect its checkpoint
 #   ./run.sh test    build with ASan+UBSan and run the whole suite through ctest
-#   ./run.sh bench   build (Release) and run the benchmarks, PyTorch and TensorFlow
-#                    side by side
+#   ./run.sh bench [--report-only]  build (Release), run every benchmark with
+#                    TensorFlow and PyTorch side by side (~30 min on 2 cores),
+#                    then write bench/README.md from the results (--report-only:
+#                    only write it again from the last run's results)
+#   ./run.sh reliability  the reliability campaigns (crash points, random kills,
+#                    injected faults, soak), then RELIABILITY.md's figures
 #   ./run.sh tsan    build with ThreadSanitizer and run the concurrency tests
 #   ./run.sh fuzz [SECONDS]  build the libFuzzer targets (clang) and run each for
 #                    SECONDS (default 300): checkpoint readers, state file, round trip;
@@ -70,6 +74,57 @@ make_venv() {
 }
 venv=build/venv
 
+# Every benchmark of `./run.sh bench`, in order, each writing its results
+# into $results (bench/report.py reads them all to write bench/README.md).
+# bench_run NAME [VAR=VALUE...] CMD...: runs one and records its command,
+# time and exit in $results/runs.jsonl; a failure is recorded, not fatal,
+# and its figures read "not run". Roughly, on 2 cores: peers 8 min,
+# checkpoint_bench 3, train_bench 4, the rest a minute or two each.
+bench_run() { "$PYTHON" bench/report.py run "$results" "$@"; }
+# gbench NAME ARGS...: a Google Benchmark binary of build/release/bench.
+gbench() {
+  local name=$1; shift
+  bench_run "$name" "build/release/bench/$name" --benchmark_out="$results/$name.json" \
+    --benchmark_out_format=json --benchmark_repetitions=3 --benchmark_report_aggregates_only=true "$@"
+}
+run_benchmarks() {
+  local bin=build/release/bench ckflow=build/release/tools/ckflow py=build/venv-bench/bin/python
+  rm -rf "$results"
+  "$PYTHON" bench/report.py machine "$results" --build build/release
+  bench_run peers "$py" bench/tf_side_by_side.py --ckflow "$ckflow" \
+    --torch-baseline "$bin/torch_baseline" --repeat 3 --json "$results/peers.json"
+  gbench checkpoint_bench --benchmark_filter='Save/.*durable:1|SaveAsync|RestoreSmall/.*cold:1|RestoreOnCreate'
+  bench_run save_200k "$ckflow" bench save --count 200000 --size 200000KiB --repeat 3 \
+    --json "$results/save_200k.json"
+  bench_run save_async_20k "$ckflow" bench save --async --count 20000 --size 20000KiB --repeat 5 \
+    --json "$results/save_async_20k.json"
+  bench_run memory_async "$ckflow" bench save --async --size 1GiB --count 64 --repeat 1 \
+    --memory-saves 10 --json "$results/memory_async.json"
+  bench_run fresh_restore "$bin/fresh_restore" --repeat 3 --torch --python "$py" \
+    --json "$results/fresh_restore.json"
+  bench_run train_bench CKFLOW_BENCH_DIR=/dev/shm CKFLOW_BENCH_LOOP_STEPS=2000 "$bin/train_bench" \
+    --benchmark_filter='TrainStep|TorchStep|TrainLoop/model:./async:1/every:100' \
+    --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+    --benchmark_out="$results/train_bench.json" --benchmark_out_format=json
+  bench_run train_peers "$py" bench/train_step_peers.py --json "$results/train_peers.json"
+  gbench session_bench
+  gbench gemm_isa_bench
+  if [ -x "$bin/gemm_isa_bench_baseline" ]; then gbench gemm_isa_bench_baseline; fi
+  for mode in sync async; do
+    bench_run "soak_$mode" "$bin/checkpoint_soak" --cycles 10000 --mode "$mode" \
+      --json "$results/soak_$mode.json"
+  done
+  if [ -x "$bin/group_bench" ]; then
+    bench_run group_merge "$bin/group_bench" merge --max-keys 100000 --json "$results/group_merge.json"
+    local root=()
+    [ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
+    for ranks in 1 2 4; do
+      bench_run "group_save_$ranks" mpirun "${root[@]}" --oversubscribe -np "$ranks" \
+        "$bin/group_bench" save --mib 256 --count 64 --json "$results/group_save_$ranks.json"
+    done
+  fi
+}
+
 export CCACHE_DIR=${CCACHE_DIR:-$ROOT/.ccache}
 
 cmd=${1:-help}
@@ -101,7 +156,9 @@ case "$cmd" in
     configure build/tsan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
       -DCKFLOW_SANITIZE=thread -DCKFLOW_BUILD_BENCH=OFF -DCKFLOW_BUILD_EXAMPLES=OFF
     "$CMAKE" --build build/tsan -j "$JOBS"
-    cd build/tsan && "$CTEST" --output-on-failure -j "$JOBS" -R 'Concurren|Parallel|Thread|Session|Async' "$@"
+    # The log is kept for ./run.sh reliability's TSan row.
+    cd build/tsan && "$CTEST" --output-on-failure -j "$JOBS" -R 'Concurren|Parallel|Thread|Session|Async' "$@" \
+      2>&1 | tee ctest.log
     ;;
   fuzz)
     # libclang-rt-dev holds libFuzzer; clang only recommends it.
@@ -133,18 +190,39 @@ case "$cmd" in
     echo "run.sh fuzz: no findings in ${seconds}s per target; corpus kept in $work/corpus"
     ;;
   bench)
-    install_packages "${PACKAGES[@]}" python3-torch python3-matplotlib libtorch-dev python3-venv
+    results=build/release/bench-results
+    if [ "${1:-}" = "--report-only" ]; then
+      install_packages python3 python3-matplotlib
+      "$PYTHON" bench/report.py page "$results"
+      exit 0
+    fi
+    install_packages "${PACKAGES[@]}" python3-matplotlib libtorch-dev python3-venv
     make_venv build/venv-bench bench/requirements.txt
     release_build -DCKFLOW_BUILD_BENCH=ON
-    for b in build/release/bench/*_bench; do
-      [ -x "$b" ] && "$b" "$@"
+    run_benchmarks
+    "$PYTHON" bench/report.py page "$results"
+    ;;
+  reliability)
+    # reliability_test in the ASan + UBSan build, with the full random-kill
+    # campaign; the soak in the Release build; the TSan row from the log of
+    # the last ./run.sh tsan, if there is one.
+    install_packages "${PACKAGES[@]}"
+    configure build/test -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
+      -DCKFLOW_SANITIZE="address;undefined" -DCKFLOW_BUILD_BENCH=ON
+    "$CMAKE" --build build/test -j "$JOBS" --target reliability_test save_child
+    configure build/release -DCMAKE_BUILD_TYPE=Release -DCKFLOW_BUILD_TESTS=OFF -DCKFLOW_BUILD_BENCH=ON
+    "$CMAKE" --build build/release -j "$JOBS" --target checkpoint_soak
+    results=build/reliability
+    rm -rf "$results"
+    "$PYTHON" bench/report.py machine "$results" --build build/test
+    campaign="CKFLOW_RANDOM_KILLS=200 build/test/tests/checkpoint/reliability_test"
+    bench_run reliability_test bash -c "set -o pipefail; $campaign | tee $results/reliability_test.log"
+    for mode in sync async; do
+      bench_run "soak_$mode" build/release/bench/checkpoint_soak --cycles 10000 --mode "$mode" \
+        --json "$results/soak_$mode.json"
     done
-    if [ -f bench/side_by_side.py ]; then
-      "$PYTHON" bench/side_by_side.py --build build/release
-    fi
-    build/venv-bench/bin/python bench/tf_side_by_side.py --ckflow build/release/tools/ckflow \
-      --json build/release/tf_side_by_side.json
-    "$PYTHON" bench/plot_peers.py build/release/tf_side_by_side.json bench/peers.png
+    if [ -f build/tsan/ctest.log ]; then cp build/tsan/ctest.log "$results/tsan.log"; fi
+    "$PYTHON" bench/report.py reliability "$results"
     ;;
   interop)
     install_packages "${PACKAGES[@]}" python3-venv
@@ -156,7 +234,7 @@ case "$cmd" in
       interop "$@"
     ;;
   *)
-    sed -n '2,14p' "$0"
+    sed -n '2,19p' "$0"
     exit 2
     ;;
 esac

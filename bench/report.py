@@ -1,0 +1,1128 @@
+#!/usr/bin/env python3
+"""Writes bench/README.md and its plots from the results of one `./run.sh bench` run.
+
+Every benchmark of the run writes what it measured into one results
+directory (build/release/bench-results by default): Google Benchmark's JSON
+for bench/*_bench, `ckflow bench --json`, bench/tf_side_by_side.py,
+bench/train_step_peers.py, fresh_restore, group_bench and checkpoint_soak
+their own JSON. This script is the only writer of the page: each topic is a
+function below that turns those files into one table (and a plot where one
+helps), so every figure on the page comes from the run and none is typed by
+hand. A figure whose benchmark was not run, or failed, reads "not run".
+
+  report.py machine DIR --build BUILD    record the machine (first step of the run)
+  report.py run DIR NAME -- CMD ...      run one benchmark, recording its command, time and exit
+  report.py page DIR [--out README.md]   write the page (and its PNGs beside it)
+  report.py reliability DIR [--out RELIABILITY.md]
+                                         rewrite the figures section of RELIABILITY.md from
+                                         the reliability campaign's output in DIR
+  report.py sample DIR OUT               a trimmed copy of DIR's results for the tests
+                                         (bench/testdata/results is one)
+
+Adding a topic: write a function `topic_<name>(results) -> Section` and add
+it to TOPICS. Standard library only; matplotlib for the plots when present.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shlex
+import subprocess
+import sys
+import time
+
+KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
+NOT_RUN = "not run"
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+# ----------------------------------------------------------------- results
+
+
+class Results:
+    """The files of one results directory, each read once; None when absent."""
+
+    def __init__(self, directory):
+        self.dir = directory
+        self._cache = {}
+        self.runs = {}
+        path = os.path.join(directory, "runs.jsonl")
+        if os.path.exists(path):
+            with open(path) as f:
+                for line in f:
+                    if line.strip():
+                        record = json.loads(line)
+                        self.runs[record["name"]] = record  # the last run of a name counts
+
+    def json(self, name):
+        if name not in self._cache:
+            path = os.path.join(self.dir, name + ".json")
+            try:
+                with open(path) as f:
+                    self._cache[name] = json.load(f)
+            except (OSError, ValueError):
+                self._cache[name] = None
+        return self._cache[name]
+
+    def gbench(self, name):
+        """run name -> entry of a Google Benchmark JSON file: the median
+        aggregate where the run repeated, else the one run."""
+        data = self.json(name)
+        if not data:
+            return {}
+        out = {}
+        for e in data.get("benchmarks", []):
+            if e.get("error_occurred"):
+                continue
+            # Names without the suffixes of how they were timed:
+            # "BM_TrainStep/threads:1/manual_time" -> "BM_TrainStep/threads:1".
+            run = re.sub(r"/(manual_time|real_time|iterations:\d+)", "", e.get("run_name", e["name"]))
+            if e.get("run_type") == "aggregate":
+                if e.get("aggregate_name") == "median":
+                    out[run] = e
+            elif run not in out:
+                out[run] = e
+        return out
+
+    def ok(self, name):
+        run = self.runs.get(name)
+        return run is not None and run.get("exit") == 0
+
+
+def seconds_of(entry):
+    """A Google Benchmark entry's real time in seconds."""
+    scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[entry.get("time_unit", "ns")]
+    return entry["real_time"] * scale
+
+
+def get(d, *keys):
+    """d[k0][k1]... or None where any is missing."""
+    for k in keys:
+        if d is None:
+            return None
+        d = d.get(k) if isinstance(d, dict) else None
+    return d
+
+
+# -------------------------------------------------------------- formatting
+
+
+def num(x, digits=3):
+    """3 significant digits, thousands separated: 0.0123, 1.23, 12.3, 1,234."""
+    if x is None:
+        return NOT_RUN
+    if x == 0:
+        return "0"
+    magnitude = abs(x)
+    if magnitude >= 10 ** digits:
+        return f"{x:,.0f}"
+    decimals = max(0, digits - 1 - int(f"{magnitude:e}".split("e")[1]))
+    return f"{x:,.{decimals}f}"
+
+
+def times(x):
+    return NOT_RUN if x is None else f"{num(x)}×"
+
+
+def percent(x):
+    return NOT_RUN if x is None else f"{x * 100:+.1f}%"
+
+
+def with_unit(x, unit):
+    return NOT_RUN if x is None else f"{num(x)} {unit}"
+
+
+def duration(ms_value):
+    """Milliseconds as µs below 1 ms, else ms."""
+    if ms_value is None:
+        return NOT_RUN
+    return f"{num(ms_value * 1e3)} µs" if ms_value < 1 else f"{num(ms_value)} ms"
+
+
+def text_of(x, template):
+    """template with {} replaced by num(x), or "not run"."""
+    return NOT_RUN if x is None else template.format(num(x))
+
+
+def divide(a, b):
+    return None if a is None or b is None or b == 0 else a / b
+
+
+class Cell:
+    """A figure and, where there is one, ckflow's speed relative to it
+    (> 1: ckflow is faster)."""
+
+    def __init__(self, value, unit, ckflow_speed=None, note=""):
+        self.value, self.unit, self.speed, self.note = value, unit, ckflow_speed, note
+
+    def __str__(self):
+        if self.value is None:
+            return NOT_RUN
+        text = with_unit(self.value, self.unit) + self.note
+        if self.speed is not None:
+            text += f" · ckflow **{num(self.speed)}×**"
+        return text
+
+
+def table(headers, rows):
+    def cells(row):
+        # A | inside a cell (a regex in a code span) would split it.
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |"
+
+    lines = [cells(headers), "|" + "|".join("---" for _ in headers) + "|"]
+    lines += [cells(row) for row in rows]
+    return "\n".join(lines)
+
+
+class Section:
+    def __init__(self, title, intro, body, runs, plot=None, after=""):
+        self.title = title
+        self.intro = intro  # what is measured and how to read it
+        self.body = body  # the table(s), Markdown
+        self.runs = runs  # names in runs.jsonl: the commands shown
+        self.plot = plot  # (file name, draw function) or None
+        self.after = after  # what the figures mean, computed from them
+
+
+def human_bytes(n):
+    for unit, size in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n:,} B"
+
+
+def case_label(count, tensor_bytes):
+    total = count * tensor_bytes
+    if count >= 1000:
+        return f"{count:,} × {human_bytes(tensor_bytes)}"
+    return f"{human_bytes(total)} ({count} × {human_bytes(tensor_bytes)})"
+
+
+# ------------------------------------------------------------------- plots
+
+
+def plot_name(label):
+    """A table row's label as a legend entry: no Markdown, no version, no
+    "into existing variables" detail."""
+    name = re.sub(r"[`*]", "", label)
+    name = re.sub(r" \d+\.\d+[\w.+]*", "", name)
+    return re.sub(r",? \(?(into existing|in place|fresh tensors|same threads|same binary|"
+                  r"2 threads|a file each)\b.*$", "", name).replace("(", "").replace(")", "").rstrip(",: ")
+
+
+def bar_plot(path, title, groups, series, ylabel, log=True):
+    """groups: x labels; series: [(name, [value or None per group])]."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    series = [(name, values) for name, values in series if any(v for v in values)]
+    fig, ax = plt.subplots(figsize=(max(6, 2.2 * len(groups) + 2) + 3.5, 4.2))
+    width = 0.8 / max(1, len(series))
+    for i, (name, values) in enumerate(series):
+        xs = [g + (i - (len(series) - 1) / 2) * width for g in range(len(groups))]
+        ax.bar(xs, [v or 0 for v in values], width, label=name)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(groups)
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(axis="y", which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+# ------------------------------------------------------------------ topics
+#
+# Each topic reads the results it needs and returns a Section; a figure
+# that is missing is None and prints as "not run".
+
+
+def peer_cases(r, small):
+    cases = get(r.json("peers"), "cases") or []
+    return [c for c in cases if (c["count"] >= 1000) == small]
+
+
+def peer_version(r, which):
+    """" 2.21.0": the version of TensorFlow or PyTorch the run measured."""
+    v = get(r.json("peers"), which) or get(r.json("train_peers"), which)
+    return f" {v}" if v else ""
+
+
+def peer_rows(r, direction):
+    """Rows (label, seconds getter, note) of ckflow, its ceiling and the
+    peers for restore or save."""
+    tf, pt = peer_version(r, "tensorflow"), peer_version(r, "torch")
+    if direction == "restore":
+        return [
+            ("**ckflow** `Restore` + `InitializeOrRestore` into existing variables",
+             lambda c: get(c, "ckflow", "restore_s")),
+            ("ceiling: raw `pread` + CRC32C, 2 threads", lambda c: get(c, "ckflow", "raw_read_s")),
+            (f"TensorFlow{tf} graph: `restore()` + `run_restore_ops`",
+             lambda c: add(get(c, "tf_graph", "restore_build"), get(c, "tf_graph", "restore_run"))),
+            (f"TensorFlow{tf} eager: `Checkpoint.read`", lambda c: get(c, "tf_eager", "restore")),
+            (f"PyTorch{pt}: `torch.load` (fresh tensors)", lambda c: get(c, "torch", "load")),
+            (f"PyTorch{pt}: `torch.load` + `copy_` into existing tensors",
+             lambda c: get(c, "torch", "load_copy")),
+            (f"PyTorch{pt}: `torch.distributed.checkpoint.load` (in place)",
+             lambda c: get(c, "torch", "dcp_load")),
+            ("libtorch (C++): load + `copy_`", lambda c: get(c, "libtorch", "load_copy")),
+        ]
+    return [
+        ("**ckflow** `Checkpoint::Write`", lambda c: get(c, "ckflow", "save_s")),
+        ("ceiling: raw `pwrite`, 2 threads (a file each or one file, the faster)",
+         lambda c: get(c, "ckflow", "raw_write_s")),
+        (f"TensorFlow{tf} graph: `checkpoint.save`", lambda c: get(c, "tf_graph", "save")),
+        (f"TensorFlow{tf} eager: `Checkpoint.write`", lambda c: get(c, "tf_eager", "save")),
+        (f"PyTorch{pt}: `torch.save`", lambda c: get(c, "torch", "save")),
+        (f"PyTorch{pt}: `torch.distributed.checkpoint.save`",
+         lambda c: get(c, "torch", "dcp_save")),
+        ("libtorch (C++): save", lambda c: get(c, "libtorch", "save")),
+    ]
+
+
+def add(a, b):
+    return None if a is None or b is None else a + b
+
+
+def throughput_section(r, direction, title, intro, after_fn=None, extra_rows=()):
+    cases = peer_cases(r, small=False)
+    rows_spec = peer_rows(r, direction)
+    groups = [case_label(c["count"], c["tensor_bytes"]) for c in cases] or ["256 MiB", "1 GiB"]
+    rows, series = [], []
+    for label, seconds in rows_spec:
+        cells, values = [], []
+        for c in cases:
+            s, ck = seconds(c), rows_spec[0][1](c)
+            rate = divide(c["bytes"] / 1e9, s)
+            values.append(rate)
+            speed = None if label.startswith("**ckflow**") else divide(s, ck)
+            cells.append(Cell(rate, "GB/s", speed))
+        rows.append([label] + (cells or [NOT_RUN] * len(groups)))
+        series.append((plot_name(label), values))
+    for row in extra_rows:
+        rows.append(row)
+    png = f"{direction}.png"
+
+    def draw(path):
+        return bar_plot(path, f"{direction}: GB/s of variable payload (higher is faster)", groups,
+                        series, "GB/s (log scale)")
+
+    after = after_fn(cases) if after_fn and cases else ""
+    return Section(title, intro, table(["", *groups], rows), ["peers"],
+                   (png, draw) if cases else None, after)
+
+
+def topic_restore(r):
+    intro = (
+        "A restore into a model's existing variables, from a warm page cache, every CRC32C "
+        "checked: ckflow's `Checkpoint::Restore` + `InitializeOrRestore` against the machine's "
+        "ceiling (raw `pread` of the same value bytes into touched buffers, plus CRC32C, measured "
+        "in the same `ckflow bench restore` run) and against TensorFlow's and PyTorch's own "
+        "restores of the same float32 variables. Only the restore calls are timed: importing "
+        "the framework and building the model are not. Medians of the runs; "
+        "\"ckflow N×\" is the other's time over ckflow's (> 1: ckflow is faster).")
+
+    def after(cases):
+        c = cases[-1]
+        ck, raw = get(c, "ckflow", "restore_s"), get(c, "ckflow", "raw_read_s")
+        if ck is None or raw is None:
+            return ""
+        return (f"At {case_label(c['count'], c['tensor_bytes'])} ckflow restores at "
+                f"{num(raw / ck)}× the raw ceiling's speed: it reads each tensor in pieces on "
+                "both threads and checksums each piece while it is still in cache, where the "
+                "ceiling reads a whole tensor and checksums it afterwards, from memory.")
+
+    return throughput_section(r, "restore", "Restore", intro, after)
+
+
+def topic_save(r):
+    intro = (
+        "A save of the same variables to the page cache (no fsync): ckflow's `Checkpoint::Write` "
+        "(a large save writes one data file per thread) against raw `pwrite` of the same bytes "
+        "measured in the same `ckflow bench save` run, and TensorFlow's and PyTorch's saves. "
+        "Each save writes new files. The durable rows (data, index and directory fsynced) come "
+        "from `checkpoint_bench`, each beside raw `pwrite` + `fsync` in the same iteration.")
+    g = r.gbench("checkpoint_bench")
+    durable = g.get("Save/MiB:1024/vars:64/threads:2/durable:1")
+    cases = peer_cases(r, small=False)
+    extra = []
+    if cases:
+        ck_s = seconds_of(durable) if durable else None
+        raw_rate = get(durable, "raw_pwrite_fsync_GB/s")
+        ck_rate = divide(GIB / 1e9, ck_s)
+        columns = [c["bytes"] == GIB for c in cases]
+        extra.append(["**ckflow** `Checkpoint::Write`, durable"] +
+                     [Cell(ck_rate, "GB/s") if one else NOT_RUN for one in columns])
+        extra.append(["ceiling: raw `pwrite` + `fsync`, 2 threads"] +
+                     [Cell(raw_rate, "GB/s", get(durable, "ratio")) if one else NOT_RUN
+                      for one in columns])
+    section = throughput_section(r, "save", "Save", intro, extra_rows=extra)
+    section.runs = ["peers", "checkpoint_bench"]
+    return section
+
+
+def topic_small(r):
+    intro = (
+        "Many small variables cost by their number, not their bytes: 20,000 float32 variables "
+        "of 1 KiB each (and a save of 200,000), in µs per variable (lower is faster). The "
+        "ceilings are the machine's own cost per value with no format at all: a `pread` + CRC32C "
+        "per value, and `pwrite` of the same bytes. The fresh-graph rows restore into a new "
+        "graph with the CPU caches evicted first, so object matching and restore-op creation are "
+        "in the time (`checkpoint_bench`, `RestoreSmall`).")
+    cases = peer_cases(r, small=True)
+    c = cases[0] if cases else None
+    save200 = r.json("save_200k")
+    n200 = get(save200, "count")
+    headers = ["", "restore, " + (case_label(c["count"], c["tensor_bytes"]) if c else "20,000 × 1 KiB"),
+               "save, " + (case_label(c["count"], c["tensor_bytes"]) if c else "20,000 × 1 KiB"),
+               f"save, {n200:,} × 1 KiB" if n200 else "save, 200,000 × 1 KiB"]
+    restore_rows = peer_rows(r, "restore")
+    save_rows = peer_rows(r, "save")
+    # Pair restore and save rows by who they are.
+    pairs = [
+        ("**ckflow**", 0, 0), ("ceiling (raw, 2 threads)", 1, 1), ("TensorFlow graph", 2, 2),
+        ("TensorFlow eager", 3, 3), ("PyTorch `torch.load` / `torch.save`", 4, 4),
+        ("PyTorch `torch.load` + `copy_`", 5, None), ("PyTorch DCP", 6, 5), ("libtorch (C++)", 7, 6),
+    ]
+    tf, pt = peer_version(r, "tensorflow"), peer_version(r, "torch")
+    rows, series = [], []
+
+    def per_var(seconds):
+        return None if seconds is None or c is None else seconds / c["count"] * 1e6
+
+    for label, ri, si in pairs:
+        label = label.replace("TensorFlow", f"TensorFlow{tf}").replace("PyTorch", f"PyTorch{pt}")
+        restore_s = restore_rows[ri][1](c) if c else None
+        save_s = save_rows[si][1](c) if c and si is not None else None
+        ck_restore, ck_save = (restore_rows[0][1](c), save_rows[0][1](c)) if c else (None, None)
+        first = ri == 0
+        cells = [Cell(per_var(restore_s), "µs", None if first else divide(restore_s, ck_restore)),
+                 Cell(per_var(save_s), "µs", None if first else divide(save_s, ck_save))]
+        if ri == 0:
+            cells.append(Cell(per_var_of(save200, "ckflow_s"), "µs"))
+        elif ri == 1:
+            cells.append(Cell(per_var_of(save200, "raw_s"), "µs", get(save200, "ratio")))
+        else:
+            cells.append(NOT_RUN)
+        rows.append([label] + cells)
+        series.append((plot_name(label), [cells[0].value, cells[1].value]))
+    g = r.gbench("checkpoint_bench")
+    cold = g.get("RestoreSmall/vars:20000/threads:2/cold:1")
+    rows.append(["**ckflow**, fresh graph, cold caches",
+                 Cell(get(cold, "us_per_variable"), "µs"), NOT_RUN, NOT_RUN])
+    rows.append(["ceiling: raw `pread` + CRC32C into new buffers, cold caches",
+                 Cell(get(cold, "raw_pread_crc_fresh_us_per_variable"), "µs", get(cold, "ratio")),
+                 NOT_RUN, NOT_RUN])
+
+    def draw(path):
+        return bar_plot(path, "20,000 × 1 KiB: µs per variable (lower is faster)",
+                        ["restore", "save"], series, "µs per variable (log scale)")
+
+    after = ""
+    if cold:
+        after = (f"Of a fresh-graph restore's {num(cold['us_per_variable'])} µs per variable, "
+                 f"parsing the index takes {num(cold.get('index_us_per_variable'))} µs and "
+                 f"`Restore` (index, object matching, restore-op creation) "
+                 f"{num(cold.get('match_us_per_variable'))} µs; the rest runs the restore ops.")
+    return Section("Many small variables", intro, table(headers, rows),
+                   ["peers", "save_200k", "checkpoint_bench"], ("small_variables.png", draw) if c
+                   else None, after)
+
+
+def per_var_of(result, key):
+    if result is None or result.get(key) is None:
+        return None
+    return result[key] / result["count"] * 1e6
+
+
+def topic_async(r):
+    intro = (
+        "An async save (`SaveOptions::async`) returns once it has taken a snapshot of the "
+        "variables; the write, checksums and fsyncs run on the saver's writer thread. What a "
+        "training loop pays is that stall, measured against the same save made synchronously in "
+        "the same run, and, in a loop, the step times with a `CheckpointManager` save every 100 "
+        "steps against the same loop without saves (`train_bench`, `BM_TrainLoop`: a step's time "
+        "includes the save made after it).")
+    g = r.gbench("checkpoint_bench")
+    rows = []
+    for durable, what in ((1, "durable"), (0, "to the page cache")):
+        e = g.get(f"SaveAsync/MiB:1024/vars:64/threads:2/durable:{durable}")
+        stall = seconds_of(e) if e else None
+        ratio = get(e, "stall_vs_sync_save")
+        rows.append([f"1 GiB, {what}: the async save's stall", with_unit(ms(stall), "ms"),
+                     f"the same save, synchronous: {with_unit(ms(divide(stall, ratio)), 'ms')}",
+                     f"stall / sync = **{num(ratio)}**" if ratio is not None else NOT_RUN])
+    e = g.get("SaveAsync/MiB:1024/vars:64/threads:2/durable:1")
+    rows.append(["1 GiB: the snapshot's copy", with_unit(get(e, "snapshot_GB/s"), "GB/s"),
+                 f"`memcpy` into touched buffers: {with_unit(get(e, 'memcpy_GB/s'), 'GB/s')}",
+                 times(get(e, "snapshot_vs_memcpy"))])
+    small = r.json("save_async_20k")
+    rows.append([f"{num(get(small, 'count') or 20000)} × 1 KiB: the async save's stall",
+                 with_unit(ms(get(small, "ckflow_s")), "ms"),
+                 f"the same save, synchronous: {with_unit(ms(get(small, 'sync_s')), 'ms')}",
+                 f"stall / sync = **{num(get(small, 'stall_vs_sync'))}**"
+                 if get(small, "stall_vs_sync") is not None else NOT_RUN])
+    loops = r.gbench("train_bench")
+    for model, name in ((1, "Regress (15 variables)"), (0, "MLP 784-256-256-10")):
+        e = loops.get(f"BM_TrainLoop/model:{model}/async:1/every:100")
+        rows.append([f"{name} loop, async save every 100 steps: step p50",
+                     duration(get(e, "p50_ms")),
+                     f"without saves: {duration(get(e, 'base_p50_ms'))}",
+                     percent(get(e, "p50_overhead"))])
+        rows.append([f"{name} loop: step p99", duration(get(e, "p99_ms")),
+                     f"without saves: {duration(get(e, 'base_p99_ms'))}",
+                     times(get(e, "p99_ratio"))])
+        rows.append([f"{name} loop: the `Save` call (p50)", duration(get(e, "save_p50_ms")),
+                     f"time between two saves: {duration(get(e, 'between_saves_ms'))}; "
+                     f"an async save's whole write: {duration(get(e, 'write_p50_ms'))}", ""])
+    rows.append(["TensorFlow's async checkpoint, PyTorch's `dcp.async_save`", NOT_RUN, "", ""])
+    return Section("Async save: the training loop's stall", intro,
+                   table(["", "ckflow", "baseline, same run", "ratio"], rows),
+                   ["checkpoint_bench", "save_async_20k", "train_bench"])
+
+
+def ms(seconds):
+    return None if seconds is None else seconds * 1e3
+
+
+def topic_fresh(r):
+    intro = (
+        "The first restore of a new process: a process that starts, builds its graph and "
+        "restores into variables whose pages were never touched (`fresh_restore`: a new process "
+        "per run and contender, warm page cache, rotating order). The ceiling maps fresh "
+        "anonymous memory and `pread`s + CRC32Cs every value into it; PyTorch's `torch.load` runs "
+        "in a fresh interpreter, timed after `import torch`. Peak RSS is each child's.")
+    data = r.json("fresh_restore")
+    cases = get(data, "cases") or []
+    names = {"large": "1 GiB (64 × 16 MiB)", "small": "20,000 × 1 KiB"}
+    groups = [names.get(c["name"], c["name"]) for c in cases] or list(names.values())
+    who = [("ckflow", "**ckflow** `Restore` → end of `InitializeOrRestore`"),
+           ("raw2", "ceiling: `pread` + CRC32C into fresh `mmap`, 2 threads"),
+           ("raw1", "the same, 1 thread"),
+           ("torch", f"PyTorch{peer_version(r, 'torch')}: `torch.load` in a fresh interpreter")]
+    rows = []
+    for key, label in who:
+        cells = []
+        for c in cases:
+            s, ck = get(c, key, "seconds"), get(c, "ckflow", "seconds")
+            rss = get(c, key, "peak_rss_bytes")
+            note = f", peak RSS {num(rss / MIB)} MiB" if rss and rss > 0 else ""
+            cells.append(Cell(s, "s", None if key == "ckflow" else divide(s, ck), note))
+        rows.append([label] + (cells or [NOT_RUN] * len(groups)))
+    rows.append(["TensorFlow: a fresh process's restore"] + [NOT_RUN] * len(groups))
+    return Section("Restore in a fresh process", intro, table(["", *groups], rows),
+                   ["fresh_restore"])
+
+
+def topic_memory(r):
+    intro = (
+        "What a save or a restore adds to the process's resident set at its peak (VmHWM, reset "
+        "just before the call, minus the resident set before it), from `ckflow bench`'s memory "
+        "lines. Files in the run's temporary directory; tmpfs pages are not the process's RSS.")
+    peers = peer_cases(r, small=False)
+    large = next((c for c in peers if c["bytes"] == GIB), None)
+    small = next(iter(peer_cases(r, small=True)), None)
+    memory = r.json("memory_async")
+    rows = []
+
+    def mib(x):
+        return None if x is None or x < 0 else x / MIB
+
+    def mib_text(x):
+        return NOT_RUN if mib(x) is None else f"{mib(x):+,.1f} MiB"
+
+    def row(label, added, variables):
+        rows.append([label, mib_text(added), with_unit(mib(variables), "MiB")])
+
+    row("1 GiB (64 × 16 MiB), `Write`", get(large, "ckflow", "save", "peak_rss_added_bytes"),
+        get(large, "bytes"))
+    row("1 GiB, `Restore` + `InitializeOrRestore` into existing variables",
+        get(large, "ckflow", "restore", "peak_rss_added_bytes"), get(large, "bytes"))
+    row("1 GiB, async `Write` until its files are written (steady state: snapshot buffers reused)",
+        get(memory, "async_peak_rss_added_bytes"), get(memory, "bytes"))
+    first = get(memory, "memory_saves_rss_after_first_bytes")
+    last = get(memory, "memory_saves_rss_after_last_bytes")
+    n = get(memory, "memory_saves")
+    rows.append([f"1 GiB, {n or 'N'} more async saves: resident set after the first → the last",
+                 f"{mib(first):,.1f} → {mib(last):,.1f} MiB" if first and last else NOT_RUN,
+                 with_unit(mib(get(memory, "bytes")), "MiB")])
+    row("20,000 × 1 KiB, `Write`", get(small, "ckflow", "save", "peak_rss_added_bytes"),
+        get(small, "bytes"))
+    row("20,000 × 1 KiB, `Restore` + `InitializeOrRestore`",
+        get(small, "ckflow", "restore", "peak_rss_added_bytes"), get(small, "bytes"))
+    for mode in ("sync", "async"):
+        soak = r.json(f"soak_{mode}")
+        rss = (f"resident {num(soak['start']['rss_kib'] / 1024)} → "
+               f"{num(soak['end']['rss_kib'] / 1024)} MiB; descriptors {soak['start']['fds']} → "
+               f"{soak['end']['fds']}, files {soak['start']['files']} → {soak['end']['files']}"
+               if soak else NOT_RUN)
+        cycles = f"{soak['cycles']:,}" if soak else "10,000"
+        rows.append([f"{cycles} {mode} save + restore cycles through `CheckpointManager` "
+                     "(max_to_keep 3), 4 small variables (`checkpoint_soak`)", rss, ""])
+    rows.append(["TensorFlow, PyTorch", NOT_RUN, ""])
+    return Section("Memory", intro,
+                   table(["", "peak RSS added over the resident set before the call",
+                          "the variables"], rows),
+                   ["peers", "memory_async", "soak_sync", "soak_async"])
+
+
+def topic_train_step(r):
+    intro = (
+        "One training step of an MLP 784-256-256-10 (ReLU, softmax cross-entropy, batch 128, "
+        "Adam), ms per step (lower is faster). ckflow builds it from its layers, loss and "
+        "optimizer and runs it with `Session::Run`; the ceiling is the same math written by hand "
+        "with Eigen in the same binary (`train_bench`, `BM_TrainStep`, the two timed "
+        "alternately), and libtorch's step runs interleaved with ckflow's in the same binary "
+        "(`BM_TorchStep`). TensorFlow and PyTorch run the same model, batch and optimizer from "
+        "Python (`bench/train_step_peers.py`), limited to the same threads.")
+    g = r.gbench("train_bench")
+    peers = get(r.json("train_peers"), "steps") or {}
+    tf, pt = peer_version(r, "tensorflow"), peer_version(r, "torch")
+    columns = [(1, "1 thread"), (0, all_cores(r))]
+    rows, series = [], []
+
+    def ckflow_ms(t):
+        e = g.get(f"BM_TrainStep/threads:{t}")
+        return ms(seconds_of(e)) if e else None
+
+    spec = [
+        ("**ckflow** graph step (`Session::Run`)", lambda t: (ckflow_ms(t), None)),
+        ("ceiling: hand-written Eigen, same threads",
+         lambda t: (get(g.get(f"BM_TrainStep/threads:{t}"), "eigen_ms"),
+                    get(g.get(f"BM_TrainStep/threads:{t}"), "speed_vs_eigen"))),
+        ("libtorch (C++), same binary",
+         lambda t: (get(g.get(f"BM_TorchStep/threads:{t}"), "torch_ms"),
+                    get(g.get(f"BM_TorchStep/threads:{t}"), "speed_vs_torch"))),
+        (f"PyTorch{pt} (Python, eager)", lambda t: python_peer(peers, "torch", t, ckflow_ms(t))),
+        (f"TensorFlow{tf} graph (`tf.compat.v1.Session`)",
+         lambda t: python_peer(peers, "tf_graph", t, ckflow_ms(t))),
+        (f"TensorFlow{tf} `tf.function`",
+         lambda t: python_peer(peers, "tf_function", t, ckflow_ms(t))),
+    ]
+    for label, f in spec:
+        cells = []
+        for t, _ in columns:
+            value, speed = f(t)
+            cells.append(Cell(value, "ms", speed))
+        rows.append([label] + cells)
+        series.append((plot_name(label), [c.value for c in cells]))
+
+    def draw(path):
+        return bar_plot(path, "MLP training step: ms per step (lower is faster)",
+                        [c for _, c in columns], series, "ms per step (log scale)")
+
+    return Section("Training step", intro, table(["", *[c for _, c in columns]], rows),
+                   ["train_bench", "train_peers"], ("train_step.png", draw) if g else None)
+
+
+def all_cores(r):
+    cores = get(r.json("machine"), "cores")
+    return f"all cores ({cores})" if cores else "all cores"
+
+
+def python_peer(peers, key, threads, ckflow_ms):
+    """(ms per step, ckflow's speed) of a peer run by train_step_peers.py;
+    threads 0 means all cores."""
+    entry = peers.get(key, {}).get(str(threads if threads else "all"))
+    value = get(entry, "ms")
+    return value, divide(value, ckflow_ms)
+
+
+def topic_session(r):
+    intro = (
+        "What the session adds to the kernels it runs: the same Kernel objects run through "
+        "`Session::Run` and called directly in a loop with hand-made contexts, interleaved in one "
+        "loop (`session_bench`); `MatMul` also beside the bare Eigen product a user would write, "
+        "and Adam over 1,000 variables of 1 KiB beside the same update written by hand.")
+    g = r.gbench("session_bench")
+    rows = []
+    for name, label, nodes in (("BM_SessionChain", "chain of 1,000 tiny `Add`s", 1001),
+                               ("BM_SessionIndependent", "1,000 independent tiny `Add`s", 1003)):
+        e = g.get(name)
+        session_us = seconds_of(e) * 1e6 if e else None
+        rows.append([label, with_unit(session_us, "µs"),
+                     f"direct kernel loop: {with_unit(get(e, 'direct_us'), 'µs')}",
+                     text_of(get(e, "overhead_ns/node"), "{} ns per node")])
+    for t, what in ((0, all_cores(r)), (1, "1 thread")):
+        e = g.get(f"BM_SessionMatMul/threads:{t}")
+        rows.append([f"`MatMul` 1024 × 1024, {what}", with_unit(ms(seconds_of(e)) if e else None,
+                                                                 "ms"),
+                     f"bare Eigen GEMM, 1 thread: {with_unit(get(e, 'eigen_ms'), 'ms')}",
+                     text_of(get(e, "speed_vs_eigen"), "speed {}× Eigen's") + "; " +
+                     text_of(get(e, "speed_vs_direct"), "{}× its own kernel's")])
+    for t, what in ((0, all_cores(r)), (1, "1 thread")):
+        e = g.get(f"BM_SessionAdam/threads:{t}")
+        rows.append([f"Adam over 1,000 × 1 KiB, {what}",
+                     with_unit(get(e, "session_ns/var"), "ns per variable"),
+                     f"hand loop: {with_unit(get(e, 'hand_ns/var'), 'ns per variable')}",
+                     text_of(get(e, "x_hand"), "{}× the hand loop's time")])
+    rows.append(["TensorFlow's and PyTorch's per-op overhead", NOT_RUN, "", ""])
+    return Section("Session overhead", intro,
+                   table(["", "ckflow", "baseline, same run", "ratio"], rows), ["session_bench"])
+
+
+def topic_eager(r):
+    intro = (
+        "Eager execution runs one op at a time as it is called, with no graph to plan: the MLP "
+        "training step executed eagerly against the same step through the session "
+        "(`train_bench`, `BM_EagerTrainStep`, interleaved), TensorFlow's eager step against its "
+        "graph step (`bench/train_step_peers.py`), and an eager program's restore-on-create of "
+        "20,000 × 1 KiB variables (each variable created by its owner after `Restore`, its "
+        "initializer skipped) against the graph program creating and restoring the same "
+        "(`checkpoint_bench`, `RestoreOnCreate`). Ratios are eager time over graph time "
+        "(lower is better).")
+    g = r.gbench("train_bench")
+    peers = get(r.json("train_peers"), "steps") or {}
+    rows = []
+    for t, what in ((1, "1 thread"), (0, all_cores(r))):
+        e = g.get(f"BM_EagerTrainStep/threads:{t}")
+        rows.append([f"**ckflow** MLP step, {what}", with_unit(ms(seconds_of(e)) if e else None,
+                                                                "ms"),
+                     with_unit(get(e, "graph_ms"), "ms"), times(get(e, "eager_vs_graph"))])
+    tf = peer_version(r, "tensorflow")
+    for t, what in ((1, "1 thread"), ("all", all_cores(r))):
+        eager = get(peers.get("tf_eager", {}).get(str(t)), "ms")
+        graph = get(peers.get("tf_graph", {}).get(str(t)), "ms")
+        rows.append([f"TensorFlow{tf} MLP step, {what}", with_unit(eager, "ms"),
+                     with_unit(graph, "ms"), times(divide(eager, graph))])
+    c = r.gbench("checkpoint_bench").get("RestoreOnCreate/vars:20000")
+    rows.append(["**ckflow** restore-on-create, 20,000 × 1 KiB",
+                 with_unit(get(c, "eager_us_per_variable"), "µs per variable"),
+                 with_unit(get(c, "graph_us_per_variable"), "µs per variable"),
+                 times(get(c, "eager_vs_graph"))])
+    return Section("Eager", intro, table(["", "eager", "graph", "eager / graph"], rows),
+                   ["train_bench", "train_peers", "checkpoint_bench"])
+
+
+def topic_mpi(r):
+    intro = (
+        "Group saves (`distributed/`): R ranks under `mpirun` save one model as a group (each "
+        "writes its part, rank 0 merges the parts' indexes) and restore it (each reads its own), "
+        "beside rank 0 alone saving and restoring the same model as a plain checkpoint in the "
+        "same run (`group_bench save`, best of 3). All ranks share this one machine, so this "
+        "shows the protocol's cost, not a cluster's bandwidth. Then the merge alone against the "
+        "number of parts and keys, beside opening and checking the same parts' indexes "
+        "(`group_bench merge`).")
+    rows, names = [], []
+    for name in sorted((n for n in r.runs if n.startswith("group_save_")),
+                       key=lambda n: int(n.rsplit("_", 1)[1])):
+        names.append(name)
+        d = r.json(name)
+        ranks = name.rsplit("_", 1)[1]
+        if d is None:
+            rows.append([ranks, NOT_RUN, NOT_RUN, NOT_RUN, NOT_RUN])
+            continue
+        rows.append([ranks, f"{num(d['save_s'])} s", times(divide(d["alone_save_s"], d["save_s"])),
+                     f"{num(d['restore_s'])} s",
+                     times(divide(d["alone_restore_s"], d["restore_s"]))])
+    if not rows:
+        rows.append([NOT_RUN] * 5)
+        names = [f"group_save_{ranks}" for ranks in (1, 2, 4)]
+    d = next((r.json(n) for n in names if r.json(n)), None)
+    size = f"{d['mib']} MiB in {d['count']} variables" if d else "the model"
+    body = table(["ranks", f"group save, {size}", "speed × one process", "group restore",
+                  "speed × one process"], rows)
+    merge = r.json("group_merge")
+    mrows = [[f"{m['parts']:,}", f"{m['keys']:,}", f"{m['bytes_per_key']:,}",
+              f"{num(m['merge_s'] * 1e3)} ms", f"{num(m['read_s'] * 1e3)} ms",
+              f"{num(m['merge_s'] / m['keys'] * 1e6)} µs"] for m in get(merge, "rows") or []]
+    body += "\n\n" + table(["parts", "keys", "bytes per key", "merge", "reading the indexes",
+                            "merge per key"], mrows or [[NOT_RUN] * 6])
+    return Section("Group saves under MPI", intro, body, names + ["group_merge"],
+                   after="The merge renames the parts' data files and never reads their bytes: "
+                   "compare the 4-byte and 16 KiB rows at 10,000 keys.")
+
+
+def topic_isa(r):
+    intro = (
+        "Eigen's kernels are compiled for the project's instruction set (`CKFLOW_ARCH`): "
+        "`gemm_isa_bench` times the MLP step's six GEMM shapes on one thread as built, and "
+        "`gemm_isa_bench_baseline` the same source built for plain x86-64 (SSE2).")
+    fast, base = r.gbench("gemm_isa_bench"), r.gbench("gemm_isa_bench_baseline")
+    rows = []
+    for name, e in fast.items():
+        m = re.search(r"m:(\d+)/k:(\d+)/n:(\d+)", name)
+        b = base.get(name)
+        shape = " × ".join(m.groups()) if m else name
+        rows.append([shape, f"{num(seconds_of(b) * 1e6)} µs, {num(b['GFLOP/s'] / 1e9)} GFLOP/s"
+                     if b else NOT_RUN,
+                     f"{num(seconds_of(e) * 1e6)} µs, {num(e['GFLOP/s'] / 1e9)} GFLOP/s",
+                     times(divide(seconds_of(b), seconds_of(e)) if b else None)])
+    return Section("Instruction set", intro,
+                   table(["m × k × n", "x86-64", "as built", "speed-up"],
+                         rows or [[NOT_RUN] * 4]), ["gemm_isa_bench", "gemm_isa_bench_baseline"])
+
+
+TOPICS = [topic_restore, topic_save, topic_small, topic_async, topic_fresh, topic_memory,
+          topic_train_step, topic_session, topic_eager, topic_mpi, topic_isa]
+
+
+# ------------------------------------------------------------------ machine
+
+
+def sh(*cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+PACKAGES = ["libeigen3-dev", "libtbb-dev", "libprotobuf-dev", "libleveldb-dev", "libisal-dev",
+            "libbenchmark-dev", "libtorch-dev", "openmpi-bin"]
+
+
+def machine(directory, build):
+    cpuinfo = read("/proc/cpuinfo")
+    model = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.M)
+    flags = re.search(r"^flags\s*:\s*(.+)$", cpuinfo, re.M)
+    mem = re.search(r"^MemTotal:\s*(\d+) kB", read("/proc/meminfo"), re.M)
+    cache = read(os.path.join(build, "CMakeCache.txt"))
+
+    def cached(key):
+        m = re.search(rf"^{key}:[A-Z]+=(.*)$", cache, re.M)
+        return m.group(1) if m else ""
+
+    compiler = cached("CMAKE_CXX_COMPILER") or "c++"
+    os_release = re.search(r'^PRETTY_NAME="?([^"\n]+)', read("/etc/os-release"), re.M)
+    versions = {}
+    for p in PACKAGES:
+        v = sh("dpkg-query", "-W", "-f=${Version}", p)
+        versions[p] = v or None
+    record = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": model.group(1) if model else platform.processor(),
+        "cores": os.cpu_count(),
+        "avx512": bool(flags and "avx512f" in flags.group(1).split()),
+        "memory_bytes": int(mem.group(1)) * 1024 if mem else None,
+        "kernel": platform.release(),
+        "os": os_release.group(1) if os_release else platform.platform(),
+        "compiler": sh(compiler, "--version").splitlines()[0] if sh(compiler, "--version") else "",
+        "build_type": cached("CMAKE_BUILD_TYPE"),
+        "arch": cached("CKFLOW_ARCH"),
+        "tmp_fs": sh("stat", "-f", "-c", "%T", os.environ.get("TMPDIR", "/tmp")),
+        "git": sh("git", "-C", ROOT, "describe", "--always", "--dirty"),
+        "packages": versions,
+        "loadavg": os.getloadavg()[0],
+    }
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "machine.json"), "w") as f:
+        json.dump(record, f, indent=1)
+
+
+def machine_section(r):
+    m = r.json("machine") or {}
+    p = m.get("packages", {})
+    mem = m.get("memory_bytes")
+
+    def pkg(name):
+        return p.get(name) or NOT_RUN.replace("run", "installed")
+
+    rows = [
+        ["CPU", f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores"
+         + (" (AVX-512)" if m.get("avx512") else "")],
+        ["memory", f"{mem / GIB:.1f} GiB" if mem else "?"],
+        ["system", f"{m.get('os', '?')}, Linux {m.get('kernel', '?')}; temporary files on "
+         f"{m.get('tmp_fs', '?')}"],
+        ["compiler, build", f"{m.get('compiler', '?')}; {m.get('build_type', '?')}"
+         + (f", `-march={m['arch']}`" if m.get("arch") else "")],
+        ["libraries", f"Eigen {pkg('libeigen3-dev')}, oneTBB {pkg('libtbb-dev')}, protobuf "
+         f"{pkg('libprotobuf-dev')}, LevelDB {pkg('libleveldb-dev')}, ISA-L {pkg('libisal-dev')}, "
+         f"Google Benchmark {pkg('libbenchmark-dev')}, Open MPI {pkg('openmpi-bin')}"],
+        ["peers", f"TensorFlow{peer_version(r, 'tensorflow') or ' ' + NOT_RUN}, "
+         f"PyTorch{peer_version(r, 'torch') or ' ' + NOT_RUN} (from build/venv-bench), "
+         f"libtorch {pkg('libtorch-dev')} (Debian)"],
+        ["run", f"{m.get('date', '?')}, ckflow {m.get('git', '?')}, load average "
+         f"{num(m.get('loadavg'))} at the start"],
+    ]
+    return table(["", ""], rows)
+
+
+# --------------------------------------------------------------------- page
+
+
+def command_of(run):
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in run.get("env", {}).items())
+    return (env + " " if env else "") + " ".join(shlex.quote(a) for a in run["argv"])
+
+
+def render(r, out_dir):
+    parts = [
+        "# Benchmarks",
+        "",
+        "What ckflow's checkpoints and training cost on one machine, each figure beside the "
+        "machine's own ceiling for the same work (raw `pread` + CRC32C, raw `pwrite`, "
+        "hand-written Eigen, the bare GEMM) and beside TensorFlow and PyTorch doing the same. "
+        "Everything on this page was measured in one run of `./run.sh bench` (Release build; "
+        "\"The run\" at the end says how long each part took), which ends by writing this page "
+        "and its plots with "
+        "`bench/report.py`; `./run.sh bench --report-only` writes them again from the last "
+        "run's results (`build/release/bench-results/`). Do not edit the page by hand: change "
+        "`bench/report.py` or a benchmark. A figure that the run did not measure reads "
+        "\"not run\". Under each table is the command that measured it.",
+        "",
+        "## The machine",
+        "",
+        machine_section(r),
+    ]
+    for topic in TOPICS:
+        s = topic(r)
+        parts += ["", f"## {s.title}", "", s.intro, "", s.body]
+        if s.after:
+            parts += ["", s.after]
+        commands = []
+        for name in s.runs:
+            run = r.runs.get(name)
+            if run is None:
+                commands.append(f"# {name}: not run")
+                continue
+            line = command_of(run)
+            if run.get("exit") != 0:
+                line += f"   # failed: exit {run.get('exit')}"
+            commands.append(line)
+        parts += ["", "```", *commands, "```"]
+        if s.plot:
+            png, draw = s.plot
+            if draw(os.path.join(out_dir, png)):
+                parts += ["", f"![{s.title}]({png})"]
+    parts += ["", "## The run", "",
+              "How long each part of the run took (wall time, seconds) and the load average "
+              "before it; `./run.sh bench` runs them in this order.", ""]
+    rows = [[f"`{name}`", f"{num(run.get('seconds'))}",
+             "ok" if run.get("exit") == 0 else f"failed (exit {run.get('exit')})",
+             num(run.get("loadavg"))] for name, run in r.runs.items()]
+    total = sum(run.get("seconds", 0) for run in r.runs.values())
+    rows.append(["all", num(total), "", ""])
+    parts.append(table(["part", "seconds", "result", "load before"], rows))
+    return "\n".join(parts) + "\n"
+
+
+def page(directory, out):
+    r = Results(directory)
+    out_dir = os.path.dirname(os.path.abspath(out))
+    text = render(r, out_dir)
+    with open(out, "w") as f:
+        f.write(text)
+    print(f"report.py: wrote {out}")
+
+
+# ---------------------------------------------------------------------- run
+
+
+def run(directory, name, argv):
+    """Runs argv (leading NAME=VALUE words are its environment), appends
+    its record to DIR/runs.jsonl and returns its exit code."""
+    env = {}
+    while argv and re.match(r"^[A-Z_][A-Z0-9_]*=", argv[0]):
+        key, value = argv.pop(0).split("=", 1)
+        env[key] = value
+    os.makedirs(directory, exist_ok=True)
+    load = os.getloadavg()[0]
+    print(f"report.py: {name}: {command_of({'env': env, 'argv': argv})}", flush=True)
+    start = time.monotonic()
+    try:
+        code = subprocess.run(argv, env={**os.environ, **env}).returncode
+    except OSError as e:
+        print(f"report.py: {name}: {e}", file=sys.stderr)
+        code = 127
+    record = {"name": name, "argv": argv, "env": env, "seconds": time.monotonic() - start,
+              "exit": code, "loadavg": load}
+    with open(os.path.join(directory, "runs.jsonl"), "a") as f:
+        f.write(json.dumps(record) + "\n")
+    if code != 0:
+        print(f"report.py: {name} failed (exit {code}); its figures will read \"{NOT_RUN}\"",
+              file=sys.stderr, flush=True)
+    return code
+
+
+# -------------------------------------------------------------- reliability
+
+FIGURES_BEGIN = "<!-- figures: written by bench/report.py reliability; do not edit -->"
+FIGURES_END = "<!-- end of figures -->"
+
+
+def reliability(directory, out):
+    """Rewrites the figures section of RELIABILITY.md from DIR:
+    reliability_test.log (the [ figures  ] lines reliability_test prints),
+    soak_sync.json and soak_async.json (checkpoint_soak --json), tsan.log
+    (ctest's output of ./run.sh tsan)."""
+    r = Results(directory)
+    log = read(os.path.join(directory, "reliability_test.log"))
+    crash = re.findall(r"crash points (\w+): (\d+) steps, (\d+) kills, (\d+) after the commit", log)
+    faults = re.findall(r"\] (\w+): (\d+) steps, (\d+) faults injected, (\d+) failed saves", log)
+    kills = re.search(r"random kills: (\d+) runs, (\d+) killed, (\d+) saves committed, seed (\d+): "
+                      r"lost (\d+), corrupt (\d+), regressed (\d+); debris up to (\d+) bytes "
+                      r"between saves, (\d+) after", log)
+    passed = re.search(r"\[  PASSED  \] (\d+) tests?", log)
+    failed = re.search(r"\[  FAILED  \] (\d+) tests?", log)
+    rows = []
+    if crash:
+        steps = sum(int(c[1]) for c in crash)
+        per = ", ".join(f"{c[0]} {c[1]}" for c in crash)
+        rows.append(["crash points (SIGKILL before and after each step of a save)",
+                     f"{steps} steps, {sum(int(c[2]) for c in crash)} kills ({per} steps); "
+                     f"{sum(int(c[3]) for c in crash)} after the commit point",
+                     "every kill: the latest checkpoint restored bit for bit, no debris after "
+                     "the next save"])
+    else:
+        rows.append(["crash points", NOT_RUN, ""])
+    if kills:
+        k = [int(x) for x in kills.groups()]
+        rows.append(["random kills (`timeout -s KILL` at random moments of a save loop)",
+                     f"{k[0]} runs, {k[1]} killed, {k[2]:,} saves committed (seed {k[3]}); "
+                     f"debris up to {k[7]:,} bytes between saves, {k[8]} after the next save",
+                     f"lost {k[4]}, corrupt {k[5]}, regressed {k[6]}"])
+    else:
+        rows.append(["random kills", NOT_RUN, ""])
+    if faults:
+        per = ", ".join(f"{f[0]} {f[2]}" for f in faults)
+        rows.append(["injected faults (ENOSPC with a short write, EIO, EACCES at every step)",
+                     f"{sum(int(f[2]) for f in faults):,} faults ({per}), "
+                     f"{sum(int(f[3]) for f in faults):,} failed saves",
+                     "every failed save: the previous checkpoint intact, the next save clean"])
+    else:
+        rows.append(["injected faults", NOT_RUN, ""])
+    race = re.search(r"read (\d+) checkpoints while they were saved \((\d+) swept first\)", log)
+    rows.append(["`LatestCheckpoint` followed while another process saves and sweeps",
+                 f"{race.group(1)} checkpoints read while they were saved ({race.group(2)} swept "
+                 "first)" if race else NOT_RUN, "every one read whole" if race else ""])
+    for mode in ("sync", "async"):
+        s = r.json(f"soak_{mode}")
+        if s:
+            rows.append([f"soak, {mode} (`CheckpointManager(max_to_keep = 3)`)",
+                         f"{s['cycles']:,} save + restore cycles: RSS {s['start']['rss_kib']:,} → "
+                         f"{s['end']['rss_kib']:,} KiB, descriptors {s['start']['fds']} → "
+                         f"{s['end']['fds']}, files {s['start']['files']} → {s['end']['files']}",
+                         "flat" if s.get("flat") else "**grew**"])
+        else:
+            rows.append([f"soak, {mode}", NOT_RUN, ""])
+    tsan = read(os.path.join(directory, "tsan.log"))
+    m = re.search(r"(\d+)% tests passed, (\d+) tests failed out of (\d+)", tsan)
+    rows.append(["ThreadSanitizer (`./run.sh tsan`: tests matching "
+                 "`Concurren|Parallel|Thread|Session|Async`)",
+                 f"{m.group(3)} tests, {m.group(2)} failed" if m else NOT_RUN,
+                 "no report" if m and m.group(2) == "0" and "WARNING: ThreadSanitizer" not in tsan
+                 else ("" if not m else "**reports**")])
+    machine = r.json("machine") or {}
+    summary = ""
+    if passed or failed:
+        summary = (f" `reliability_test`: {passed.group(1) if passed else 0} tests passed, "
+                   f"{failed.group(1) if failed else 0} failed.")
+    text = "\n".join([
+        FIGURES_BEGIN,
+        "",
+        f"From `./run.sh reliability` of {machine.get('date', '?')} at "
+        f"{machine.get('git', '?')} (ASan + UBSan build for `reliability_test`, "
+        f"`CKFLOW_RANDOM_KILLS=200`; Release build for the soak; the TSan row from the "
+        f"last `./run.sh tsan` whose log was collected).{summary}",
+        "",
+        table(["campaign", "figure", "outcome"], rows),
+        "",
+        FIGURES_END,
+    ])
+    page_text = read(out)
+    begin, end = page_text.find(FIGURES_BEGIN), page_text.find(FIGURES_END)
+    if begin < 0 or end < 0:
+        sys.exit(f"report.py: {out} has no figures markers ({FIGURES_BEGIN!r} ... "
+                 f"{FIGURES_END!r})")
+    with open(out, "w") as f:
+        f.write(page_text[:begin] + text + page_text[end + len(FIGURES_END):])
+    print(f"report.py: wrote the figures of {out}")
+
+
+# ------------------------------------------------------------------ sample
+
+
+def sample(directory, out):
+    """Copies DIR's results to OUT, small: Google Benchmark files keep their
+    median (or single) entries and no context, ckflow bench objects inside
+    peers.json the fields the page reads."""
+    os.makedirs(out, exist_ok=True)
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if name == "runs.jsonl":
+            with open(path) as f, open(os.path.join(out, name), "w") as g:
+                g.write(f.read())
+        if not name.endswith(".json"):
+            continue
+        with open(path) as f:
+            data = json.load(f)
+        if isinstance(data, dict) and "benchmarks" in data:
+            kept = [{k: v for k, v in e.items() if k in SAMPLE_FIELDS or k not in GBENCH_FIELDS}
+                    for e in data["benchmarks"]
+                    if e.get("run_type") != "aggregate" or e.get("aggregate_name") == "median"]
+            data = {"benchmarks": kept}
+        for case in (get(data, "cases") or []) if name == "peers.json" else []:
+            for side in ("restore", "save"):
+                full = case["ckflow"].get(side) or {}
+                case["ckflow"][side] = {k: full[k] for k in ("count", "bytes", "ckflow_s", "raw_s",
+                                                             "peak_rss_added_bytes") if k in full}
+        with open(os.path.join(out, name), "w") as f:
+            json.dump(data, f, separators=(",", ":"))
+            f.write("\n")
+
+
+# Google Benchmark's own fields: the page reads only these of them.
+GBENCH_FIELDS = {"name", "run_name", "run_type", "aggregate_name", "real_time", "time_unit",
+                 "family_index", "per_family_instance_index", "repetitions", "repetition_index",
+                 "threads", "iterations", "cpu_time", "aggregate_unit", "error_occurred",
+                 "error_message", "bytes_per_second", "items_per_second", "label"}
+SAMPLE_FIELDS = {"name", "run_name", "run_type", "aggregate_name", "real_time", "time_unit"}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("machine")
+    p.add_argument("dir")
+    p.add_argument("--build", default="build/release")
+    p = sub.add_parser("run")
+    p.add_argument("dir")
+    p.add_argument("name")
+    p.add_argument("argv", nargs=argparse.REMAINDER)
+    p = sub.add_parser("page")
+    p.add_argument("dir")
+    p.add_argument("--out", default=os.path.join(HERE, "README.md"))
+    p = sub.add_parser("reliability")
+    p.add_argument("dir")
+    p.add_argument("--out", default=os.path.join(ROOT, "RELIABILITY.md"))
+    p = sub.add_parser("sample")
+    p.add_argument("dir")
+    p.add_argument("out")
+    args = parser.parse_args()
+    if args.command == "machine":
+        machine(args.dir, args.build)
+    elif args.command == "run":
+        argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+        if not argv:
+            parser.error("run: no command after --")
+        run(args.dir, args.name, argv)  # a failed benchmark does not stop the run
+    elif args.command == "page":
+        page(args.dir, args.out)
+    elif args.command == "sample":
+        sample(args.dir, args.out)
+    else:
+        reliability(args.dir, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Tests of bench/report.py, the writer of bench/README.md and of
+RELIABILITY.md's figures, on the small sample of one run's results in
+bench/testdata/results (a real run's files, trimmed by `report.py sample`) and on results
+it makes itself. No benchmark runs here.
+
+  python3 bench/report_test.py
+"""
+
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SAMPLE = os.path.join(HERE, "testdata", "results")
+sys.path.insert(0, HERE)
+import report  # noqa: E402
+
+
+def titles():
+    empty = report.Results(os.devnull)
+    return [topic(empty).title for topic in report.TOPICS]
+
+
+def write_page(results_dir, out_dir):
+    out = os.path.join(out_dir, "README.md")
+    subprocess.run([sys.executable, os.path.join(HERE, "report.py"), "page", results_dir, "--out",
+                    out], check=True, capture_output=True)
+    with open(out) as f:
+        return f.read()
+
+
+def sections(text):
+    """## title -> the section's text."""
+    parts = re.split(r"^## (.+)$", text, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+class PageTest(unittest.TestCase):
+    def setUp(self):
+        self.out = tempfile.mkdtemp(prefix="report_test_")
+        self.addCleanup(shutil.rmtree, self.out)
+
+    def test_the_sample_fills_every_topic_with_a_table_and_its_command(self):
+        found = sections(write_page(SAMPLE, self.out))
+        for title in titles():
+            self.assertIn(title, found)
+            body = found[title]
+            self.assertRegex(body, r"\n\|.*\|\n\|---", f"{title}: no table")
+            self.assertRegex(body, r"\d", f"{title}: no figure")
+            self.assertIn("```", body, f"{title}: no command")
+            self.assertNotIn(": not run", body.split("```")[1], f"{title}: a part not run")
+
+    def test_the_sample_measured_ckflow_beside_its_peers(self):
+        found = sections(write_page(SAMPLE, self.out))
+        for title in ("Restore", "Save"):
+            ckflow = next(line for line in found[title].splitlines()
+                          if line.startswith("| **ckflow**"))
+            self.assertNotIn(report.NOT_RUN, ckflow, title)
+            self.assertRegex(found[title], r"TensorFlow 2\.\d+.*GB/s · ckflow \*\*[\d.,]+×\*\*")
+            self.assertRegex(found[title], r"PyTorch 2\.\d+.*GB/s · ckflow \*\*[\d.,]+×\*\*")
+
+    def test_the_machine_is_described_from_the_run(self):
+        machine = sections(write_page(SAMPLE, self.out))["The machine"]
+        with open(os.path.join(SAMPLE, "machine.json")) as f:
+            recorded = json.load(f)
+        self.assertIn(recorded["cpu"], machine)
+        self.assertIn(recorded["kernel"], machine)
+        self.assertIn(recorded["date"], machine)
+
+    def test_missing_results_read_not_run_in_every_topic(self):
+        empty = os.path.join(self.out, "empty")
+        os.mkdir(empty)
+        found = sections(write_page(empty, self.out))
+        for title in titles():
+            self.assertIn(title, found)
+            self.assertIn(report.NOT_RUN, found[title], title)
+            self.assertNotRegex(found[title], r"\d+(\.\d+)? (GB/s|ms|µs|s)\b", title)
+
+    def test_a_failed_benchmark_is_shown_failed_and_its_figures_not_run(self):
+        results = os.path.join(self.out, "results")
+        shutil.copytree(SAMPLE, results)
+        os.remove(os.path.join(results, "session_bench.json"))
+        subprocess.run([sys.executable, os.path.join(HERE, "report.py"), "run", results,
+                        "session_bench", "--", "sh", "-c", "exit 3"], check=True,
+                       capture_output=True)
+        found = sections(write_page(results, self.out))
+        self.assertIn("failed: exit 3", found["Session overhead"])
+        self.assertIn("| `session_bench` |", found["The run"])
+        ckflow_cells = [line for line in found["Session overhead"].splitlines()
+                        if line.startswith("| chain")]
+        self.assertIn(report.NOT_RUN, ckflow_cells[0])
+
+    def test_a_recorded_run_keeps_its_environment_and_command(self):
+        results = os.path.join(self.out, "results")
+        code = report.run(results, "echo", ["CKFLOW_X=1", "sh", "-c", "test \"$CKFLOW_X\" = 1"])
+        self.assertEqual(code, 0)
+        with open(os.path.join(results, "runs.jsonl")) as f:
+            record = json.loads(f.readline())
+        self.assertEqual(record["env"], {"CKFLOW_X": "1"})
+        self.assertEqual(report.command_of(record), "CKFLOW_X=1 sh -c 'test \"$CKFLOW_X\" = 1'")
+
+
+class ReliabilityTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="report_test_")
+        self.addCleanup(shutil.rmtree, self.dir)
+
+    def test_figures_come_from_the_campaign_output(self):
+        with open(os.path.join(self.dir, "reliability_test.log"), "w") as f:
+            f.write("[ figures  ] crash points sync: 33 steps, 66 kills, 7 after the commit\n"
+                    "[ figures  ] crash points durable: 41 steps, 82 kills, 9 after the commit\n"
+                    "[ figures  ] sync: 33 steps, 99 faults injected, 70 failed saves "
+                    "(commit at step 30)\n"
+                    "[ figures  ] random kills: 200 runs, 199 killed, 1151 saves committed, seed "
+                    "5: lost 0, corrupt 0, regressed 0; debris up to 1280 bytes between saves, "
+                    "0 after the next save\n"
+                    "[ figures  ] read 24 checkpoints while they were saved (2 swept first)\n"
+                    "[  PASSED  ] 12 tests.\n")
+        soak = {"mode": "sync", "cycles": 10000, "start": {"rss_kib": 10400, "fds": 10, "files": 7},
+                "end": {"rss_kib": 10428, "fds": 10, "files": 7}, "flat": True}
+        with open(os.path.join(self.dir, "soak_sync.json"), "w") as f:
+            json.dump(soak, f)
+        page = os.path.join(self.dir, "RELIABILITY.md")
+        with open(page, "w") as f:
+            f.write(f"# R\n\nkept\n\n{report.FIGURES_BEGIN}\nold figures\n{report.FIGURES_END}\n"
+                    "\nkept too\n")
+        report.reliability(self.dir, page)
+        with open(page) as f:
+            text = f.read()
+        self.assertNotIn("old figures", text)
+        self.assertIn("kept\n", text)
+        self.assertIn("kept too", text)
+        self.assertIn("74 steps, 148 kills (sync 33, durable 41 steps); 16 after the commit", text)
+        self.assertIn("99 faults (sync 99), 70 failed saves", text)
+        self.assertIn("200 runs, 199 killed, 1,151 saves committed", text)
+        self.assertIn("lost 0, corrupt 0, regressed 0", text)
+        self.assertIn("RSS 10,400 → 10,428 KiB, descriptors 10 → 10, files 7 → 7", text)
+        self.assertIn("12 tests passed, 0 failed", text)
+        self.assertIn("24 checkpoints read while they were saved (2 swept first)", text)
+        self.assertRegex(text, r"soak, async \| not run")
+
+    def test_every_test_reliability_md_names_exists(self):
+        with open(os.path.join(ROOT, "RELIABILITY.md")) as f:
+            page = f.read()
+        sources = ""
+        for path in glob.glob(os.path.join(ROOT, "tests", "**", "*.cc"), recursive=True):
+            with open(path, errors="replace") as f:
+                sources += f.read()
+        # `Suite.Name`, `Prefix/Suite.Name/*`, `Suite.*`, `Suite.Name...` (a prefix).
+        names = re.findall(r"`(?:\w+/)?([A-Z]\w*)\.(\*|[A-Z]\w*)(?:/[\w*,]+|\.\.\.)?`", page)
+        self.assertGreater(len(names), 10)
+        for suite, name in names:
+            if name == "*":
+                self.assertRegex(sources, rf"TEST(_F|_P)?\({suite},", f"{suite}.*")
+            else:
+                self.assertRegex(sources, rf"TEST(_F|_P)?\({suite}, {name}\w*\)",
+                                 f"{suite}.{name}")
+
+
+if __name__ == "__main__":
+    unittest.main()
