@@ -132,8 +132,8 @@ void BM_Restore(benchmark::State& state) {
     return SecondsSince(start);
   };
   // The first pass of a process into its buffers is reported apart, not
-  // averaged into the timed iterations: on the Firecracker VM of
-  // bench/README.md the kernel's first copy into pages the process has
+  // averaged into the timed iterations: on a 2-vCPU Firecracker VM the
+  // kernel's first copy into pages the process has
   // already written runs at 0.7 GB/s, raw pread and ckflow alike, and
   // 9-18 GB/s from the second on, so a mean over a few iterations would measure
   // how many there were.
@@ -173,7 +173,7 @@ class CacheEvictor {
  public:
   CacheEvictor() {
     // Capped: a VM may report a last-level cache no single CPU has (508
-    // MiB, from CPUID, on the 2-vCPU EPYC VM of bench/README.md), and each
+    // MiB, from CPUID, on a 2-vCPU EPYC VM), and each
     // eviction would then read gigabytes.
     const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
     const size_t l3_bytes = l3 > 0 ? static_cast<size_t>(l3) : 0;
