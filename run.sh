@@ -234,7 +234,7 @@ case "$cmd" in
       interop "$@"
     ;;
   *)
-    sed -n '2,19p' "$0"
+    sed -n '2,18p' "$0"
     exit 2
     ;;
 esac
