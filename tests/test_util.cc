@@ -19,6 +19,8 @@ std::string SourceDir() {
   return CKFLOW_SOURCE_DIR;
 }
 
+std::string TestDataDir() { return SourceDir() + "/tests/testdata"; }
+
 std::string SharedDir() {
   return fs::weakly_canonical(fs::path(SourceDir()) / ".." / "shared").string();
 }

@@ -1,5 +1,5 @@
-// Helpers shared by the tests: where ../shared lives, fresh temp dirs, gtest
-// matchers for Status, and bitwise tensor equality.
+// Helpers shared by the tests: where the sources and the golden files are,
+// fresh temp dirs, gtest matchers for Status, and bitwise tensor equality.
 
 #ifndef CKFLOW_TESTS_TEST_UTIL_H_
 #define CKFLOW_TESTS_TEST_UTIL_H_
@@ -15,8 +15,11 @@
 
 namespace ckflow::testing {
 
-// The repository root, and ../shared beside it (fixtures, describe.py).
+// The repository root, and its tests/testdata (the golden checkpoints
+// TensorFlow wrote, tests/testdata/README.md).
 std::string SourceDir();
+std::string TestDataDir();
+// ../shared beside the checkout, until the last tests stop reading it.
 std::string SharedDir();
 std::string FixturesDir();  // SharedDir() + "/fixtures"
 // A new empty directory under the system temp dir, removed at exit of the

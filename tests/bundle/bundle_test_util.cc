@@ -9,22 +9,6 @@
 
 namespace ckflow::testing {
 
-std::string Fixture::Prefix() const { return FixturesDir() + "/" + dir + "/" + name; }
-
-const std::vector<Fixture>& AllFixtures() {
-  static const std::vector<Fixture> fixtures = {
-      {"tf1_onnx_regression", "model", 1, false},
-      {"tf1_t2t_transformer_two_shards", "model.ckpt-1", 2, false},
-      {"tf2_cyclic_module", "variables", 1, false},
-      {"tf2_half_plus_two_snappy", "variables", 1, true},
-      {"tf2_tensorforce_ppo_adam_slots", "ppo-checkpoint-1", 1, false},
-      {"tf2_tftrt_two_shards", "variables", 2, false},
-      {"tf2_uninitialized_variable", "variables", 1, false},
-      {"tf_old_string_tensors", "foo", 1, false},
-  };
-  return fixtures;
-}
-
 int RunDescribe(const std::string& path, std::string* output) {
   return RunCommand("python3 '" + SharedDir() + "/tools/describe.py' '" + path + "' 2>&1", output);
 }

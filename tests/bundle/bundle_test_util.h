@@ -1,12 +1,11 @@
-// Helpers shared by the checkpoint tests: the fixtures, the independent
-// reader (describe.py), writing bundles, directory listings and a file
-// system that fails on purpose.
+// Helpers shared by the checkpoint tests: writing bundles, directory
+// listings and a file system that fails on purpose (the golden checkpoints
+// and the reader-level check of ckflow's output are in testdata_util.h).
 
 #ifndef CKFLOW_TESTS_BUNDLE_BUNDLE_TEST_UTIL_H_
 #define CKFLOW_TESTS_BUNDLE_BUNDLE_TEST_UTIL_H_
 
 #include <atomic>
-#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,17 +15,6 @@
 #include "base/tensor.h"
 
 namespace ckflow::testing {
-
-// A real TensorFlow checkpoint under ../shared/fixtures.
-struct Fixture {
-  std::string dir;   // folder under FixturesDir()
-  std::string name;  // the prefix's file name
-  int num_shards;
-  bool snappy;  // its index has Snappy-compressed blocks
-  std::string Prefix() const;
-};
-const std::vector<Fixture>& AllFixtures();
-inline void PrintTo(const Fixture& f, std::ostream* os) { *os << f.dir << "/" << f.name; }
 
 // Runs ../shared/tools/describe.py on `path`; returns its exit code and
 // fills *output.

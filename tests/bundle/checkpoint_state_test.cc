@@ -8,13 +8,15 @@
 namespace ckflow {
 namespace {
 
-TEST(CheckpointState, ReadsTheFixturesStateFiles) {
+// Every golden folder's state file against TensorFlow's reading of it is in
+// golden_checkpoint_test.cc; here one written by tf.train.Checkpoint.save.
+TEST(CheckpointState, ReadsTensorFlowsStateFile) {
   CKFLOW_ASSERT_OK_AND_ASSIGN(
       std::optional<CheckpointStateData> state,
-      ReadCheckpointState(testing::FixturesDir() + "/tf2_tensorforce_ppo_adam_slots"));
+      ReadCheckpointState(testing::TestDataDir() + "/eager_optimizer_slots"));
   ASSERT_TRUE(state.has_value());
-  EXPECT_EQ(state->model_checkpoint_path, "ppo-checkpoint-1");
-  EXPECT_EQ(state->all_model_checkpoint_paths, std::vector<std::string>{"ppo-checkpoint-1"});
+  EXPECT_EQ(state->model_checkpoint_path, "ckpt-1");
+  EXPECT_EQ(state->all_model_checkpoint_paths, std::vector<std::string>{"ckpt-1"});
   EXPECT_TRUE(state->all_model_checkpoint_timestamps.empty());
 }
 
@@ -85,14 +87,14 @@ TEST(CheckpointState, UnparsableFileIsDataLossNamingIt) {
 }
 
 TEST(ResolveCheckpointPath, AcceptsPrefixIndexDataFileAndDirectory) {
-  const std::string fixture = testing::FixturesDir() + "/tf1_t2t_transformer_two_shards";
-  const std::string prefix = fixture + "/model.ckpt-1";
+  const std::string dir = testing::TestDataDir() + "/tf1_saver_sharded";
+  const std::string prefix = dir + "/model.ckpt-1000";
   struct Case {
     std::string path, expected;
   };
   const Case cases[] = {
-      {prefix, prefix},  {prefix + ".index", prefix}, {prefix + ".data-00001-of-00002", prefix},
-      {fixture, prefix}, {fixture + "/", prefix},
+      {prefix, prefix}, {prefix + ".index", prefix}, {prefix + ".data-00001-of-00002", prefix},
+      {dir, prefix},    {dir + "/", prefix},
   };
   for (const Case& c : cases) {
     CKFLOW_ASSERT_OK_AND_ASSIGN(std::string resolved, ResolveCheckpointPath(c.path));

@@ -5,6 +5,7 @@
 #include "bundle/bundle_format.h"
 #include "bundle/protos/trackable_object_graph.pb.h"
 #include "tests/bundle/bundle_test_util.h"
+#include "tests/bundle/testdata_util.h"
 #include "tests/test_util.h"
 
 namespace ckflow {
@@ -162,9 +163,8 @@ TEST(ObjectTree, GraphThatDoesNotParseIsDataLoss) {
 }
 
 TEST(ObjectTree, NameBasedCheckpointIsNotFound) {
-  CKFLOW_ASSERT_OK_AND_ASSIGN(
-      std::unique_ptr<BundleReader> reader,
-      BundleReader::Open(testing::FixturesDir() + "/tf1_onnx_regression/model"));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader,
+                              BundleReader::Open(testing::GoldenPrefix("tf1_saver_small")));
   Status s = RenderObjectGraph(*reader, ObjectGraphFormat::kTree).status();
   EXPECT_THAT(s, testing::StatusIs(StatusCode::kNotFound, "name-based"));
 }

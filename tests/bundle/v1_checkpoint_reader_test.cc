@@ -15,7 +15,7 @@
 #include "bundle/protos/saved_tensor_slice.pb.h"
 #include "bundle/tensor_slice.h"
 #include "tests/bundle/bundle_test_util.h"
-#include "tests/bundle/v1_fixture.h"
+#include "tests/bundle/testdata_util.h"
 #include "tests/test_util.h"
 
 namespace ckflow {
@@ -92,7 +92,7 @@ TEST_F(V1CheckpointReaderTest, TellsAV1FileFromAV2PrefixOrADirectory) {
               StatusIs(StatusCode::kDataLoss, "text"));
 }
 
-// The fixture cut at every length and with every bit flipped: each is an
+// The file cut at every length and with every bit flipped: each is an
 // input error or reads (a flip in the footer's padding changes nothing),
 // and nothing crashes or asks for memory the file cannot fill.
 TEST_F(V1CheckpointReaderTest, EveryTruncationAndBitFlipIsAnInputErrorNotACrash) {

@@ -25,7 +25,7 @@
 #include "ops/partitioned_variables.h"
 #include "ops/variables.h"
 #include "tests/bundle/bundle_test_util.h"
-#include "tests/bundle/v1_fixture.h"
+#include "tests/bundle/testdata_util.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
 #include "tests/test_util.h"
 
@@ -219,10 +219,10 @@ TEST_F(NameBasedSaverTest, ShardedWritesAFilePerDevice) {
   EXPECT_EQ(ValueOf(*session, *b).flat<float>()[1], 6.0f);
 }
 
-// A checkpoint TensorFlow 1 wrote (tensor2tensor's transformer, two
-// shards): values restore by their names.
+// A checkpoint TensorFlow 1's Saver wrote (two shards, Adam slots): values
+// restore by their names.
 TEST_F(NameBasedSaverTest, RestoresTensorFlowsOwnTf1Checkpoint) {
-  const std::string path = testing::FixturesDir() + "/tf1_t2t_transformer_two_shards/model.ckpt-1";
+  const std::string path = testing::GoldenPrefix("tf1_saver_sharded");
   CKFLOW_ASSERT_OK_AND_ASSIGN(auto reader, BundleReader::Open(path));
   Scope scope = Scope::NewRootScope();
   std::map<std::string, std::shared_ptr<Variable>> vars;

@@ -27,6 +27,7 @@
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
 #include "ops/variables.h"
+#include "tests/bundle/testdata_util.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
 #include "tests/test_util.h"
 
@@ -742,14 +743,13 @@ TEST_F(TfRulesTest, ReadCheckpointObjectGraphListsNodesChildrenSlotsAndKeys) {
   EXPECT_EQ(root_children, (std::vector<std::string>{"model", "save_counter"}));
 }
 
-// TensorFlow's own checkpoint: 24 Adam slots from two optimizers, every
+// TensorFlow's own checkpoint: 16 Adam slots from two optimizers, every
 // attribute's key present in the bundle, a cycle back to the root.
 TEST_F(TfRulesTest, ReadCheckpointObjectGraphReadsTensorFlowsOwnCheckpoint) {
-  CKFLOW_ASSERT_OK_AND_ASSIGN(
-      auto reader, BundleReader::Open(testing::FixturesDir() +
-                                      "/tf2_tensorforce_ppo_adam_slots/ppo-checkpoint-1"));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto reader,
+                              BundleReader::Open(testing::GoldenPrefix("eager_optimizer_slots")));
   CKFLOW_ASSERT_OK_AND_ASSIGN(CheckpointObjectGraph graph, ReadCheckpointObjectGraph(*reader));
-  EXPECT_EQ(graph.nodes.size(), 340u);
+  EXPECT_EQ(graph.nodes.size(), 48u);
   int slots = 0, attributes = 0, edges_to_root = 0;
   for (const auto& node : graph.nodes) {
     EXPECT_FALSE(node.path.empty());
@@ -765,15 +765,14 @@ TEST_F(TfRulesTest, ReadCheckpointObjectGraphReadsTensorFlowsOwnCheckpoint) {
     }
     for (const auto& c : node.children) edges_to_root += c.node_id == 0;
   }
-  EXPECT_EQ(slots, 24);
+  EXPECT_EQ(slots, 16);
   EXPECT_EQ(attributes, static_cast<int>(reader->entries().size()) - 1);  // all but the graph
   EXPECT_GE(edges_to_root, 1);
 }
 
 TEST_F(TfRulesTest, ReadCheckpointObjectGraphOfANameBasedCheckpointIsNotFound) {
-  const std::string fixture =
-      testing::FixturesDir() + "/tf1_t2t_transformer_two_shards/model.ckpt-1";
-  CKFLOW_ASSERT_OK_AND_ASSIGN(auto reader, BundleReader::Open(fixture));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto reader,
+                              BundleReader::Open(testing::GoldenPrefix("tf1_saver_sharded")));
   EXPECT_EQ(ReadCheckpointObjectGraph(*reader).status().code(), StatusCode::kNotFound);
 }
 
