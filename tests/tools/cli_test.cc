@@ -1,6 +1,6 @@
-// The ckflow CLI on the real TensorFlow checkpoints, against golden outputs
-// under tests/tools/golden/ (reviewed renderings of TensorFlow-written
-// files). CKFLOW_UPDATE_GOLDENS=1 rewrites them instead of comparing.
+// The ckflow CLI on the golden checkpoints TensorFlow wrote (tests/testdata/),
+// against golden outputs under tests/tools/golden/ (reviewed renderings of
+// those files). CKFLOW_UPDATE_GOLDENS=1 rewrites them instead of comparing.
 
 #include <gtest/gtest.h>
 
@@ -19,7 +19,7 @@ namespace {
 
 struct CliCase {
   std::string golden;  // file under golden/
-  std::string args;    // "$F" stands for the fixtures directory
+  std::string args;    // "$T" stands for tests/testdata
   int exit_code;
 };
 
@@ -33,10 +33,10 @@ std::string ReplaceAll(std::string s, const std::string& from, const std::string
   return s;
 }
 
-// Output without what depends on the machine: the fixtures' location and
+// Output without what depends on the machine: the checkout's location and
 // verify's timing line.
 std::string Normalize(const std::string& output) {
-  std::istringstream in(ReplaceAll(output, testing::FixturesDir(), "$F"));
+  std::istringstream in(ReplaceAll(output, testing::TestDataDir(), "$T"));
   std::string line, out;
   while (std::getline(in, line)) {
     if (line.rfind("read in ", 0) == 0) continue;
@@ -51,7 +51,7 @@ TEST_P(CliTest, MatchesGolden) {
   const CliCase& c = GetParam();
   std::string output;
   const int rc = testing::RunCommand(
-      std::string(CKFLOW_CLI) + " " + ReplaceAll(c.args, "$F", testing::FixturesDir()) + " 2>&1",
+      std::string(CKFLOW_CLI) + " " + ReplaceAll(c.args, "$T", testing::TestDataDir()) + " 2>&1",
       &output);
   EXPECT_EQ(rc, c.exit_code) << output;
   const std::string golden_path = testing::SourceDir() + "/tests/tools/golden/" + c.golden;
@@ -63,38 +63,40 @@ TEST_P(CliTest, MatchesGolden) {
 }
 
 const CliCase kCases[] = {
-    {"onnx_regression.inspect.txt", "inspect $F/tf1_onnx_regression/model --values", 0},
-    {"onnx_regression.inspect.json", "inspect $F/tf1_onnx_regression/model.index --json --values",
-     0},
-    {"onnx_regression.tree.txt", "tree $F/tf1_onnx_regression", 2},
-    {"t2t_two_shards.inspect.txt", "inspect $F/tf1_t2t_transformer_two_shards", 0},
-    {"t2t_two_shards.inspect.json", "inspect $F/tf1_t2t_transformer_two_shards --json", 0},
-    {"t2t_two_shards.verify.txt", "verify $F/tf1_t2t_transformer_two_shards", 0},
-    {"cyclic_module.tree.txt", "tree $F/tf2_cyclic_module/variables", 0},
-    {"cyclic_module.tree.json", "tree $F/tf2_cyclic_module/variables --json", 0},
-    {"cyclic_module.dot", "dot $F/tf2_cyclic_module/variables", 0},
-    {"half_plus_two_snappy.inspect.txt", "inspect $F/tf2_half_plus_two_snappy/variables --values",
-     0},
-    {"half_plus_two_snappy.tree.txt", "tree $F/tf2_half_plus_two_snappy/variables", 0},
-    {"ppo_adam_slots.inspect.txt", "inspect $F/tf2_tensorforce_ppo_adam_slots --values", 0},
-    {"ppo_adam_slots.tree.txt", "tree $F/tf2_tensorforce_ppo_adam_slots", 0},
-    {"ppo_adam_slots.verify.txt", "verify $F/tf2_tensorforce_ppo_adam_slots", 0},
-    {"tftrt_two_shards.inspect.txt", "inspect $F/tf2_tftrt_two_shards/variables --values", 0},
-    {"tftrt_two_shards.tree.txt", "tree $F/tf2_tftrt_two_shards/variables", 0},
-    {"uninitialized_variable.tree.txt", "tree $F/tf2_uninitialized_variable/variables", 0},
-    {"uninitialized_variable.dot", "dot $F/tf2_uninitialized_variable/variables", 0},
-    {"old_string_tensors.inspect.txt", "inspect $F/tf_old_string_tensors/foo --values", 0},
-    {"old_string_tensors.inspect.json", "inspect $F/tf_old_string_tensors/foo --json --values", 0},
-    {"diff.cyclic_vs_tftrt.txt",
-     "diff $F/tf2_cyclic_module/variables $F/tf2_tftrt_two_shards/variables", 1},
-    {"diff.same.txt",
-     "diff $F/tf2_tensorforce_ppo_adam_slots "
-     "$F/tf2_tensorforce_ppo_adam_slots/ppo-checkpoint-1.index",
-     0},
-    {"missing.inspect.txt", "inspect $F/no_such_checkpoint", 2},
+    {"tf1_saver_small.inspect.txt", "inspect $T/tf1_saver_small/model --values", 0},
+    {"tf1_saver_small.inspect.json", "inspect $T/tf1_saver_small/model.index --json --values", 0},
+    {"tf1_saver_small.tree.txt", "tree $T/tf1_saver_small", 2},
+    {"tf1_saver_sharded.inspect.txt", "inspect $T/tf1_saver_sharded", 0},
+    {"tf1_saver_sharded.inspect.json", "inspect $T/tf1_saver_sharded --json", 0},
+    {"tf1_saver_sharded.verify.txt", "verify $T/tf1_saver_sharded", 0},
+    {"tf1_partitioned.inspect.txt", "inspect $T/tf1_partitioned --values", 0},
+    {"every_dtype.inspect.txt", "inspect $T/every_dtype/ckpt --values", 0},
+    {"string_tensors.inspect.txt", "inspect $T/string_tensors/foo --values", 0},
+    {"string_tensors.inspect.json", "inspect $T/string_tensors/foo --json --values", 0},
+    {"cyclic_module.tree.txt", "tree $T/cyclic_module/ckpt", 0},
+    {"cyclic_module.tree.json", "tree $T/cyclic_module/ckpt --json", 0},
+    {"cyclic_module.dot", "dot $T/cyclic_module/ckpt", 0},
+    {"saved_model_variables.inspect.txt", "inspect $T/saved_model_variables/variables --values", 0},
+    {"saved_model_variables.tree.txt", "tree $T/saved_model_variables/variables", 0},
+    {"eager_optimizer_slots.inspect.txt", "inspect $T/eager_optimizer_slots --values", 0},
+    {"eager_optimizer_slots.tree.txt", "tree $T/eager_optimizer_slots", 0},
+    {"eager_optimizer_slots.verify.txt", "verify $T/eager_optimizer_slots", 0},
+    {"graph_checkpoint.tree.txt", "tree $T/graph_checkpoint", 0},
+    {"keras_save_weights.tree.txt", "tree $T/keras_save_weights", 0},
+    {"two_shards.inspect.txt", "inspect $T/two_shards/ckpt --values", 0},
+    {"two_shards.tree.txt", "tree $T/two_shards/ckpt", 0},
+    {"sliced_values.inspect.txt", "inspect $T/sliced_values/ckpt", 0},
+    {"sliced_values.verify.txt", "verify $T/sliced_values/ckpt", 0},
+    {"uninitialized_variable.tree.txt", "tree $T/uninitialized_variable/ckpt", 0},
+    {"uninitialized_variable.dot", "dot $T/uninitialized_variable/ckpt", 0},
+    {"diff.cyclic_vs_two_shards.txt", "diff $T/cyclic_module/ckpt $T/two_shards/ckpt", 1},
+    {"diff.manager_checkpoints.txt",
+     "diff $T/checkpoint_manager/ckpt-2 $T/checkpoint_manager/ckpt-3", 1},
+    {"diff.same.txt", "diff $T/eager_optimizer_slots $T/eager_optimizer_slots/ckpt-1.index", 0},
+    {"missing.inspect.txt", "inspect $T/no_such_checkpoint", 2},
 };
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, CliTest, ::testing::ValuesIn(kCases),
+INSTANTIATE_TEST_SUITE_P(TestData, CliTest, ::testing::ValuesIn(kCases),
                          [](const ::testing::TestParamInfo<CliCase>& p) {
                            std::string name;
                            for (char ch : p.param.golden) name += std::isalnum(ch) ? ch : '_';
