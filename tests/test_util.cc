@@ -21,11 +21,9 @@ std::string SourceDir() {
 
 std::string TestDataDir() { return SourceDir() + "/tests/testdata"; }
 
-std::string SharedDir() {
-  return fs::weakly_canonical(fs::path(SourceDir()) / ".." / "shared").string();
+std::string FixturesDir() {
+  return fs::weakly_canonical(fs::path(SourceDir()) / ".." / "shared" / "fixtures").string();
 }
-
-std::string FixturesDir() { return SharedDir() + "/fixtures"; }
 
 namespace {
 struct TempDirs {

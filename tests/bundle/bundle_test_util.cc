@@ -9,10 +9,6 @@
 
 namespace ckflow::testing {
 
-int RunDescribe(const std::string& path, std::string* output) {
-  return RunCommand("python3 '" + SharedDir() + "/tools/describe.py' '" + path + "' 2>&1", output);
-}
-
 std::vector<std::string> ListDir(const std::string& dir) {
   std::vector<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {

@@ -16,10 +16,6 @@
 
 namespace ckflow::testing {
 
-// Runs ../shared/tools/describe.py on `path`; returns its exit code and
-// fills *output.
-int RunDescribe(const std::string& path, std::string* output);
-
 // A [rows, cols] float32 tensor whose element (r, c) is (row0 + r) * 100 +
 // (col0 + c): the box at (row0, col0) of one grid, so that slices of it
 // read from anywhere can be compared bit for bit.

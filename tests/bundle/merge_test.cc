@@ -8,6 +8,7 @@
 #include "bundle/bundle_reader.h"
 #include "bundle/bundle_writer.h"
 #include "tests/bundle/bundle_test_util.h"
+#include "tests/bundle/testdata_util.h"
 #include "tests/test_util.h"
 
 namespace ckflow {
@@ -67,9 +68,8 @@ TEST_P(MergeShardsTest, MergesRenamesAndCleansUp) {
     CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor v, reader->Lookup(key));
     EXPECT_EQ(v.flat<float>()[1], static_cast<float>(i + 1));
   }
-  std::string output;
-  EXPECT_EQ(testing::RunDescribe(prefix, &output), 0) << output;
-  EXPECT_NE(output.find("all checks passed"), std::string::npos) << output;
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string listing, testing::CheckBundle(prefix));
+  EXPECT_NE(listing.find("num_shards " + std::to_string(n) + "\n"), std::string::npos) << listing;
 }
 
 INSTANTIATE_TEST_SUITE_P(Shards, MergeShardsTest, ::testing::Values(1, 2, 5));
@@ -111,8 +111,7 @@ TEST(MergeBundles, OnePartIsRenamedNotRewritten) {
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
   CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor v, reader->Lookup("part0/v"));
   EXPECT_EQ(v.flat<float>()[1], 1.0f);
-  std::string output;
-  EXPECT_EQ(testing::RunDescribe(prefix, &output), 0) << output;
+  CKFLOW_EXPECT_OK(testing::CheckBundle(prefix).status());
 }
 
 // A saver deals variables to parts by size, so the parts' keys interleave;
@@ -175,9 +174,8 @@ TEST(MergeBundles, InterleavedKeysSlicesAndMultiFileInputsMergeIntoOneSortedInde
   CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor whole, reader->Lookup("p"));
   EXPECT_EQ(std::vector<float>(whole.flat<float>().begin(), whole.flat<float>().end()),
             (std::vector<float>{1, 2, 3, 4}));
-  std::string output;
-  EXPECT_EQ(testing::RunDescribe(prefix, &output), 0) << output;
-  EXPECT_NE(output.find("all checks passed"), std::string::npos) << output;
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string listing, testing::CheckBundle(prefix));
+  EXPECT_NE(listing.find("p float32[4] in 2 slices: "), std::string::npos) << listing;
 }
 
 TEST(MergeBundles, DuplicateKeyIsInvalidArgumentAndLeavesInputsAlone) {
@@ -226,8 +224,7 @@ TEST(MergeBundles, EmptyPartsLeaveNoStrayFiles) {
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
   CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor x, reader->Lookup("x"));
   EXPECT_EQ(x.scalar<float>(), 5.0f);
-  std::string output;
-  EXPECT_EQ(testing::RunDescribe(prefix, &output), 0) << output;
+  CKFLOW_EXPECT_OK(testing::CheckBundle(prefix).status());
 }
 
 TEST(MergeBundles, MergeOfOnlyEmptyPartsIsAnEmptyCheckpoint) {

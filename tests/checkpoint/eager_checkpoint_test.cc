@@ -28,6 +28,7 @@
 #include "ops/variables.h"
 #include "runtime/session.h"
 #include "tests/bundle/bundle_test_util.h"
+#include "tests/bundle/testdata_util.h"
 #include "tests/checkpoint/recording_file_system.h"
 #include "tests/ops/op_test_util.h"
 #include "tests/test_util.h"
@@ -327,14 +328,11 @@ TEST_F(EagerCheckpointTest, EagerCheckpointsRestoreInGraphModeAndBackBitForBit) 
   EXPECT_EQ(back.checkpoint.save_counter()->value().value().scalar<int64_t>(), 2);
 }
 
-TEST_F(EagerCheckpointTest, DescribePassesOnAnEagerCheckpoint) {
+TEST_F(EagerCheckpointTest, ReaderLevelCheckPassesOnAnEagerCheckpoint) {
   const std::string path = SaveAfterFiveSteps();
-  std::string out;
-  const int rc = testing::RunCommand(
-      "python3 " + testing::SharedDir() + "/tools/describe.py " + path + " 2>&1", &out);
-  EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("all checks passed"), std::string::npos) << out;
-  EXPECT_NE(out.find("first/kernel"), std::string::npos) << out;
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string out, testing::CheckBundle(path));
+  EXPECT_NE(out.find("every key in the bundle"), std::string::npos) << out;
+  EXPECT_NE(out.find("model/first/kernel/.OPTIMIZER_SLOT/optimizer/m/"), std::string::npos) << out;
 }
 
 // The value a checkpoint at `path` holds under `key`.

@@ -16,6 +16,7 @@
 #include "checkpoint/checkpoint_management.h"
 #include "checkpoint/group_internal.h"
 #include "tests/bundle/bundle_test_util.h"
+#include "tests/bundle/testdata_util.h"
 #include "tests/checkpoint/group_model.h"
 #include "tests/test_util.h"
 
@@ -159,8 +160,7 @@ TEST(GroupCheckpoint, SavedByThreeRestoredByOneAndByTwo) {
   EXPECT_EQ(files, (std::vector<std::string>{"checkpoint", "ckpt-1.data-00000-of-00003",
                                              "ckpt-1.data-00001-of-00003",
                                              "ckpt-1.data-00002-of-00003", "ckpt-1.index"}));
-  std::string described;
-  EXPECT_EQ(testing::RunDescribe(dir + "/ckpt-1", &described), 0) << described;
+  CKFLOW_EXPECT_OK(testing::CheckBundle(dir + "/ckpt-1").status());
   CKFLOW_EXPECT_OK(testing::CheckSeedInOneProcess(dir + "/ckpt-1", 7));
 
   // Two members: each reads its own values, none twice, together all.

@@ -21,6 +21,7 @@
 #include "checkpoint/saver_internal.h"
 #include "graph/structure_generation.h"
 #include "tests/bundle/bundle_test_util.h"
+#include "tests/bundle/testdata_util.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
 #include "tests/test_util.h"
 
@@ -80,8 +81,7 @@ TEST(SavePlanTest, AnUnchangedModelIsSavedWithoutBuildingItsObjectGraphAgain) {
   EXPECT_EQ(FilesOf(second), FilesOf(first));
   EXPECT_EQ(FilesOf(third), FilesOf(first));
   EXPECT_EQ(FilesOf(first).size(), 2u);  // index and one data file
-  std::string output;
-  EXPECT_EQ(testing::RunDescribe(second, &output), 0) << output;
+  CKFLOW_EXPECT_OK(testing::CheckBundle(second).status());
 }
 
 TEST(SavePlanTest, ChangedValuesAreSavedFromTheCachedPlan) {
@@ -149,8 +149,7 @@ TEST_P(SavePlanChangeTest, InvalidatesThePlan) {
   // the change, which built everything afresh.
   const std::string again = p.Write(dir, "again");
   EXPECT_EQ(FilesOf(again), FilesOf(after)) << change;
-  std::string output;
-  EXPECT_EQ(testing::RunDescribe(again, &output), 0) << output;
+  CKFLOW_EXPECT_OK(testing::CheckBundle(again).status());
 }
 
 INSTANTIATE_TEST_SUITE_P(Changes, SavePlanChangeTest,

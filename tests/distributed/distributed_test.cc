@@ -16,6 +16,7 @@
 #include "checkpoint/checkpoint_management.h"
 #include "distributed/worker_group.h"
 #include "tests/bundle/bundle_test_util.h"
+#include "tests/bundle/testdata_util.h"
 #include "tests/checkpoint/group_model.h"
 #include "tests/test_util.h"
 
@@ -72,8 +73,7 @@ TEST(GroupSave, EveryRankWritesItsPartAndRankZeroMerges) {
   EXPECT_EQ(LatestCheckpoint(dir), dir + "/ckpt-1");
   EXPECT_FALSE(FileSystem::Default()->FileExists(dir + "/ckpt-1_temp").ok());
   if (workers->rank() == 0) {
-    std::string described;
-    EXPECT_EQ(testing::RunDescribe(dir + "/ckpt-1", &described), 0) << described;
+    CKFLOW_EXPECT_OK(testing::CheckBundle(dir + "/ckpt-1").status());
   }
   // The same size restores: each rank its own values, all of them once.
   std::unique_ptr<GroupModel> r = MakeModel(workers);
@@ -111,8 +111,7 @@ TEST(GroupSave, EveryRankSpreadsItsPartOverFilesPerDeviceFiles) {
             3 * workers->size());
   EXPECT_FALSE(FileSystem::Default()->FileExists(dir + "/ckpt-1_temp").ok());
   if (workers->rank() == 0) {
-    std::string described;
-    EXPECT_EQ(testing::RunDescribe(dir + "/ckpt-1", &described), 0) << described;
+    CKFLOW_EXPECT_OK(testing::CheckBundle(dir + "/ckpt-1").status());
     CKFLOW_EXPECT_OK(testing::CheckSeedInOneProcess(dir + "/ckpt-1", 5));
   }
 }
