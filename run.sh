@@ -173,7 +173,7 @@ case "$cmd" in
       write_seeds ckflow_shipped
     seconds=${1:-300}
     work=build/fuzz/run
-    build/fuzz/tests/fuzz/write_seeds "$ROOT/../shared/fixtures" "$work/seeds"
+    build/fuzz/tests/fuzz/write_seeds "$ROOT/tests/testdata" "$work/seeds"
     for target in checkpoint state roundtrip; do
       mkdir -p "$work/corpus/$target" "$work/findings"
       if [ -d "$work/seeds/$target" ]; then

@@ -21,10 +21,6 @@ std::string SourceDir() {
 
 std::string TestDataDir() { return SourceDir() + "/tests/testdata"; }
 
-std::string FixturesDir() {
-  return fs::weakly_canonical(fs::path(SourceDir()) / ".." / "shared" / "fixtures").string();
-}
-
 namespace {
 struct TempDirs {
   std::mutex mu;

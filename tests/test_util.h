@@ -19,8 +19,6 @@ namespace ckflow::testing {
 // TensorFlow wrote, tests/testdata/README.md).
 std::string SourceDir();
 std::string TestDataDir();
-// ../shared/fixtures beside the checkout, until the fuzz seeds move.
-std::string FixturesDir();
 // A new empty directory under the system temp dir, removed at exit of the
 // test binary unless CKFLOW_KEEP_TEST_DIRS is set.
 std::string NewTempDir(const std::string& tag = "t");

@@ -336,16 +336,18 @@ StatusOr<std::vector<fs::path>> FilesUnder(const std::string& dir,
 
 }  // namespace
 
-StatusOr<std::vector<Seed>> CheckpointSeeds(const std::string& fixtures_dir,
+StatusOr<std::vector<Seed>> CheckpointSeeds(const std::string& testdata_dir,
                                             const std::string& scratch_dir) {
   std::vector<Seed> seeds;
   CKFLOW_ASSIGN_OR_RETURN(
       std::vector<fs::path> indexes,
-      FilesUnder(fixtures_dir, [](const fs::path& path) { return path.extension() == ".index"; }));
+      FilesUnder(testdata_dir, [](const fs::path& path) { return path.extension() == ".index"; }));
   for (const fs::path& index : indexes) {
     const std::string prefix = (index.parent_path() / index.stem()).string();
     CKFLOW_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, PackCheckpoint(prefix));
-    seeds.push_back({index.parent_path().filename().string(), std::move(bytes)});
+    // A folder may hold several checkpoints (a manager's).
+    seeds.push_back(
+        {index.parent_path().filename().string() + "_" + index.stem().string(), std::move(bytes)});
   }
   CKFLOW_ASSIGN_OR_RETURN(std::string ours, SaveProgramCheckpoint(scratch_dir));
   CKFLOW_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, PackCheckpoint(ours));
@@ -353,11 +355,11 @@ StatusOr<std::vector<Seed>> CheckpointSeeds(const std::string& fixtures_dir,
   return seeds;
 }
 
-StatusOr<std::vector<Seed>> StateSeeds(const std::string& fixtures_dir,
+StatusOr<std::vector<Seed>> StateSeeds(const std::string& testdata_dir,
                                        const std::string& scratch_dir) {
   std::vector<Seed> seeds;
   CKFLOW_ASSIGN_OR_RETURN(std::vector<fs::path> states,
-                          FilesUnder(fixtures_dir, [](const fs::path& path) {
+                          FilesUnder(testdata_dir, [](const fs::path& path) {
                             return path.filename() == kCheckpointStateFilename;
                           }));
   CKFLOW_RETURN_IF_ERROR(

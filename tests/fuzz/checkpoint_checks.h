@@ -32,12 +32,15 @@ struct Seed {
   std::vector<uint8_t> bytes;
 };
 
-// Seeds for CheckCheckpointInput: every checkpoint under `fixtures_dir`
-// (TensorFlow's), and one SaveProgramCheckpoint writes under `scratch_dir`.
-StatusOr<std::vector<Seed>> CheckpointSeeds(const std::string& fixtures_dir,
+// Seeds for CheckCheckpointInput: every V2 checkpoint under `testdata_dir`
+// (TensorFlow's golden files, tests/testdata/), each named
+// "<folder>_<prefix>", and one SaveProgramCheckpoint writes under
+// `scratch_dir`.
+StatusOr<std::vector<Seed>> CheckpointSeeds(const std::string& testdata_dir,
                                             const std::string& scratch_dir);
-// Seeds for CheckStateInput: the fixtures' state files and one ckflow writes.
-StatusOr<std::vector<Seed>> StateSeeds(const std::string& fixtures_dir,
+// Seeds for CheckStateInput: the state files under `testdata_dir` and one
+// ckflow writes.
+StatusOr<std::vector<Seed>> StateSeeds(const std::string& testdata_dir,
                                        const std::string& scratch_dir);
 
 struct CheckResult {

@@ -65,8 +65,8 @@ class FuzzReplayTest : public ::testing::Test {
   static void SetUpTestSuite() {
     SetLogSink([](LogSeverity, std::string_view) {});  // bad input warns by design
     scratch_ = new std::string(testing::NewTempDir("fuzz-seeds"));
-    auto checkpoints = CheckpointSeeds(testing::FixturesDir(), *scratch_);
-    auto states = StateSeeds(testing::FixturesDir(), *scratch_);
+    auto checkpoints = CheckpointSeeds(testing::TestDataDir(), *scratch_);
+    auto states = StateSeeds(testing::TestDataDir(), *scratch_);
     ASSERT_TRUE(checkpoints.ok()) << checkpoints.status();
     ASSERT_TRUE(states.ok()) << states.status();
     checkpoint_seeds_ = new std::vector<Seed>(*std::move(checkpoints));
@@ -93,9 +93,10 @@ std::string* FuzzReplayTest::scratch_ = nullptr;
 std::vector<Seed>* FuzzReplayTest::checkpoint_seeds_ = nullptr;
 std::vector<Seed>* FuzzReplayTest::state_seeds_ = nullptr;
 
-TEST_F(FuzzReplayTest, SeedsCoverEveryFixtureAndOurOwnCheckpoint) {
-  // One per fixture (eight, two of them in two shards), and ours.
-  EXPECT_GE(checkpoint_seeds_->size(), 9u);
+TEST_F(FuzzReplayTest, SeedsCoverEveryGoldenCheckpointAndOurOwn) {
+  // One per V2 checkpoint of tests/testdata (fifteen, four of them in
+  // several data files), and ours.
+  EXPECT_EQ(checkpoint_seeds_->size(), 16u);
   EXPECT_EQ(checkpoint_seeds_->back().name, "ckflow_adam_program");
   for (const Seed& seed : *checkpoint_seeds_) {
     const CheckResult result = CheckCheckpointInput(seed.bytes, dir_);
@@ -168,7 +169,7 @@ TEST_F(FuzzReplayTest, IndexEntriesMutatedBehindFreshChecksums) {
       ++tried;
     }
   }
-  // Eight entries of each of the nine seeds, each in about thirty ways.
+  // Eight entries of each of the sixteen seeds, each in about thirty ways.
   EXPECT_GE(tried, 1000u);
 }
 

@@ -1,5 +1,6 @@
-// Writes the fuzz targets' seed corpora: write_seeds FIXTURES_DIR OUT_DIR
-// makes OUT_DIR/checkpoint and OUT_DIR/state (one file per seed).
+// Writes the fuzz targets' seed corpora: write_seeds TESTDATA_DIR OUT_DIR
+// makes OUT_DIR/checkpoint and OUT_DIR/state (one file per seed) from the
+// golden checkpoints in TESTDATA_DIR (tests/testdata) and ckflow's own.
 
 #include <cstdio>
 #include <filesystem>
@@ -36,7 +37,7 @@ int Write(const ckflow::StatusOr<std::vector<ckflow::fuzz::Seed>>& seeds, const 
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: write_seeds FIXTURES_DIR OUT_DIR\n");
+    std::fprintf(stderr, "usage: write_seeds TESTDATA_DIR OUT_DIR\n");
     return 2;
   }
   const fs::path out = argv[2];
