@@ -16,24 +16,33 @@
 //       of the spec's one rank-2 float32 value, saved and restored by name
 //       with a NameBasedSaver (V1 files too; --step, --pad-step-number,
 //       --latest-filename, --restore-latest D as tf.compat.v1.train.Saver's).
+//   interop_ckflow eager --data F --steps N --save PREFIX [--dump F]
+//       An eager program (README's TrainEagerly): Sequential([Dense(10,
+//       ReLU), Dense(1)]) and Adam on an eager scope, trained N steps with
+//       Minimize of a loss function, saved by Checkpoint::Save without a
+//       Session.
 //   interop_ckflow generic --spec F [--restore PATH|--restore-latest D] ...
 //       A tree of modules and variables made from the keys of a values file
 //       ("a/b/.ATTRIBUTES/VARIABLE_VALUE" is variable b of module a), for
-//       dtypes, devices, managers and structure checks.
+//       dtypes, devices, managers and structure checks; with --group N, N
+//       threads save it as the members of a group (checkpoint/group.h).
 //
 // Both print what they did as "name: value" lines on stdout (kind,
 // assert_consumed, save_counter, saved, ...), and dump the live values of
 // every variable, keyed by checkpoint key, to values files
 // (interop/values_file.h).
 #include <CLI/CLI.hpp>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bundle/bundle_format.h"
@@ -132,9 +141,56 @@ Status DumpValues(Session& session, const std::shared_ptr<Trackable>& root,
   return WriteValues(path, named);
 }
 
+// A group member other than rank 0 reports nothing: rank 0 speaks for all.
+thread_local bool quiet = false;
+
 void Report(const std::string& name, const std::string& value) {
-  std::printf("%s: %s\n", name.c_str(), value.c_str());
+  if (!quiet) std::printf("%s: %s\n", name.c_str(), value.c_str());
 }
+
+// A group of threads (checkpoint/group.h): AllGather is a barrier that hands
+// every member everyone's string.
+class ThreadGroup {
+ public:
+  explicit ThreadGroup(int size) : size_(size), slots_(size) {}
+  int size() const { return size_; }
+  std::vector<std::string> AllGather(int rank, std::string_view mine) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const int64_t round = round_;
+    slots_[rank] = std::string(mine);
+    if (++arrived_ == size_) {
+      result_ = slots_;
+      arrived_ = 0;
+      ++round_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return round_ != round; });
+    }
+    return result_;
+  }
+
+ private:
+  const int size_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  int64_t round_ = 0;
+  std::vector<std::string> slots_, result_;
+};
+
+class ThreadMember final : public CheckpointGroup {
+ public:
+  ThreadMember(ThreadGroup* group, int rank) : group_(group), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return group_->size(); }
+  StatusOr<std::vector<std::string>> AllGather(std::string_view mine, GroupTimeout) override {
+    return group_->AllGather(rank_, mine);
+  }
+
+ private:
+  ThreadGroup* group_;
+  int rank_;
+};
 
 // "ok", or "failed: " and the message's first line.
 std::string Outcome(const Status& s) {
@@ -281,6 +337,7 @@ struct GenericOptions {
   std::string checkpoint_name = "ckpt";
   int devices = 1;
   int files_per_device = 0;
+  int group = 0;  // > 0: that many threads, as the members of a group
 };
 
 // A zero (false, empty) tensor like `t`.
@@ -294,7 +351,7 @@ Tensor ZerosLike(const Tensor& t) {
   return out;
 }
 
-Status Generic(const GenericOptions& o) {
+Status Generic(const GenericOptions& o, CheckpointGroup* group = nullptr) {
   CKFLOW_ASSIGN_OR_RETURN(NamedTensors spec, ReadValues(o.spec));
   Scope root = Scope::NewRootScope();
   auto top = std::make_shared<Module>();
@@ -340,7 +397,9 @@ Status Generic(const GenericOptions& o) {
 
   Checkpoint::Dependencies dependencies;
   for (const auto& [name, child] : top->Children()) dependencies.emplace_back(name, child);
-  Checkpoint checkpoint(root, dependencies);
+  CheckpointOptions checkpoint_options;
+  checkpoint_options.group.group = group;
+  Checkpoint checkpoint(root, dependencies, std::move(checkpoint_options));
 
   std::optional<std::string> path;
   if (!o.restore.empty()) path = o.restore;
@@ -388,6 +447,65 @@ Status Generic(const GenericOptions& o) {
   }
   CKFLOW_ASSIGN_OR_RETURN(counter, SaveCounter(*session, checkpoint));
   Report("save_counter", std::to_string(counter));
+  return OkStatus();
+}
+
+// Generic on o.group threads, each a member of one group; rank 0 reports.
+Status GenericGroup(const GenericOptions& o) {
+  ThreadGroup group(o.group);
+  std::vector<Status> results(o.group);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < o.group; ++rank) {
+    threads.emplace_back([&, rank] {
+      quiet = rank != 0;
+      ThreadMember member(&group, rank);
+      results[rank] = Generic(o, &member);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const Status& s : results) CKFLOW_RETURN_IF_ERROR(s);
+  return OkStatus();
+}
+
+struct EagerOptions {
+  std::string data, save, dump;
+  int64_t steps = 3;
+  int64_t batch = 8;
+};
+
+Status Eager(const EagerOptions& o) {
+  CKFLOW_ASSIGN_OR_RETURN(NamedTensors data, ReadValues(o.data));
+  const Tensor* xs = nullptr;
+  const Tensor* ys = nullptr;
+  for (const auto& [key, t] : data) {
+    if (key == "x") xs = &t;
+    if (key == "y") ys = &t;
+  }
+  if (xs == nullptr || ys == nullptr) return InvalidArgumentError(o.data, ": needs x and y");
+  Scope scope = Scope::NewEagerScope();
+  auto model = Sequential::Make({Dense::Make(10, {.activation = ops::Relu}), Dense::Make(1)});
+  auto optimizer = Adam::Make({.learning_rate = 0.01f});
+  Checkpoint checkpoint(scope, {{"optimizer", optimizer}, {"model", model}});
+  const int64_t batches = xs->shape().dim(0) / o.batch;
+  for (int64_t step = 0; step < o.steps; ++step) {
+    const int64_t begin = (step % batches) * o.batch;
+    const Tensor x = Rows(*xs, begin, o.batch), y = Rows(*ys, begin, o.batch);
+    optimizer->Minimize(scope, [&] {
+      return losses::MeanSquaredError(scope, ops::Const(scope, y),
+                                      (*model)(scope, ops::Const(scope, x)));
+    });
+    CKFLOW_RETURN_IF_ERROR(scope.status());
+  }
+  CKFLOW_ASSIGN_OR_RETURN(std::string saved, checkpoint.Save(o.save));
+  CKFLOW_RETURN_IF_ERROR(checkpoint.Sync());
+  Report("saved", saved);
+  if (!o.dump.empty()) {
+    NamedTensors named;
+    for (const auto& [key, v] : VariablesByKey(checkpoint.root())) {
+      named.emplace_back(key, v->value().value());
+    }
+    CKFLOW_RETURN_IF_ERROR(WriteValues(o.dump, named));
+  }
   return OkStatus();
 }
 
@@ -556,6 +674,13 @@ int main(int argc, char** argv) {
   generic->add_option("--devices", g.devices,
                       "spread the variables over the CPUs of this many tasks");
   generic->add_option("--files-per-device", g.files_per_device, "SaveOptions::files_per_device");
+  generic->add_option("--group", g.group, "save as a group of this many threads");
+  EagerOptions e;
+  CLI::App* eager = app.add_subcommand("eager", "an eager program, saved without a Session");
+  eager->add_option("--data", e.data, "values file with x [N,4] and y [N,1]")->required();
+  eager->add_option("--steps", e.steps, "training steps");
+  eager->add_option("--save", e.save, "Checkpoint::Save with this prefix")->required();
+  eager->add_option("--dump", e.dump, "dump the values after the save here");
   WeightsOptions w;
   CLI::App* weights = app.add_subcommand("weights", "Keras' Sequential, through its weights");
   weights->add_option("--load", w.load, "LoadWeights from this prefix");
@@ -582,8 +707,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   ckflow::Status status = train->parsed()         ? Train(t)
+                          : eager->parsed()       ? Eager(e)
                           : weights->parsed()     ? Weights(w)
                           : partitioned->parsed() ? Partitioned(p)
+                          : g.group > 0           ? GenericGroup(g)
                                                   : Generic(g);
   std::fflush(stdout);
   if (!status.ok()) {

@@ -296,6 +296,69 @@ def test_two_devices_and_several_data_files_both_ways(tmp_path, ckflow):
     assert listing_ckflow(ckflow, tmp_path / "ck_b") == listing_tf(tmp_path / "ck_b")
 
 
+# A group save (checkpoint/group.h), three threads as the members: each
+# writes the values placement gives it, over two data files, and member 0
+# merges the parts. TensorFlow restores the merged checkpoint bit for bit.
+def test_group_save_restores_in_tensorflow(tmp_path, ckflow):
+    spec = float_spec([f"model/v{i}" for i in range(7)], 11, shape=(16, 8))
+    values.write(tmp_path / "spec", spec)
+    ck = ckflow.side(
+        "generic", "--spec", tmp_path / "spec", "--group", 3, "--files-per-device", 2,
+        "--save", tmp_path / "ckpt",
+    )
+    prefix = ck["saved"]
+    assert prefix == str(tmp_path / "ckpt-1")
+    assert len(data_files(prefix)) > 3, data_files(prefix)
+    roots, variables = tf_module(zeros_spec(spec))
+    tf.train.Checkpoint(**roots).restore(prefix).assert_consumed()
+    assert_same_bits(eager_dump(variables), expected_dump(spec), "TensorFlow reading a group save")
+    assert listing_ckflow(ckflow, prefix) == listing_tf(prefix)
+
+
+def reader_dump(prefix):
+    """Every value TensorFlow's reader finds in `prefix`, as a values dump."""
+    reader = tf.train.load_checkpoint(str(prefix))
+    return {
+        key: values.entry(dtype, reader.get_tensor(key))
+        for key, dtype in reader.get_variable_to_dtype_map().items()
+        if key != "_CHECKPOINTABLE_OBJECT_GRAPH"
+    }
+
+
+# ckflow's eager program (Scope::NewEagerScope, Minimize of a loss function,
+# Checkpoint::Save without a Session): TensorFlow's reader finds every value
+# ckflow held, and Keras' Sequential restores its layers from it eagerly.
+def test_eager_save_restores_in_tensorflow(tmp_path, ckflow):
+    import tf_keras as keras
+
+    data_file = tmp_path / "data"
+    tf_side.make_data(data_file)
+    ck = ckflow.side(
+        "eager", "--data", data_file, "--steps", 3, "--save", tmp_path / "ckpt",
+        "--dump", tmp_path / "dump",
+    )
+    assert ck["saved"] == str(tmp_path / "ckpt-1")
+    want = read(tmp_path / "dump")
+    assert any("/.OPTIMIZER_SLOT/optimizer/" in k for k in want)
+    assert_same_bits(reader_dump(ck["saved"]), want, "TensorFlow's reader on ckflow's eager save")
+
+    model = keras.Sequential([keras.layers.Dense(10, activation="relu"), keras.layers.Dense(1)])
+    model(tf.zeros([1, 4]))
+    checkpoint = tf.train.Checkpoint(optimizer=tf.compat.v1.train.AdamOptimizer(0.01), model=model)
+    status = checkpoint.restore(ck["saved"])
+    status.assert_existing_objects_matched()
+    status.expect_partial()  # Adam's slots would restore at its first update
+    got = {
+        f"model/layer_with_weights-{i}/{weight}{SUFFIX}": values.entry(
+            tf.float32, getattr(layer, weight).numpy()
+        )
+        for i, layer in enumerate(model.layers)
+        for weight in ("kernel", "bias")
+    }
+    assert_same_bits(got, {k: want[k] for k in got}, "Keras restoring ckflow's eager save")
+    assert int(checkpoint.save_counter) == 1
+
+
 # TensorFlow's MaxShardSizePolicy slices a value across data files to fill
 # each one (one key, its slices in several files); ckflow restores every
 # value whole, bit for bit.
