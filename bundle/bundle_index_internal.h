@@ -20,9 +20,9 @@
 // Writing uses leveldb::TableBuilder with TensorFlow's options (block size
 // 256 KiB, restart interval 16, no compression) plus TensorFlow's one rule
 // LevelDB lacks: an entry of >= 2 x block_size bytes starts a new block.
-// Reading uses leveldb::Table (which also decompresses Snappy blocks, as real
-// TensorFlow files have: Debian's libleveldb links libsnappy, and the
-// tf2_half_plus_two_snappy fixture test proves it) after this code has
+// Reading uses leveldb::Table (which also decompresses Snappy blocks, as files
+// of older writers have: Debian's libleveldb links libsnappy, and
+// tests/bundle/snappy_index_test.cc proves it) after this code has
 // checked the footer and every block handle, trailer and Snappy header:
 // LevelDB allocates whatever a block handle says before reading it, so a
 // corrupt handle must never reach it. Debian builds LevelDB with assertions

@@ -13,7 +13,7 @@ and the CRC-32 (zlib's) and length of its value's bytes as TensorFlow reads
 them back (numbers: little-endian elements; strings: each element as a
 uint64 little-endian length and its bytes), the object graph as TensorFlow
 parses it, and the state file as tf.train.get_checkpoint_state reads it.
-The C++ tests (tests/testdata_util.h) compare ckflow's reading with it.
+The C++ tests (tests/bundle/testdata_util.h) compare ckflow's reading with it.
 
 The interop conftest makes two logical CPUs; this script does too, before
 anything touches a device, so it runs the same alone or under pytest's

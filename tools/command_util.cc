@@ -19,7 +19,7 @@ int ReportError(std::string_view command, const Status& status) {
 
 namespace {
 
-// Python's repr of a bytes object, as describe.py prints strings.
+// Python's repr of a bytes object: how a TensorFlow user sees a string value.
 std::string ReprBytes(std::string_view s, size_t max) {
   std::string out = "b'";
   for (size_t i = 0; i < s.size() && i < max; ++i) {
