@@ -230,6 +230,18 @@ Tensor Rows(const Tensor& t, int64_t begin, int64_t count) {
   return out;
 }
 
+// The training data of a values file: x [N,4] and y [N,1].
+StatusOr<std::pair<Tensor, Tensor>> ReadData(const std::string& path) {
+  CKFLOW_ASSIGN_OR_RETURN(NamedTensors data, ReadValues(path));
+  std::optional<Tensor> x, y;
+  for (const auto& [key, t] : data) {
+    if (key == "x") x = t;
+    if (key == "y") y = t;
+  }
+  if (!x || !y) return InvalidArgumentError(path, ": needs x and y");
+  return std::make_pair(*x, *y);
+}
+
 struct TrainOptions {
   std::string dir;
   std::string restore = "latest";
@@ -279,14 +291,9 @@ Status Train(const TrainOptions& o) {
   }
 
   if (o.steps > 0) {
-    CKFLOW_ASSIGN_OR_RETURN(NamedTensors data, ReadValues(o.data));
-    const Tensor* xs = nullptr;
-    const Tensor* ys = nullptr;
-    for (const auto& [key, t] : data) {
-      if (key == "x") xs = &t;
-      if (key == "y") ys = &t;
-    }
-    if (xs == nullptr || ys == nullptr) return InvalidArgumentError(o.data, ": needs x and y");
+    CKFLOW_ASSIGN_OR_RETURN(auto data, ReadData(o.data));
+    const Tensor* xs = &data.first;
+    const Tensor* ys = &data.second;
     const int64_t batches = xs->shape().dim(0) / o.batch;
     float last_loss = 0;
     for (int64_t step = 0; step < o.steps; ++step) {
@@ -474,14 +481,9 @@ struct EagerOptions {
 };
 
 Status Eager(const EagerOptions& o) {
-  CKFLOW_ASSIGN_OR_RETURN(NamedTensors data, ReadValues(o.data));
-  const Tensor* xs = nullptr;
-  const Tensor* ys = nullptr;
-  for (const auto& [key, t] : data) {
-    if (key == "x") xs = &t;
-    if (key == "y") ys = &t;
-  }
-  if (xs == nullptr || ys == nullptr) return InvalidArgumentError(o.data, ": needs x and y");
+  CKFLOW_ASSIGN_OR_RETURN(auto data, ReadData(o.data));
+  const Tensor* xs = &data.first;
+  const Tensor* ys = &data.second;
   Scope scope = Scope::NewEagerScope();
   auto model = Sequential::Make({Dense::Make(10, {.activation = ops::Relu}), Dense::Make(1)});
   auto optimizer = Adam::Make({.learning_rate = 0.01f});

@@ -34,6 +34,8 @@ import tf_keras as keras  # noqa: E402
 from tensorflow.core.protobuf import trackable_object_graph_pb2  # noqa: E402
 from tensorflow.python.ops import resource_variable_ops  # noqa: E402
 
+import tf_side  # noqa: E402
+
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 
@@ -164,6 +166,15 @@ def write_manifest(directory, prefixes, what):
         f.write("\n")
 
 
+def tf1_save(saver, path, assigns, config=None, global_step=None):
+    """Initializes the graph's variables, runs `assigns`, saves with the TF1
+    `saver` to `path`; returns the path saved."""
+    with tf.compat.v1.Session(config=config) as session:
+        session.run(tf.compat.v1.global_variables_initializer())
+        session.run(assigns)
+        return saver.save(session, path, global_step=global_step, write_meta_graph=False)
+
+
 # ----------------------------------------------------------------- checkpoints
 # Each returns (the prefixes written in `d`, relative to it; what it covers).
 
@@ -260,11 +271,7 @@ def tf1_saver_sharded(d):
         assigns += [beta1.assign(0.81), beta2.assign(0.9604), step.assign(1000), counter.assign(7)]
         saver = tf.compat.v1.train.Saver(sharded=True, save_relative_paths=True)
         config = tf.compat.v1.ConfigProto(device_count={"CPU": 2})
-        with tf.compat.v1.Session(config=config) as session:
-            session.run(tf.compat.v1.global_variables_initializer())
-            session.run(assigns)
-            path = saver.save(session, os.path.join(d, "model.ckpt"), global_step=step,
-                              write_meta_graph=False)
+        path = tf1_save(saver, os.path.join(d, "model.ckpt"), assigns, config, global_step=step)
     return [os.path.basename(path)], tf1_saver_sharded.__doc__
 
 
@@ -272,13 +279,10 @@ def tf1_saver_small(d):
     """The smallest TF1 Saver checkpoint: two float32 scalars W and b under
     prefix "model", with a `checkpoint` state file."""
     with tf.Graph().as_default():
-        w = tf.compat.v1.get_variable("W", [], initializer=tf.compat.v1.constant_initializer(0.25))
-        b = tf.compat.v1.get_variable("b", [], initializer=tf.compat.v1.constant_initializer(1.5))
-        del w, b
+        tf.compat.v1.get_variable("W", [], initializer=tf.compat.v1.constant_initializer(0.25))
+        tf.compat.v1.get_variable("b", [], initializer=tf.compat.v1.constant_initializer(1.5))
         saver = tf.compat.v1.train.Saver(save_relative_paths=True)
-        with tf.compat.v1.Session() as session:
-            session.run(tf.compat.v1.global_variables_initializer())
-            saver.save(session, os.path.join(d, "model"), write_meta_graph=False)
+        tf1_save(saver, os.path.join(d, "model"), [])
     return ["model"], tf1_saver_small.__doc__
 
 
@@ -314,10 +318,7 @@ def tf1_saver_v1(d):
         saver = tf.compat.v1.train.Saver(saved + list(emb),
                                          write_version=tf.compat.v1.train.SaverDef.V1,
                                          save_relative_paths=True)
-        with tf.compat.v1.Session() as session:
-            session.run(tf.compat.v1.global_variables_initializer())
-            session.run(assigns)
-            saver.save(session, os.path.join(d, "model.ckpt"), write_meta_graph=False)
+        tf1_save(saver, os.path.join(d, "model.ckpt"), assigns)
     return ["model.ckpt"], tf1_saver_v1.__doc__
 
 
@@ -340,10 +341,7 @@ def tf1_partitioned(d):
         bias = tf.compat.v1.get_variable("bias", [4], tf.float32, tf.compat.v1.zeros_initializer())
         assigns.append(bias.assign([0.5, -0.5, 1.5, -1.5]))
         saver = tf.compat.v1.train.Saver(save_relative_paths=True)
-        with tf.compat.v1.Session() as session:
-            session.run(tf.compat.v1.global_variables_initializer())
-            session.run(assigns)
-            saver.save(session, os.path.join(d, "model.ckpt"), write_meta_graph=False)
+        tf1_save(saver, os.path.join(d, "model.ckpt"), assigns)
     return ["model.ckpt"], tf1_partitioned.__doc__
 
 
@@ -404,24 +402,13 @@ def eager_optimizer_slots(d):
     return [os.path.basename(path)], eager_optimizer_slots.__doc__
 
 
-class Regress(keras.Model):
-    def __init__(self):
-        super().__init__(name="regress")
-        self.input_transform = keras.layers.Dense(10)
-        self.hidden = keras.layers.Dense(10, activation="relu")
-        self.out = keras.layers.Dense(1)
-
-    def call(self, x):
-        return self.out(self.hidden(self.input_transform(x)))
-
-
 def graph_checkpoint(d):
     """Graph mode's tf.compat.v1.train.Checkpoint(optimizer=, model=): the
     Regress model of tf_keras Dense layers input_transform, hidden and out,
     tf.compat.v1.train.AdamOptimizer's slots m and v and beta powers,
     save(session=) with save_counter and a `checkpoint` state file."""
     with tf.Graph().as_default():
-        model = Regress()
+        model = tf_side.Regress()
         optimizer = tf.compat.v1.train.AdamOptimizer(0.01)
         checkpoint = tf.compat.v1.train.Checkpoint(optimizer=optimizer, model=model)
         x = tf.compat.v1.placeholder(tf.float32, [None, 4])
@@ -468,21 +455,6 @@ def uninitialized_variable(d):
         os.path.join(d, "ckpt")))], uninitialized_variable.__doc__
 
 
-class ShardPerDevice(tf.train.experimental.ShardingCallback):
-    """A data file per device."""
-
-    @property
-    def description(self):
-        return "a data file per device"
-
-    def __call__(self, shardable_tensors):
-        shards = {}
-        for t in shardable_tensors:
-            shard = shards.setdefault(t.device.to_string(), {})
-            shard.setdefault(t.checkpoint_key, {})[t.slice_spec] = t.tensor
-        return [shards[device] for device in sorted(shards)]
-
-
 def two_shards(d):
     """An eager object-based checkpoint in two data files: the object graph
     in shard 0 (the CPU it is saved from), the one variable, on the second
@@ -490,7 +462,7 @@ def two_shards(d):
     module = tf.Module()
     with tf.device("/cpu:1"):
         module.v = tf.Variable(np.ones([1, 1, 1], np.float32))
-    options = tf.train.CheckpointOptions(experimental_sharding_callback=ShardPerDevice())
+    options = tf.train.CheckpointOptions(experimental_sharding_callback=tf_side.ShardPerDevice())
     path = tf.train.Checkpoint(root=module).write(os.path.join(d, "ckpt"), options=options)
     return [os.path.basename(path)], two_shards.__doc__
 

@@ -220,22 +220,6 @@ def data_files(prefix):
     return sorted(f for f in os.listdir(directory) if f.startswith(base + ".data-"))
 
 
-class ShardPerDevice(tf.train.experimental.ShardingCallback):
-    """A data file per device, as ckflow shards (TensorFlow's default maps
-    every device of a task to one file)."""
-
-    @property
-    def description(self):
-        return "a data file per device"
-
-    def __call__(self, shardable_tensors):
-        shards = {}
-        for t in shardable_tensors:
-            shard = shards.setdefault(t.device.to_string(), {})
-            shard.setdefault(t.checkpoint_key, {})[t.slice_spec] = t.tensor
-        return list(shards.values())
-
-
 # (7) Variables on two logical CPU devices, over several data files, both ways.
 def test_two_devices_and_several_data_files_both_ways(tmp_path, ckflow):
     names = [f"model/v{i}" for i in range(6)]
@@ -251,7 +235,7 @@ def test_two_devices_and_several_data_files_both_ways(tmp_path, ckflow):
             variables[key] = tf.Variable(array, name=f"v{i}")
         setattr(model, f"v{i}", variables[key])
     assert {v.device[-5:] for v in variables.values()} == {"CPU:0", "CPU:1"}
-    options = tf.train.CheckpointOptions(experimental_sharding_callback=ShardPerDevice())
+    options = tf.train.CheckpointOptions(experimental_sharding_callback=tf_side.ShardPerDevice())
     tf_a = tf.train.Checkpoint(model=model).save(str(tmp_path / "tf_a"), options=options)
     assert data_files(tf_a) == ["tf_a-1.data-00000-of-00002", "tf_a-1.data-00001-of-00002"]
     ck = ckflow.side(

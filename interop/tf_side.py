@@ -26,6 +26,22 @@ class Regress(keras.Model):
         return self.out(self.hidden(self.input_transform(x)))
 
 
+class ShardPerDevice(tf.train.experimental.ShardingCallback):
+    """A data file per device, in the devices' order, as ckflow shards
+    (TensorFlow's default maps every device of a task to one file)."""
+
+    @property
+    def description(self):
+        return "a data file per device"
+
+    def __call__(self, shardable_tensors):
+        shards = {}
+        for t in shardable_tensors:
+            shard = shards.setdefault(t.device.to_string(), {})
+            shard.setdefault(t.checkpoint_key, {})[t.slice_spec] = t.tensor
+        return [shards[device] for device in sorted(shards)]
+
+
 def make_optimizer(name, learning_rate):
     if name == "adam":
         return tf.compat.v1.train.AdamOptimizer(learning_rate)

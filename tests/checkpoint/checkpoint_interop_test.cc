@@ -71,7 +71,9 @@ size_t ExpectEveryValueRestored(RestoredGolden& r, const std::string& prefix) {
   for (const auto& [key, var] : by_key) {
     StatusOr<Tensor> stored = (*reader)->Lookup(key);
     EXPECT_TRUE(stored.ok()) << stored.status();
-    if (stored.ok()) EXPECT_TRUE(testing::SameTensor(ValueOf(*r.session, *var), *stored)) << key;
+    if (stored.ok()) {
+      EXPECT_TRUE(testing::SameTensor(ValueOf(*r.session, *var), *stored)) << key;
+    }
   }
   return by_key.size();
 }
