@@ -466,8 +466,8 @@ TEST_F(NameBasedSaverTest, ReaderLevelCheckPassesOnWhatItWrites) {
   CKFLOW_ASSERT_OK_AND_ASSIGN(auto saver, NameBasedSaver::Create(scope, {a, b}, {.sharded = true}));
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::string path, saver->Save(*session, dir_ + "/model.ckpt", 3));
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::string out, testing::CheckBundle(path));
-  for (const char* expected : {"num_shards 2\n", "layer/kernel float32[3,2] shard 0 ",
-                               "layer/bias float32[2] shard 1 ", "no object graph\n"}) {
+  for (const char* expected : {"num_shards 2\n", "layer/kernel float32[3,2] shard ",
+                               "layer/bias float32[2] shard ", "no object graph\n"}) {
     EXPECT_NE(out.find(expected), std::string::npos) << expected << "\n" << out;
   }
 }
