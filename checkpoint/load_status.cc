@@ -11,6 +11,7 @@
 #include "base/parallel.h"
 #include "base/resource.h"
 #include "bundle/bundle_format.h"
+#include "bundle/checkpoint_object_graph_internal.h"
 #include "checkpoint/group_internal.h"
 #include "checkpoint/load_status_internal.h"
 #include "checkpoint/restore_coordinator_internal.h"
@@ -40,27 +41,6 @@ Status Unmet(const std::string& head, const std::vector<std::string>& lines) {
 std::string ObjectDescription(const ObjectGraphNode& node) {
   return (node.path.empty() ? std::string("(root)") : node.path) + " (" + node.object->TypeName() +
          ")";
-}
-
-Status ValidateProto(const tensorflow::TrackableObjectGraph& proto, const std::string& path) {
-  const int n = proto.nodes_size();
-  if (n == 0) return DataLossError(path, ": the object graph has no nodes");
-  auto bad = [&](int id) { return id < 0 || id >= n; };
-  for (int id = 0; id < n; ++id) {
-    for (const auto& c : proto.nodes(id).children()) {
-      if (bad(c.node_id())) {
-        return DataLossError(path, ": object graph node ", id, " has child '", c.local_name(),
-                             "' pointing at node ", c.node_id(), " of ", n);
-      }
-    }
-    for (const auto& s : proto.nodes(id).slot_variables()) {
-      if (bad(s.original_variable_node_id()) || bad(s.slot_variable_node_id())) {
-        return DataLossError(path, ": object graph node ", id, " has slot '", s.slot_name(),
-                             "' referring to a node out of range");
-      }
-    }
-  }
-  return OkStatus();
 }
 
 // The objects that exist now, reachable from the root (children, slots).
@@ -435,31 +415,17 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl,
   std::vector<Output> restore_ops_;
 };
 
-// The object graph of the checkpoint at `path`, parsed into an arena (one
-// allocation for tens of thousands of nodes) and validated; a null proto if
-// the checkpoint has none (a name-based one).
-struct ParsedObjectGraph {
-  std::unique_ptr<google::protobuf::Arena> arena;
-  const tensorflow::TrackableObjectGraph* proto = nullptr;
-};
-
-StatusOr<ParsedObjectGraph> ParseObjectGraph(const std::string& path, FileSystem* fs) {
+// The object graph of the checkpoint at `path`, read with one seek into its
+// index, parsed and checked (a restore needs the root node); a null proto
+// if the checkpoint has none (a name-based one).
+StatusOr<ParsedObjectGraph> ReadObjectGraph(const std::string& path, FileSystem* fs) {
   CKFLOW_ASSIGN_OR_RETURN(
       std::unique_ptr<BundleReader> one,
       BundleReader::Open(path, {.fs = fs, .only_key = std::string(kObjectGraphKey)}));
-  if (!one->Contains(kObjectGraphKey)) return ParsedObjectGraph{};
-  CKFLOW_ASSIGN_OR_RETURN(Tensor graph_tensor, one->Lookup(kObjectGraphKey));
-  if (graph_tensor.dtype() != DT_STRING || graph_tensor.NumElements() != 1) {
-    return DataLossError(path, ": ", kObjectGraphKey, " is not a string scalar");
+  CKFLOW_ASSIGN_OR_RETURN(ParsedObjectGraph parsed, ParseCheckpointObjectGraph(*one));
+  if (parsed.proto != nullptr && parsed.proto->nodes_size() == 0) {
+    return DataLossError(path, ": the object graph has no nodes");
   }
-  ParsedObjectGraph parsed{.arena = std::make_unique<google::protobuf::Arena>()};
-  auto* proto =
-      google::protobuf::Arena::CreateMessage<tensorflow::TrackableObjectGraph>(parsed.arena.get());
-  if (!proto->ParseFromString(graph_tensor.flat<std::string>()[0])) {
-    return DataLossError(path, ": ", kObjectGraphKey, " does not parse as a TrackableObjectGraph");
-  }
-  CKFLOW_RETURN_IF_ERROR(ValidateProto(*proto, path));
-  parsed.proto = proto;
   return parsed;
 }
 
@@ -492,7 +458,7 @@ StatusOr<LoadStatus> RestoreRoot(
           reader = opened.status();
         }
       },
-      [&] { graph = ParseObjectGraph(*save_path, saver->file_system()); });
+      [&] { graph = ReadObjectGraph(*save_path, saver->file_system()); });
   CKFLOW_RETURN_IF_ERROR(reader.status());
   CKFLOW_RETURN_IF_ERROR(graph.status());
   if (graph->proto == nullptr) {
