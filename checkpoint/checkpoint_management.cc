@@ -8,6 +8,7 @@
 #include "bundle/checkpoint_state.h"
 #include "checkpoint/checkpoint_internal.h"
 #include "checkpoint/save_files_internal.h"
+#include "checkpoint/step_counter_internal.h"
 #include "ops/variables.h"
 
 namespace ckflow {
@@ -233,30 +234,6 @@ Status CheckpointManager::DeleteManaged(const std::string& path) const {
   return internal::RemoveCheckpointFiles(checkpoint_.file_system(), path);
 }
 
-namespace {
-
-StatusOr<int64_t> ReadStep(Session& session, const Variable& counter) {
-  // An eager variable's value() is read already; a graph one's runs.
-  const Output read = counter.value();
-  StatusOr<std::vector<Tensor>> value =
-      read.node() != nullptr && read.node()->has_values()
-          ? StatusOr<std::vector<Tensor>>(std::vector<Tensor>{read.value()})
-          : session.Run({}, {read});
-  if (!value.ok()) {
-    return value.status().WithContext("CheckpointManager: reading step_counter '" + counter.name() +
-                                      "'");
-  }
-  const Tensor& t = (*value)[0];
-  if (t.NumElements() != 1 || (t.dtype() != DT_INT64 && t.dtype() != DT_INT32)) {
-    return InvalidArgumentError("CheckpointManager: step_counter '", counter.name(),
-                                "' must be an int64 or int32 scalar, got ", DataTypeName(t.dtype()),
-                                t.shape().ToString());
-  }
-  return t.dtype() == DT_INT64 ? t.scalar<int64_t>() : int64_t{t.scalar<int32_t>()};
-}
-
-}  // namespace
-
 std::optional<int64_t> CheckpointManager::last_checkpoint_step() const {
   return last_checkpoint_step_;
 }
@@ -265,7 +242,9 @@ StatusOr<std::string> CheckpointManager::Save(Session& session,
                                               std::optional<int64_t> checkpoint_number,
                                               bool check_interval) {
   if (options_.checkpoint_interval.has_value()) {
-    CKFLOW_ASSIGN_OR_RETURN(int64_t step, ReadStep(session, *options_.step_counter));
+    CKFLOW_ASSIGN_OR_RETURN(int64_t step,
+                            internal::ReadStepCounter(session, *options_.step_counter,
+                                                      "CheckpointManager", "step_counter"));
     if (last_checkpoint_step_.has_value()) {
       if (step == *last_checkpoint_step_) return std::string();
       if (check_interval && step < *last_checkpoint_step_ + *options_.checkpoint_interval) {
@@ -317,7 +296,9 @@ StatusOr<std::optional<std::string>> CheckpointManager::RestoreOrInitialize(Sess
     CKFLOW_ASSIGN_OR_RETURN(LoadStatus status, checkpoint_.Restore(*latest));
     CKFLOW_RETURN_IF_ERROR(status.InitializeOrRestore(session));
     if (options_.checkpoint_interval.has_value()) {
-      CKFLOW_ASSIGN_OR_RETURN(last_checkpoint_step_, ReadStep(session, *options_.step_counter));
+      CKFLOW_ASSIGN_OR_RETURN(last_checkpoint_step_,
+                              internal::ReadStepCounter(session, *options_.step_counter,
+                                                        "CheckpointManager", "step_counter"));
     }
     return latest;
   }
