@@ -15,7 +15,6 @@
 #include "checkpoint/group_internal.h"
 #include "checkpoint/load_status_internal.h"
 #include "checkpoint/restore_coordinator_internal.h"
-#include "ops/checkpoint_ops_internal.h"
 #include "ops/variables.h"
 
 namespace ckflow::internal {
@@ -61,10 +60,14 @@ std::vector<Output> Initializers(const std::shared_ptr<Trackable>& root,
   return initializers;
 }
 
+// Runs `targets`; restore ops read through `reader`, the restore's open
+// checkpoint (RunOptions::bundle_reader).
 Status RunTargets(Session& session, const std::vector<Feed>& feeds,
-                  const std::vector<Output>& targets, FileSystem* fs = nullptr) {
+                  const std::vector<Output>& targets, FileSystem* fs = nullptr,
+                  const BundleReader* reader = nullptr) {
   if (targets.empty()) return OkStatus();
-  StatusOr<std::vector<Tensor>> result = session.Run(feeds, {}, targets, {.file_system = fs});
+  StatusOr<std::vector<Tensor>> result =
+      session.Run(feeds, {}, targets, {.file_system = fs, .bundle_reader = reader});
   return result.status();
 }
 
@@ -186,9 +189,8 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
     ResourceMgr& resources = session.resources();
     const auto values = static_cast<size_t>(c.restored_values());
     if (resources.size() < values) resources.Reserve(values);
-    CKFLOW_RETURN_IF_ERROR(HandOverBundleReader(resources, c.reader()));
     return RunTargets(session, {Feed(c.saver()->restore_prefix(), Tensor::Scalar(c.save_path()))},
-                      c.restore_ops(), c.saver()->file_system());
+                      c.restore_ops(), c.saver()->file_system(), c.reader().get());
   }
 
   Status InitializeOrRestore(Session& session) override {
@@ -325,9 +327,8 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl,
                               saver_->RestoreOps(std::move(items), save_path_));
       restore_ops_.insert(restore_ops_.end(), ops.begin(), ops.end());
     }
-    CKFLOW_RETURN_IF_ERROR(HandOverBundleReader(session.resources(), reader_));
     return RunTargets(session, {Feed(saver_->restore_prefix(), Tensor::Scalar(save_path_))},
-                      restore_ops_, saver_->file_system());
+                      restore_ops_, saver_->file_system(), reader_.get());
   }
   // TensorFlow's NameBasedSaverStatus initializes nothing, which leaves a
   // save_counter the TF1 checkpoint lacks uninitialized, and the loop's
@@ -470,11 +471,6 @@ StatusOr<LoadStatus> RestoreRoot(
         status->MarkOptional(counter.get());
     }
     return LoadStatusImpl::Wrap(status);
-  }
-  if (eager) {
-    // Restore-on-create reads every value through this one reader.
-    CKFLOW_RETURN_IF_ERROR(
-        HandOverBundleReader(saver->scope().eager_context()->resources(), *reader));
   }
   auto coordinator =
       std::make_shared<RestoreCoordinator>(*save_path, *std::move(reader), std::move(graph->arena),

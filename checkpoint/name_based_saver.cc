@@ -16,7 +16,6 @@
 #include "checkpoint/load_status_internal.h"
 #include "checkpoint/step_counter_internal.h"
 #include "ops/array_ops.h"
-#include "ops/checkpoint_ops_internal.h"
 #include "ops/variables.h"
 
 namespace ckflow {
@@ -244,9 +243,9 @@ Status NameBasedSaver::Restore(Session& session, const std::string& save_path) {
   CKFLOW_ASSIGN_OR_RETURN(std::vector<Output> ops, saver_->RestoreOps(std::move(items), save_path));
   // The restore kernels read through this reader instead of opening the
   // checkpoint again, as an object-based restore's do.
-  CKFLOW_RETURN_IF_ERROR(internal::HandOverBundleReader(session.resources(), std::move(reader)));
   StatusOr<std::vector<Tensor>> ran =
-      session.Run({Feed(saver_->restore_prefix(), Tensor::Scalar(save_path))}, {}, ops);
+      session.Run({Feed(saver_->restore_prefix(), Tensor::Scalar(save_path))}, {}, ops,
+                  {.bundle_reader = reader.get()});
   return ran.status().WithContext("restoring '" + save_path + "'");
 }
 
