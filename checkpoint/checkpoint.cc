@@ -1,12 +1,12 @@
 #include "checkpoint/checkpoint.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "base/logging.h"
 #include "bundle/bundle_format.h"
 #include "bundle/checkpoint_state.h"
 #include "checkpoint/checkpoint_internal.h"
+#include "checkpoint/group_save_internal.h"
 #include "checkpoint/load_status_internal.h"
 #include "checkpoint/save_files_internal.h"
 #include "ops/array_ops.h"
@@ -94,27 +94,6 @@ Status CommitStateFile(FileSystem* fs, const std::string& path, bool durable) {
 
 bool OwnsDirectory(const CheckpointGroup* group) { return group == nullptr || group->rank() == 0; }
 
-StatusOr<double> AgreeOnSave(const Saver& saver, const Status& local, int64_t n, double now) {
-  CheckpointGroup* group = saver.group();
-  if (group == nullptr) {
-    CKFLOW_RETURN_IF_ERROR(local);
-    return now;
-  }
-  CKFLOW_RETURN_IF_ERROR(AgreeOnStatus(*group, local, saver.group_timeout()));
-  CKFLOW_ASSIGN_OR_RETURN(
-      std::vector<std::string> all,
-      group->AllGather(std::to_string(n) + " " + std::to_string(now), saver.group_timeout()));
-  for (size_t r = 1; r < all.size(); ++r) {
-    if (all[r].substr(0, all[r].find(' ')) != all[0].substr(0, all[0].find(' '))) {
-      return FailedPreconditionError("checkpoint group: rank 0 saves number ",
-                                     all[0].substr(0, all[0].find(' ')), ", rank ", r, " number ",
-                                     all[r].substr(0, all[r].find(' ')),
-                                     " (every member must restore the same checkpoint, or none)");
-    }
-  }
-  return std::strtod(all[0].c_str() + all[0].find(' ') + 1, nullptr);
-}
-
 void LogAsyncError(const Status& s) {
   if (!s.ok()) Log(LogSeverity::kError, "an asynchronous checkpoint save failed: " + s.ToString());
 }
@@ -174,7 +153,8 @@ StatusOr<std::string> Checkpoint::Write(const std::string& prefix, Session& sess
     RemoveDebris(file_system(), Dirname(prefix),
                  {std::string(Basename(prefix)), /*numbered=*/false});
   }
-  CKFLOW_RETURN_IF_ERROR(internal::AgreeOnSave(*root_->saver(), synced, 0, 0).status());
+  CKFLOW_RETURN_IF_ERROR(
+      internal::AgreeOnSave(root_->saver()->group_options(), synced, 0, 0).status());
   return WriteThen(prefix, session, options, {});
 }
 
@@ -208,7 +188,8 @@ StatusOr<std::string> Checkpoint::Save(const std::string& prefix, Session& sessi
     local = counted.status();
     if (counted.ok()) n = *counted;
   }
-  CKFLOW_RETURN_IF_ERROR(internal::AgreeOnSave(*root_->saver(), local, n, 0).status());
+  CKFLOW_RETURN_IF_ERROR(
+      internal::AgreeOnSave(root_->saver()->group_options(), local, n, 0).status());
   const std::string path = prefix + "-" + std::to_string(n);
   std::function<Status()> commit;
   if (internal::OwnsDirectory(group)) {

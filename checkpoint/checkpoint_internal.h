@@ -1,6 +1,6 @@
 // What Checkpoint, CheckpointManager and SaveWeights share: the root object
 // of a Checkpoint, and the steps of a save around the Saver's write (the
-// state file commit, a group's agreement before it).
+// state file commit; a group's agreement before it is group_save_internal.h's).
 
 #ifndef CKFLOW_CHECKPOINT_CHECKPOINT_INTERNAL_H_
 #define CKFLOW_CHECKPOINT_CHECKPOINT_INTERNAL_H_
@@ -68,13 +68,6 @@ Status CommitStateFile(FileSystem* fs, const std::string& path, bool durable);
 // Whether this process touches the directory's shared files (debris, the
 // state file, old checkpoints): alone, or as member 0 of a group.
 bool OwnsDirectory(const CheckpointGroup* group);
-
-// Collective, before a group save writes anything: every member has
-// `local` OK (a pending save's error, the counter's increment) and the same
-// save number `n`, and member 0 has removed the debris of dead saves, which
-// includes other members' parts. Returns member 0's `now`, so every
-// member's bookkeeping stamps the save alike. Without a group, `now`.
-StatusOr<double> AgreeOnSave(const Saver& saver, const Status& local, int64_t n, double now);
 
 // A pending asynchronous save's error, when nobody is left to return it to
 // (a destructor waits for the save).

@@ -7,6 +7,7 @@
 #include "bundle/bundle_format.h"
 #include "bundle/checkpoint_state.h"
 #include "checkpoint/checkpoint_internal.h"
+#include "checkpoint/group_save_internal.h"
 #include "checkpoint/save_files_internal.h"
 #include "checkpoint/step_counter_internal.h"
 #include "ops/variables.h"
@@ -272,8 +273,9 @@ StatusOr<std::string> CheckpointManager::Save(Session& session,
   const int64_t n = checkpoint_number.value_or(counter);
   // Timestamped when the save starts, as TensorFlow does (in a group, by
   // member 0's clock).
-  CKFLOW_ASSIGN_OR_RETURN(const double now, internal::AgreeOnSave(*checkpoint_.root_->saver(),
-                                                                  local, n, options_.clock()));
+  CKFLOW_ASSIGN_OR_RETURN(
+      const double now, internal::AgreeOnSave(checkpoint_.root_->saver()->group_options(), local, n,
+                                              options_.clock()));
   const std::string prefix =
       JoinPath(directory_, options_.checkpoint_name + "-" + std::to_string(n));
   return checkpoint_.WriteThen(prefix, session, options_.save_options,
