@@ -7,8 +7,8 @@
 #include "bundle/bundle_format.h"
 #include "bundle/checkpoint_state.h"
 #include "checkpoint/checkpoint_internal.h"
-#include "checkpoint/group_save_internal.h"
 #include "checkpoint/save_files_internal.h"
+#include "checkpoint/save_sequence_internal.h"
 #include "checkpoint/step_counter_internal.h"
 #include "ops/variables.h"
 
@@ -179,7 +179,7 @@ int64_t CheckpointNumber(const std::string& path, const std::string& name) {
 }  // namespace
 
 void CheckpointManager::RemoveDebris() {
-  if (!internal::OwnsDirectory(checkpoint_.root_->saver()->group())) return;
+  if (!internal::OwnsDirectory(internal::RootOf(checkpoint_)->saver()->group())) return;
   FileSystem* fs = checkpoint_.file_system();
   const internal::CheckpointNaming naming{options_.checkpoint_name, /*numbered=*/true};
   StatusOr<internal::DebrisRemoved> removed = internal::RemoveSaveDebris(fs, directory_, naming);
@@ -254,42 +254,33 @@ StatusOr<std::string> CheckpointManager::Save(Session& session,
     }
     last_checkpoint_step_ = step;
   }
-  Status local = checkpoint_.Sync();
-  int64_t counter = 0;
-  if (local.ok()) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      sweep_status_ = OkStatus();
-      // Listing the directory is most of an async save's stall for a small
-      // model: only a save that did not complete (or a sweep that failed)
-      // can have left something to remove.
-      if (debris_possible_) RemoveDebris();
-      debris_possible_ = true;  // until this save is recorded
-    }
-    StatusOr<int64_t> counted = checkpoint_.root_->IncrementSaveCounter(session);
-    local = counted.status();
-    if (counted.ok()) counter = *counted;
-  }
-  const int64_t n = checkpoint_number.value_or(counter);
-  // Timestamped when the save starts, as TensorFlow does (in a group, by
-  // member 0's clock).
-  CKFLOW_ASSIGN_OR_RETURN(
-      const double now, internal::AgreeOnSave(checkpoint_.root_->saver()->group_options(), local, n,
-                                              options_.clock()));
-  const std::string prefix =
-      JoinPath(directory_, options_.checkpoint_name + "-" + std::to_string(n));
-  return checkpoint_.WriteThen(prefix, session, options_.save_options,
-                               [this, prefix, now] { return Record(prefix, now); });
+  const std::string& name = options_.checkpoint_name;
+  return internal::SaveRoot(
+      internal::RootOf(checkpoint_), session, options_.save_options,
+      {.number = checkpoint_number,
+       .path = [&](int64_t n) { return JoinPath(directory_, name + "-" + std::to_string(n)); },
+       .remove_debris =
+           [this] {
+             std::lock_guard<std::mutex> lock(mu_);
+             sweep_status_ = OkStatus();
+             // Listing the directory is most of an async save's stall for a
+             // small model: only a save that did not complete (or a sweep
+             // that failed) can have left something to remove.
+             if (debris_possible_) RemoveDebris();
+             debris_possible_ = true;  // until this save is recorded
+           },
+       .clock = options_.clock,
+       .commit = [this](const std::string& prefix, double now) { return Record(prefix, now); }});
 }
 
 StatusOr<std::string> CheckpointManager::Save(std::optional<int64_t> checkpoint_number,
                                               bool check_interval) {
-  CKFLOW_ASSIGN_OR_RETURN(Session * session, checkpoint_.root_->EagerSession());
+  CKFLOW_ASSIGN_OR_RETURN(Session * session, internal::RootOf(checkpoint_)->EagerSession());
   return Save(*session, checkpoint_number, check_interval);
 }
 
 StatusOr<std::optional<std::string>> CheckpointManager::RestoreOrInitialize() {
-  CKFLOW_ASSIGN_OR_RETURN(Session * session, checkpoint_.root_->EagerSession());
+  CKFLOW_ASSIGN_OR_RETURN(Session * session, internal::RootOf(checkpoint_)->EagerSession());
   return RestoreOrInitialize(*session);
 }
 
@@ -319,7 +310,7 @@ Status CheckpointManager::Record(const std::string& prefix, double timestamp) {
   const bool durable = options_.save_options.durable;
   // In a group, member 0 writes the state file and deletes; the others only
   // keep the same books.
-  const bool files = internal::OwnsDirectory(checkpoint_.root_->saver()->group());
+  const bool files = internal::OwnsDirectory(internal::RootOf(checkpoint_)->saver()->group());
   // The bookkeeping after this save, computed aside: memory changes only
   // once the directory does.
   std::vector<std::pair<std::string, double>> active = active_;
