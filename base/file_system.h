@@ -9,7 +9,9 @@
 // failed rename or fsync) or kill the process before it, and prove that the
 // previous checkpoint survives. FileSystem::Default() is POSIX: pread/pwrite
 // on file descriptors, fdatasync, rename(2) for atomic replacement, fsync of
-// a directory to make renames in it durable.
+// a directory to make renames in it durable. Files that must never be seen
+// half written (a temp name, write, sync, rename) are written with the
+// helpers of base/atomic_file_internal.h.
 //
 // errno is mapped to a code in one place, ErrnoStatus, and every error names
 // the file and the operation: "/d/ckpt-1.index: fsync: Input/output error

@@ -10,7 +10,6 @@
 #include <memory>
 #include <new>
 #include <optional>
-#include <random>
 
 #include "bundle/bundle_coding_internal.h"
 #include "bundle/bundle_format.h"
@@ -393,54 +392,6 @@ StatusOr<std::string> BuildBundleIndex(
     CKFLOW_RETURN_IF_ERROR(table.Add(key, value));
   }
   return table.Finish();
-}
-
-Status WriteNewFile(FileSystem* fs, const std::string& path, std::string_view contents, bool sync) {
-  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, fs->NewWritableFile(path));
-  Status s = file->WriteAt(0, contents);
-  if (s.ok() && sync) s = file->Sync();
-  Status closed = file->Close();
-  if (s.ok()) s = closed;
-  if (!s.ok()) fs->DeleteFile(path).IgnoreError();
-  return s;
-}
-
-Status MoveIntoPlace(FileSystem* fs, std::span<const std::pair<std::string, std::string>> moves) {
-  std::vector<std::pair<std::string, std::string>> set_aside;  // final -> backup
-  std::vector<const std::pair<std::string, std::string>*> done;
-  auto undo = [&] {
-    for (auto it = done.rbegin(); it != done.rend(); ++it) {
-      fs->RenameFile((*it)->second, (*it)->first).IgnoreError();
-    }
-    for (auto it = set_aside.rbegin(); it != set_aside.rend(); ++it) {
-      fs->RenameFile(it->second, it->first).IgnoreError();
-    }
-  };
-  for (const auto& [from, to] : moves) {
-    if (!fs->FileExists(to).ok()) continue;
-    std::string backup = to + ".old" + std::to_string(std::random_device{}());
-    Status s = fs->RenameFile(to, backup);
-    if (!s.ok()) {
-      undo();
-      return s;
-    }
-    set_aside.emplace_back(to, std::move(backup));
-  }
-  for (const auto& move : moves) {
-    Status s = fs->RenameFile(move.first, move.second);
-    if (!s.ok()) {
-      undo();
-      return s;
-    }
-    done.push_back(&move);
-  }
-  for (const auto& [final_name, backup] : set_aside) fs->DeleteFile(backup).IgnoreError();
-  return OkStatus();
-}
-
-std::string TempStateSuffix() {
-  thread_local std::mt19937_64 rng(std::random_device{}());
-  return ".tempstate" + std::to_string(rng());
 }
 
 TensorSlice TensorSliceFromProto(const tensorflow::TensorSliceProto& proto) {

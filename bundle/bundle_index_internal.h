@@ -126,22 +126,6 @@ StatusOr<std::string> BuildBundleIndex(
     const tensorflow::BundleHeaderProto& header,
     std::span<const std::pair<std::string, tensorflow::BundleEntryProto>> entries);
 
-// Creates `path` holding `contents` (fsynced with `sync`); on failure
-// deletes what it created.
-Status WriteNewFile(FileSystem* fs, const std::string& path, std::string_view contents,
-                    bool sync = false);
-
-// Renames each moves[i].first to moves[i].second, in order (the index last),
-// so that a failure leaves every final name as it was: a file already under
-// a final name is first moved aside (to "<name>.old<random>"), and if any
-// rename fails the moves are undone and the old files put back. On success
-// the old files are deleted. A crash in between can leave an old file under
-// its ".old" name, never a mix of old index and new data that reads as valid.
-Status MoveIntoPlace(FileSystem* fs, std::span<const std::pair<std::string, std::string>> moves);
-
-// ".tempstate<decimal random uint64>", TensorFlow's temp-file suffix.
-std::string TempStateSuffix();
-
 // A TensorSliceProto as a TensorSlice: an extent without a length is the
 // whole dimension. Unchecked against any shape.
 TensorSlice TensorSliceFromProto(const tensorflow::TensorSliceProto& proto);

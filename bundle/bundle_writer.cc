@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/atomic_file_internal.h"
 #include "bundle/bundle_coding_internal.h"
 #include "bundle/bundle_format.h"
 #include "bundle/bundle_index_internal.h"
@@ -273,13 +274,7 @@ Status BundleWriter::FinishFiles() {
     CKFLOW_RETURN_IF_ERROR(table.Add(KeyOf(*e), value));
   }
   CKFLOW_ASSIGN_OR_RETURN(std::string index, table.Finish());
-  {
-    CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file,
-                            fs_->NewWritableFile(index_temp_path_));
-    CKFLOW_RETURN_IF_ERROR(file->WriteAt(0, index));
-    if (options_.sync) CKFLOW_RETURN_IF_ERROR(file->Sync());
-    CKFLOW_RETURN_IF_ERROR(file->Close());
-  }
+  CKFLOW_RETURN_IF_ERROR(internal::WriteNewFile(fs_, index_temp_path_, index, options_.sync));
   // Both files are complete; only now touch the final names, index last, so
   // a reader never finds an index without its data.
   const std::pair<std::string, std::string> moves[] = {

@@ -3,10 +3,8 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
-#include <random>
-
+#include "base/atomic_file_internal.h"
 #include "bundle/bundle_format.h"
-#include "bundle/bundle_index_internal.h"
 #include "bundle/protos/checkpoint_state.pb.h"
 
 namespace ckflow {
@@ -43,18 +41,6 @@ std::optional<size_t> DataSuffixPosition(std::string_view path) {
   rest.remove_prefix(4);
   if (digits() < 5 || !rest.empty()) return std::nullopt;
   return pos;
-}
-
-// 32 lowercase hex digits, like Python's uuid4().hex.
-std::string RandomHex32() {
-  thread_local std::mt19937_64 rng(std::random_device{}());
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (int word = 0; word < 2; ++word) {
-    uint64_t v = rng();
-    for (int i = 0; i < 16; ++i, v >>= 4) out += kHex[v & 15];
-  }
-  return out;
 }
 
 }  // namespace
@@ -96,12 +82,7 @@ StatusOr<std::optional<CheckpointStateData>> ReadCheckpointState(const std::stri
 }
 
 bool IsCheckpointStateTempName(std::string_view name) {
-  constexpr std::string_view kPrefix = "checkpoint.tmp";
-  if (name.size() != kPrefix.size() + 32 || !name.starts_with(kPrefix)) return false;
-  for (char c : name.substr(kPrefix.size())) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
+  return internal::IsReplaceTempName(name, kCheckpointStateFilename);
 }
 
 Status WriteCheckpointState(const std::string& dir, const CheckpointStateData& state,
@@ -121,44 +102,7 @@ Status WriteCheckpointState(const std::string& dir, const CheckpointStateData& s
     return InternalError("printing a CheckpointState");
   }
   CKFLOW_RETURN_IF_ERROR(fs->CreateDirs(dir));
-  const std::string path = JoinPath(dir, latest_filename);
-  // A durable write that fails after its rename puts the old state back,
-  // so that an error always means the previous state.
-  std::optional<std::string> previous;
-  if (durable) {
-    StatusOr<std::string> old = fs->ReadFileToString(path);
-    if (old.ok()) {
-      previous = *std::move(old);
-    } else if (!IsNotFound(old.status())) {
-      return old.status();
-    }
-  }
-  const std::string temp = path + ".tmp" + RandomHex32();
-  CKFLOW_RETURN_IF_ERROR(internal::WriteNewFile(fs, temp, text, durable));
-  Status s = fs->RenameFile(temp, path);
-  if (!s.ok()) {
-    fs->DeleteFile(temp).IgnoreError();
-    return s;
-  }
-  if (durable) {
-    if (Status synced = fs->SyncDir(dir); !synced.ok()) {
-      Status undone;
-      if (previous.has_value()) {
-        const std::string back = path + ".tmp" + RandomHex32();
-        undone = internal::WriteNewFile(fs, back, *previous, /*sync=*/true);
-        if (undone.ok()) undone = fs->RenameFile(back, path);
-        if (!undone.ok()) fs->DeleteFile(back).IgnoreError();
-      } else {
-        undone = fs->DeleteFile(path);
-      }
-      if (!undone.ok()) {
-        return synced.WithContext("the new state could not be undone either (" + undone.ToString() +
-                                  ")");
-      }
-      return synced;
-    }
-  }
-  return OkStatus();
+  return internal::ReplaceFile(fs, dir, latest_filename, text, durable);
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/atomic_file_internal.h"
 #include "bundle/bundle_format.h"
 #include "bundle/bundle_index_internal.h"
 
@@ -192,19 +193,6 @@ StatusOr<std::string> BuildIndex(const MergeState& state,
   return table.Finish();
 }
 
-// Renames `moves` into place (index last) and, with options.sync, syncs the
-// directory; if that sync fails the new files are removed again (index
-// first, so no reader finds an index without its data).
-Status MoveAndSync(FileSystem* fs, const std::vector<std::pair<std::string, std::string>>& moves,
-                   const std::string& prefix, const MergeOptions& options) {
-  CKFLOW_RETURN_IF_ERROR(internal::MoveIntoPlace(fs, moves));
-  if (!options.sync) return OkStatus();
-  Status synced = fs->SyncDir(Dirname(prefix));
-  if (synced.ok()) return OkStatus();
-  for (auto it = moves.rbegin(); it != moves.rend(); ++it) fs->DeleteFile(it->second).IgnoreError();
-  return synced.WithContext("making checkpoint '" + prefix + "' durable");
-}
-
 void DeleteOldDirs(FileSystem* fs, std::span<const std::string> inputs, const std::string& prefix,
                    const MergeOptions& options) {
   if (!options.delete_old_dirs) return;
@@ -231,7 +219,8 @@ Status MergeBundles(std::span<const std::string> inputs, const std::string& pref
         {DataFilename(inputs[0], 0, 1), DataFilename(prefix, 0, 1)},
         {IndexFilename(inputs[0]), IndexFilename(prefix)},
     };
-    CKFLOW_RETURN_IF_ERROR(MoveAndSync(fs, moves, prefix, options));
+    CKFLOW_RETURN_IF_ERROR(
+        internal::MoveIntoPlaceDurably(fs, moves, options.sync, "checkpoint '" + prefix + "'"));
     DeleteOldDirs(fs, inputs, prefix, options);
     return OkStatus();
   }
@@ -267,7 +256,9 @@ Status MergeBundles(std::span<const std::string> inputs, const std::string& pref
     moves.emplace_back(state.data_files[id], DataFilename(prefix, id, num_files));
   }
   moves.emplace_back(index_temp, index_path);
-  if (Status s = MoveAndSync(fs, moves, prefix, options); !s.ok()) {
+  if (Status s =
+          internal::MoveIntoPlaceDurably(fs, moves, options.sync, "checkpoint '" + prefix + "'");
+      !s.ok()) {
     fs->DeleteFile(index_temp).IgnoreError();
     return s;
   }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "bundle/bundle_format.h"
+#include "bundle/checkpoint_object_graph_internal.h"
 #include "bundle/json_internal.h"
 #include "bundle/protos/trackable_object_graph.pb.h"
 
@@ -28,7 +29,8 @@ struct Placement {
 };
 
 struct Graph {
-  Proto proto;
+  internal::ParsedObjectGraph parsed;
+  const Proto* proto = nullptr;  // parsed.proto, never null
   std::vector<Placement> placement;
   std::vector<int> unreached;  // shown at the end, as extra roots
 };
@@ -46,37 +48,10 @@ StatusOr<Graph> LoadGraph(const BundleReader& reader) {
     return NotFoundError(IndexFilename(reader.prefix()), ": no ", kObjectGraphKey,
                          " (a name-based checkpoint has no object graph)");
   }
-  CKFLOW_ASSIGN_OR_RETURN(Tensor t, reader.Lookup(kObjectGraphKey));
-  if (t.dtype() != DT_STRING || t.NumElements() != 1) {
-    return DataLossError(IndexFilename(reader.prefix()), ": ", kObjectGraphKey, " is ",
-                         DataTypeName(t.dtype()), t.shape().ToString(), ", not a string scalar");
-  }
   Graph g;
-  if (!g.proto.ParseFromString(t.flat<std::string>()[0])) {
-    return DataLossError(DataFilename(reader.prefix(), reader.FindEntry(kObjectGraphKey)->shard_id,
-                                      reader.num_shards()),
-                         ": ", kObjectGraphKey, " is not a TrackableObjectGraph");
-  }
-  const int n = g.proto.nodes_size();
-  auto bad = [&](int node, auto&&... what) {
-    return DataLossError(IndexFilename(reader.prefix()), ": object graph node ", node, ": ",
-                         what...);
-  };
-  for (int u = 0; u < n; ++u) {
-    const ProtoNode& node = g.proto.nodes(u);
-    for (const auto& c : node.children()) {
-      if (c.node_id() < 0 || c.node_id() >= n) {
-        return bad(u, "child '", c.local_name(), "' is node ", c.node_id(), " of ", n);
-      }
-    }
-    for (const auto& s : node.slot_variables()) {
-      if (s.slot_variable_node_id() < 0 || s.slot_variable_node_id() >= n ||
-          s.original_variable_node_id() < 0 || s.original_variable_node_id() >= n) {
-        return bad(u, "slot '", s.slot_name(), "' refers to node ", s.slot_variable_node_id(),
-                   " for node ", s.original_variable_node_id(), " of ", n);
-      }
-    }
-  }
+  CKFLOW_ASSIGN_OR_RETURN(g.parsed, internal::ParseCheckpointObjectGraph(reader));
+  g.proto = g.parsed.proto;
+  const int n = g.proto->nodes_size();
   g.placement.resize(n);
   if (n == 0) return g;
   std::vector<int> order;
@@ -86,7 +61,7 @@ StatusOr<Graph> LoadGraph(const BundleReader& reader) {
     const int u = queue.front();
     queue.pop_front();
     order.push_back(u);
-    const ProtoNode& node = g.proto.nodes(u);
+    const ProtoNode& node = g.proto->nodes(u);
     for (int i = 0; i < node.children_size(); ++i) {
       Placement& p = g.placement[node.children(i).node_id()];
       if (p.reached) continue;
@@ -95,7 +70,7 @@ StatusOr<Graph> LoadGraph(const BundleReader& reader) {
     }
   }
   for (int u : order) {
-    const ProtoNode& node = g.proto.nodes(u);
+    const ProtoNode& node = g.proto->nodes(u);
     for (int j = 0; j < node.slot_variables_size(); ++j) {
       const auto& s = node.slot_variables(j);
       Placement& p = g.placement[s.slot_variable_node_id()];
@@ -113,11 +88,11 @@ StatusOr<Graph> LoadGraph(const BundleReader& reader) {
 
 StatusOr<CheckpointObjectGraph> ReadCheckpointObjectGraph(const BundleReader& reader) {
   CKFLOW_ASSIGN_OR_RETURN(Graph g, LoadGraph(reader));
-  const int n = g.proto.nodes_size();
+  const int n = g.proto->nodes_size();
   CheckpointObjectGraph out;
   out.nodes.resize(n);
   for (int u = 0; u < n; ++u) {
-    const ProtoNode& node = g.proto.nodes(u);
+    const ProtoNode& node = g.proto->nodes(u);
     CheckpointObjectGraph::Node& o = out.nodes[u];
     for (const auto& c : node.children()) o.children.push_back({c.local_name(), c.node_id()});
     for (const auto& a : node.attributes()) {
@@ -135,7 +110,7 @@ StatusOr<CheckpointObjectGraph> ReadCheckpointObjectGraph(const BundleReader& re
   std::vector<int> order = {0};
   for (size_t i = 0; i < order.size(); ++i) {
     const int u = order[i];
-    const ProtoNode& node = g.proto.nodes(u);
+    const ProtoNode& node = g.proto->nodes(u);
     for (int k = 0; k < node.children_size(); ++k) {
       const int v = node.children(k).node_id();
       const Placement& p = g.placement[v];
@@ -148,7 +123,7 @@ StatusOr<CheckpointObjectGraph> ReadCheckpointObjectGraph(const BundleReader& re
     return out.nodes[u].path.empty() ? "(node " + std::to_string(u) + ")" : out.nodes[u].path;
   };
   for (int u : order) {
-    const ProtoNode& node = g.proto.nodes(u);
+    const ProtoNode& node = g.proto->nodes(u);
     for (int j = 0; j < node.slot_variables_size(); ++j) {
       const auto& sv = node.slot_variables(j);
       const Placement& p = g.placement[sv.slot_variable_node_id()];
@@ -183,14 +158,14 @@ std::vector<Row> Walk(const Graph& g) {
     int next = 0;
   };
   std::vector<int> roots;
-  if (g.proto.nodes_size() > 0) roots.push_back(0);
+  if (g.proto->nodes_size() > 0) roots.push_back(0);
   roots.insert(roots.end(), g.unreached.begin(), g.unreached.end());
   for (int root : roots) {
     rows.push_back({0, root, -1, -1, false});
     std::vector<Frame> stack = {{root, 0}};
     while (!stack.empty()) {
       Frame& f = stack.back();
-      const ProtoNode& node = g.proto.nodes(f.node);
+      const ProtoNode& node = g.proto->nodes(f.node);
       if (f.next == NumItems(node)) {
         stack.pop_back();
         continue;
@@ -231,7 +206,7 @@ std::string PathOf(const Graph& g, int node, int budget = 64) {
       v = 0;
       break;
     }
-    const ProtoNode& parent = g.proto.nodes(p.parent);
+    const ProtoNode& parent = g.proto->nodes(p.parent);
     if (p.slot) {
       const auto& s = parent.slot_variables(p.item - parent.children_size());
       parts.push_back(PathOf(g, s.original_variable_node_id(), budget / 2) + "/.OPTIMIZER_SLOT/" +
@@ -255,7 +230,7 @@ std::string PathOrRoot(const Graph& g, int node) { return node == 0 ? "(root)" :
 class Renderer {
  public:
   Renderer(const BundleReader& reader, const Graph& g) : reader_(reader), g_(g) {
-    for (const ProtoNode& node : g.proto.nodes()) {
+    for (const ProtoNode& node : g.proto->nodes()) {
       for (const auto& a : node.attributes()) {
         ++values_;
         if (!reader.Contains(a.checkpoint_key())) ++missing_;
@@ -275,7 +250,7 @@ class Renderer {
         out << " -> " << PathOrRoot(g_, row.node) << "\n";
         continue;
       }
-      const ProtoNode& node = g_.proto.nodes(row.node);
+      const ProtoNode& node = g_.proto->nodes(row.node);
       if (node.has_registered_saver()) {
         out << "  (registered saver '" << node.registered_saver().name() << "')";
       }
@@ -300,7 +275,7 @@ class Renderer {
 
   std::string Json() const {
     std::ostringstream out;
-    out << "{\"objects\":" << g_.proto.nodes_size() << ",\"values\":" << values_
+    out << "{\"objects\":" << g_.proto->nodes_size() << ",\"values\":" << values_
         << ",\"missing_values\":" << missing_ << ",\"roots\":[";
     // Rows come in pre-order with depths: close open objects as depth falls.
     int open = -1;      // depth of the innermost open object
@@ -314,7 +289,7 @@ class Renderer {
       out << (fresh ? "{" : ",{");
       fresh = false;
       if (row.parent >= 0) {
-        const ProtoNode& parent = g_.proto.nodes(row.parent);
+        const ProtoNode& parent = g_.proto->nodes(row.parent);
         if (row.item < parent.children_size()) {
           out << "\"edge\":" << internal::JsonQuote(parent.children(row.item).local_name()) << ",";
         } else {
@@ -330,7 +305,7 @@ class Renderer {
         continue;
       }
       out << ",\"path\":" << internal::JsonQuote(PathOf(g_, row.node));
-      const ProtoNode& node = g_.proto.nodes(row.node);
+      const ProtoNode& node = g_.proto->nodes(row.node);
       if (node.has_registered_saver()) {
         out << ",\"registered_saver\":" << internal::JsonQuote(node.registered_saver().name());
       }
@@ -367,8 +342,8 @@ class Renderer {
         << "  rankdir=LR;\n"
         << "  node [shape=box, fontname=\"Helvetica\", fontsize=10];\n"
         << "  edge [fontname=\"Helvetica\", fontsize=9];\n";
-    for (int u = 0; u < g_.proto.nodes_size(); ++u) {
-      const ProtoNode& node = g_.proto.nodes(u);
+    for (int u = 0; u < g_.proto->nodes_size(); ++u) {
+      const ProtoNode& node = g_.proto->nodes(u);
       std::string label = u == 0 ? "(root)" : NodeName(u);
       std::string style;
       for (const auto& a : node.attributes()) {
@@ -381,8 +356,8 @@ class Renderer {
       }
       out << "  n" << u << " [label=" << DotQuote(label) << style << "];\n";
     }
-    for (int u = 0; u < g_.proto.nodes_size(); ++u) {
-      const ProtoNode& node = g_.proto.nodes(u);
+    for (int u = 0; u < g_.proto->nodes_size(); ++u) {
+      const ProtoNode& node = g_.proto->nodes(u);
       for (int i = 0; i < node.children_size(); ++i) {
         const int v = node.children(i).node_id();
         const Placement& p = g_.placement[v];
@@ -405,7 +380,7 @@ class Renderer {
   std::string Label(const Row& row) const {
     if (row.parent < 0)
       return row.node == 0 ? "(root)" : "(unreachable node " + std::to_string(row.node) + ")";
-    const ProtoNode& parent = g_.proto.nodes(row.parent);
+    const ProtoNode& parent = g_.proto->nodes(row.parent);
     if (row.item < parent.children_size()) return parent.children(row.item).local_name();
     const auto& s = parent.slot_variables(row.item - parent.children_size());
     return "slot '" + s.slot_name() + "' for " + PathOrRoot(g_, s.original_variable_node_id());
@@ -419,8 +394,8 @@ class Renderer {
   }
 
   std::string Summary() const {
-    std::string s = std::to_string(g_.proto.nodes_size()) + " objects, " + std::to_string(values_) +
-                    (values_ == 1 ? " value" : " values");
+    std::string s = std::to_string(g_.proto->nodes_size()) + " objects, " +
+                    std::to_string(values_) + (values_ == 1 ? " value" : " values");
     if (missing_ > 0) s += " (" + std::to_string(missing_) + " not in the checkpoint)";
     return s;
   }

@@ -17,6 +17,9 @@
 //     signatures
 //   4 objects, 1 value
 //
+// The graph is parsed and checked by ParseCheckpointObjectGraph
+// (checkpoint_object_graph_internal.h), as a restore parses it.
+//
 // Thread safety: pure functions of the (thread-safe) reader.
 
 #ifndef CKFLOW_BUNDLE_OBJECT_TREE_H_

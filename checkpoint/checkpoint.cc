@@ -1,14 +1,12 @@
 #include "checkpoint/checkpoint.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "base/logging.h"
 #include "bundle/bundle_format.h"
-#include "bundle/checkpoint_state.h"
 #include "checkpoint/checkpoint_internal.h"
 #include "checkpoint/load_status_internal.h"
-#include "checkpoint/save_files_internal.h"
+#include "checkpoint/save_sequence_internal.h"
 #include "ops/array_ops.h"
 #include "ops/variables.h"
 
@@ -78,41 +76,8 @@ std::string RelativeTo(const std::string& dir, const std::string& path) {
 
 std::string Resolve(const std::string& dir, const std::string& path) { return JoinPath(dir, path); }
 
-Status CommitStateFile(FileSystem* fs, const std::string& path, bool durable) {
-  const std::string dir = Dirname(path);
-  CheckpointStateData state;
-  state.model_checkpoint_path = RelativeTo(dir, path);
-  state.all_model_checkpoint_paths = {state.model_checkpoint_path};
-  Status s = WriteCheckpointState(dir, state, fs, durable);
-  if (s.ok()) return s;
-  StatusOr<std::optional<CheckpointStateData>> now = ReadCheckpointState(dir, fs);
-  const bool named = now.ok() && now->has_value() &&
-                     CleanPath(Resolve(dir, (*now)->model_checkpoint_path)) == CleanPath(path);
-  if (!named) RemoveCheckpointFiles(fs, path).IgnoreError();
-  return s.WithContext("recording checkpoint '" + path + "' in the state file");
-}
-
-bool OwnsDirectory(const CheckpointGroup* group) { return group == nullptr || group->rank() == 0; }
-
-StatusOr<double> AgreeOnSave(const Saver& saver, const Status& local, int64_t n, double now) {
-  CheckpointGroup* group = saver.group();
-  if (group == nullptr) {
-    CKFLOW_RETURN_IF_ERROR(local);
-    return now;
-  }
-  CKFLOW_RETURN_IF_ERROR(AgreeOnStatus(*group, local, saver.group_timeout()));
-  CKFLOW_ASSIGN_OR_RETURN(
-      std::vector<std::string> all,
-      group->AllGather(std::to_string(n) + " " + std::to_string(now), saver.group_timeout()));
-  for (size_t r = 1; r < all.size(); ++r) {
-    if (all[r].substr(0, all[r].find(' ')) != all[0].substr(0, all[0].find(' '))) {
-      return FailedPreconditionError("checkpoint group: rank 0 saves number ",
-                                     all[0].substr(0, all[0].find(' ')), ", rank ", r, " number ",
-                                     all[r].substr(0, all[r].find(' ')),
-                                     " (every member must restore the same checkpoint, or none)");
-    }
-  }
-  return std::strtod(all[0].c_str() + all[0].find(' ') + 1, nullptr);
+std::shared_ptr<CheckpointRoot> RootOf(const Checkpoint& checkpoint) {
+  return std::static_pointer_cast<CheckpointRoot>(checkpoint.root());
 }
 
 void LogAsyncError(const Status& s) {
@@ -153,38 +118,14 @@ std::shared_ptr<Variable> Checkpoint::save_counter() const { return root_->save_
 std::shared_ptr<Trackable> Checkpoint::root() const { return root_; }
 FileSystem* Checkpoint::file_system() const { return root_->saver()->file_system(); }
 
-namespace {
-
-// Debris of dead saves is no reason to fail a save: it is reported and the
-// save goes on (its own files have other names).
-void RemoveDebris(FileSystem* fs, const std::string& dir,
-                  const internal::CheckpointNaming& naming) {
-  StatusOr<internal::DebrisRemoved> removed = internal::RemoveSaveDebris(fs, dir, naming);
-  if (!removed.ok()) Log(LogSeverity::kWarning, removed.status().ToString());
-}
-
-}  // namespace
-
 StatusOr<std::string> Checkpoint::Write(const std::string& prefix, Session& session,
                                         const SaveOptions& options) {
   CKFLOW_RETURN_IF_ERROR(internal::Saver::CheckOptions(options, "writing '" + prefix + "'"));
-  CheckpointGroup* group = root_->saver()->group();
-  Status synced = Sync();
-  if (synced.ok() && internal::OwnsDirectory(group)) {
-    RemoveDebris(file_system(), Dirname(prefix),
-                 {std::string(Basename(prefix)), /*numbered=*/false});
-  }
-  CKFLOW_RETURN_IF_ERROR(internal::AgreeOnSave(*root_->saver(), synced, 0, 0).status());
-  return WriteThen(prefix, session, options, {});
-}
-
-StatusOr<std::string> Checkpoint::WriteThen(const std::string& prefix, Session& session,
-                                            const SaveOptions& options,
-                                            std::function<Status()> on_written) {
-  CKFLOW_RETURN_IF_ERROR(root_->scope().status());
-  CKFLOW_RETURN_IF_ERROR(
-      root_->saver()->WriteObjects(root_, prefix, session, options, std::move(on_written)));
-  return prefix;
+  return internal::SaveRoot(
+      root_, session, options,
+      {.count = false,
+       .path = [&prefix](int64_t) { return prefix; },
+       .remove_debris = internal::RemoveDebrisOf(*root_, prefix, /*numbered=*/false)});
 }
 
 StatusOr<std::string> Checkpoint::Save(const std::string& prefix, const SaveOptions& options) {
@@ -195,28 +136,17 @@ StatusOr<std::string> Checkpoint::Save(const std::string& prefix, const SaveOpti
 StatusOr<std::string> Checkpoint::Save(const std::string& prefix, Session& session,
                                        const SaveOptions& options) {
   CKFLOW_RETURN_IF_ERROR(internal::Saver::CheckOptions(options, "saving under '" + prefix + "'"));
-  CheckpointGroup* group = root_->saver()->group();
-  // A failed background save is reported before the counter moves on.
-  Status local = Sync();
-  FileSystem* fs = file_system();
-  int64_t n = 0;
-  if (local.ok()) {
-    if (internal::OwnsDirectory(group)) {
-      RemoveDebris(fs, Dirname(prefix), {std::string(Basename(prefix)), /*numbered=*/true});
-    }
-    StatusOr<int64_t> counted = root_->IncrementSaveCounter(session);
-    local = counted.status();
-    if (counted.ok()) n = *counted;
-  }
-  CKFLOW_RETURN_IF_ERROR(internal::AgreeOnSave(*root_->saver(), local, n, 0).status());
-  const std::string path = prefix + "-" + std::to_string(n);
-  std::function<Status()> commit;
-  if (internal::OwnsDirectory(group)) {
-    commit = [fs, path, durable = options.durable] {
+  internal::SaveSequence sequence{
+      .path = [&prefix](int64_t n) { return prefix + "-" + std::to_string(n); },
+      .remove_debris = internal::RemoveDebrisOf(*root_, prefix, /*numbered=*/true)};
+  // The state file is the directory owner's to write.
+  if (internal::OwnsDirectory(root_->saver()->group())) {
+    sequence.commit = [fs = file_system(), durable = options.durable](const std::string& path,
+                                                                      double) {
       return internal::CommitStateFile(fs, path, durable);
     };
   }
-  return WriteThen(path, session, options, std::move(commit));
+  return internal::SaveRoot(root_, session, options, sequence);
 }
 
 StatusOr<LoadStatus> Checkpoint::Restore(const std::optional<std::string>& save_path,

@@ -115,18 +115,12 @@ class Checkpoint {
 
   // The int64 variable counting saves; null until the first Save or Restore.
   std::shared_ptr<Variable> save_counter() const;
-  // The root object (for inspection and for CheckpointManager).
+  // The root object (for inspection; a CheckpointManager saves through it).
   std::shared_ptr<Trackable> root() const;
   // CheckpointOptions::file_system, or the default one.
   FileSystem* file_system() const;
 
  private:
-  friend class CheckpointManager;
-  // Write, then on_written once the files are complete (in the background
-  // for an async save).
-  StatusOr<std::string> WriteThen(const std::string& prefix, Session& session,
-                                  const SaveOptions& options, std::function<Status()> on_written);
-
   std::shared_ptr<internal::CheckpointRoot> root_;
 };
 

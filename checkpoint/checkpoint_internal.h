@@ -1,6 +1,6 @@
-// What Checkpoint, CheckpointManager and SaveWeights share: the root object
-// of a Checkpoint, and the steps of a save around the Saver's write (the
-// state file commit, a group's agreement before it).
+// The root object of a Checkpoint, which its saves and restores (and a
+// CheckpointManager's) work on, and the state file's paths. The steps of a
+// save are save_sequence_internal.h's.
 
 #ifndef CKFLOW_CHECKPOINT_CHECKPOINT_INTERNAL_H_
 #define CKFLOW_CHECKPOINT_CHECKPOINT_INTERNAL_H_
@@ -52,29 +52,16 @@ class CheckpointRoot : public Trackable {
   std::unique_ptr<Session> eager_session_;
 };
 
+// The root of `checkpoint` (Checkpoint::root() is always a CheckpointRoot):
+// how a CheckpointManager reaches the checkpoint it saves.
+std::shared_ptr<CheckpointRoot> RootOf(const Checkpoint& checkpoint);
+
 // Paths in the state file are relative to its directory, as TensorFlow's
 // save_relative_paths writes them.
 std::string RelativeTo(const std::string& dir, const std::string& path);
 
 // A state-file path (relative to `dir`, or absolute) as a path to open.
 std::string Resolve(const std::string& dir, const std::string& path);
-
-// Points `<dirname(path)>/checkpoint` at `path` alone, as Checkpoint.save
-// and save_weights do: the commit point of a Checkpoint::Save. On error
-// the state file is as before, and the files of `path` are removed (unless
-// the state file names `path` already: then they replaced its files).
-Status CommitStateFile(FileSystem* fs, const std::string& path, bool durable);
-
-// Whether this process touches the directory's shared files (debris, the
-// state file, old checkpoints): alone, or as member 0 of a group.
-bool OwnsDirectory(const CheckpointGroup* group);
-
-// Collective, before a group save writes anything: every member has
-// `local` OK (a pending save's error, the counter's increment) and the same
-// save number `n`, and member 0 has removed the debris of dead saves, which
-// includes other members' parts. Returns member 0's `now`, so every
-// member's bookkeeping stamps the save alike. Without a group, `now`.
-StatusOr<double> AgreeOnSave(const Saver& saver, const Status& local, int64_t n, double now);
 
 // A pending asynchronous save's error, when nobody is left to return it to
 // (a destructor waits for the save).

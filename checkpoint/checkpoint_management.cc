@@ -8,6 +8,8 @@
 #include "bundle/checkpoint_state.h"
 #include "checkpoint/checkpoint_internal.h"
 #include "checkpoint/save_files_internal.h"
+#include "checkpoint/save_sequence_internal.h"
+#include "checkpoint/step_counter_internal.h"
 #include "ops/variables.h"
 
 namespace ckflow {
@@ -177,7 +179,7 @@ int64_t CheckpointNumber(const std::string& path, const std::string& name) {
 }  // namespace
 
 void CheckpointManager::RemoveDebris() {
-  if (!internal::OwnsDirectory(checkpoint_.root_->saver()->group())) return;
+  if (!internal::OwnsDirectory(internal::RootOf(checkpoint_)->saver()->group())) return;
   FileSystem* fs = checkpoint_.file_system();
   const internal::CheckpointNaming naming{options_.checkpoint_name, /*numbered=*/true};
   StatusOr<internal::DebrisRemoved> removed = internal::RemoveSaveDebris(fs, directory_, naming);
@@ -233,30 +235,6 @@ Status CheckpointManager::DeleteManaged(const std::string& path) const {
   return internal::RemoveCheckpointFiles(checkpoint_.file_system(), path);
 }
 
-namespace {
-
-StatusOr<int64_t> ReadStep(Session& session, const Variable& counter) {
-  // An eager variable's value() is read already; a graph one's runs.
-  const Output read = counter.value();
-  StatusOr<std::vector<Tensor>> value =
-      read.node() != nullptr && read.node()->has_values()
-          ? StatusOr<std::vector<Tensor>>(std::vector<Tensor>{read.value()})
-          : session.Run({}, {read});
-  if (!value.ok()) {
-    return value.status().WithContext("CheckpointManager: reading step_counter '" + counter.name() +
-                                      "'");
-  }
-  const Tensor& t = (*value)[0];
-  if (t.NumElements() != 1 || (t.dtype() != DT_INT64 && t.dtype() != DT_INT32)) {
-    return InvalidArgumentError("CheckpointManager: step_counter '", counter.name(),
-                                "' must be an int64 or int32 scalar, got ", DataTypeName(t.dtype()),
-                                t.shape().ToString());
-  }
-  return t.dtype() == DT_INT64 ? t.scalar<int64_t>() : int64_t{t.scalar<int32_t>()};
-}
-
-}  // namespace
-
 std::optional<int64_t> CheckpointManager::last_checkpoint_step() const {
   return last_checkpoint_step_;
 }
@@ -265,7 +243,9 @@ StatusOr<std::string> CheckpointManager::Save(Session& session,
                                               std::optional<int64_t> checkpoint_number,
                                               bool check_interval) {
   if (options_.checkpoint_interval.has_value()) {
-    CKFLOW_ASSIGN_OR_RETURN(int64_t step, ReadStep(session, *options_.step_counter));
+    CKFLOW_ASSIGN_OR_RETURN(int64_t step,
+                            internal::ReadStepCounter(session, *options_.step_counter,
+                                                      "CheckpointManager", "step_counter"));
     if (last_checkpoint_step_.has_value()) {
       if (step == *last_checkpoint_step_) return std::string();
       if (check_interval && step < *last_checkpoint_step_ + *options_.checkpoint_interval) {
@@ -274,41 +254,33 @@ StatusOr<std::string> CheckpointManager::Save(Session& session,
     }
     last_checkpoint_step_ = step;
   }
-  Status local = checkpoint_.Sync();
-  int64_t counter = 0;
-  if (local.ok()) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      sweep_status_ = OkStatus();
-      // Listing the directory is most of an async save's stall for a small
-      // model: only a save that did not complete (or a sweep that failed)
-      // can have left something to remove.
-      if (debris_possible_) RemoveDebris();
-      debris_possible_ = true;  // until this save is recorded
-    }
-    StatusOr<int64_t> counted = checkpoint_.root_->IncrementSaveCounter(session);
-    local = counted.status();
-    if (counted.ok()) counter = *counted;
-  }
-  const int64_t n = checkpoint_number.value_or(counter);
-  // Timestamped when the save starts, as TensorFlow does (in a group, by
-  // member 0's clock).
-  CKFLOW_ASSIGN_OR_RETURN(const double now, internal::AgreeOnSave(*checkpoint_.root_->saver(),
-                                                                  local, n, options_.clock()));
-  const std::string prefix =
-      JoinPath(directory_, options_.checkpoint_name + "-" + std::to_string(n));
-  return checkpoint_.WriteThen(prefix, session, options_.save_options,
-                               [this, prefix, now] { return Record(prefix, now); });
+  const std::string& name = options_.checkpoint_name;
+  return internal::SaveRoot(
+      internal::RootOf(checkpoint_), session, options_.save_options,
+      {.number = checkpoint_number,
+       .path = [&](int64_t n) { return JoinPath(directory_, name + "-" + std::to_string(n)); },
+       .remove_debris =
+           [this] {
+             std::lock_guard<std::mutex> lock(mu_);
+             sweep_status_ = OkStatus();
+             // Listing the directory is most of an async save's stall for a
+             // small model: only a save that did not complete (or a sweep
+             // that failed) can have left something to remove.
+             if (debris_possible_) RemoveDebris();
+             debris_possible_ = true;  // until this save is recorded
+           },
+       .clock = options_.clock,
+       .commit = [this](const std::string& prefix, double now) { return Record(prefix, now); }});
 }
 
 StatusOr<std::string> CheckpointManager::Save(std::optional<int64_t> checkpoint_number,
                                               bool check_interval) {
-  CKFLOW_ASSIGN_OR_RETURN(Session * session, checkpoint_.root_->EagerSession());
+  CKFLOW_ASSIGN_OR_RETURN(Session * session, internal::RootOf(checkpoint_)->EagerSession());
   return Save(*session, checkpoint_number, check_interval);
 }
 
 StatusOr<std::optional<std::string>> CheckpointManager::RestoreOrInitialize() {
-  CKFLOW_ASSIGN_OR_RETURN(Session * session, checkpoint_.root_->EagerSession());
+  CKFLOW_ASSIGN_OR_RETURN(Session * session, internal::RootOf(checkpoint_)->EagerSession());
   return RestoreOrInitialize(*session);
 }
 
@@ -317,7 +289,9 @@ StatusOr<std::optional<std::string>> CheckpointManager::RestoreOrInitialize(Sess
     CKFLOW_ASSIGN_OR_RETURN(LoadStatus status, checkpoint_.Restore(*latest));
     CKFLOW_RETURN_IF_ERROR(status.InitializeOrRestore(session));
     if (options_.checkpoint_interval.has_value()) {
-      CKFLOW_ASSIGN_OR_RETURN(last_checkpoint_step_, ReadStep(session, *options_.step_counter));
+      CKFLOW_ASSIGN_OR_RETURN(last_checkpoint_step_,
+                              internal::ReadStepCounter(session, *options_.step_counter,
+                                                        "CheckpointManager", "step_counter"));
     }
     return latest;
   }
@@ -336,7 +310,7 @@ Status CheckpointManager::Record(const std::string& prefix, double timestamp) {
   const bool durable = options_.save_options.durable;
   // In a group, member 0 writes the state file and deletes; the others only
   // keep the same books.
-  const bool files = internal::OwnsDirectory(checkpoint_.root_->saver()->group());
+  const bool files = internal::OwnsDirectory(internal::RootOf(checkpoint_)->saver()->group());
   // The bookkeeping after this save, computed aside: memory changes only
   // once the directory does.
   std::vector<std::pair<std::string, double>> active = active_;

@@ -11,10 +11,10 @@
 #include "base/parallel.h"
 #include "base/resource.h"
 #include "bundle/bundle_format.h"
+#include "bundle/checkpoint_object_graph_internal.h"
 #include "checkpoint/group_internal.h"
 #include "checkpoint/load_status_internal.h"
 #include "checkpoint/restore_coordinator_internal.h"
-#include "ops/checkpoint_ops_internal.h"
 #include "ops/variables.h"
 
 namespace ckflow::internal {
@@ -42,27 +42,6 @@ std::string ObjectDescription(const ObjectGraphNode& node) {
          ")";
 }
 
-Status ValidateProto(const tensorflow::TrackableObjectGraph& proto, const std::string& path) {
-  const int n = proto.nodes_size();
-  if (n == 0) return DataLossError(path, ": the object graph has no nodes");
-  auto bad = [&](int id) { return id < 0 || id >= n; };
-  for (int id = 0; id < n; ++id) {
-    for (const auto& c : proto.nodes(id).children()) {
-      if (bad(c.node_id())) {
-        return DataLossError(path, ": object graph node ", id, " has child '", c.local_name(),
-                             "' pointing at node ", c.node_id(), " of ", n);
-      }
-    }
-    for (const auto& s : proto.nodes(id).slot_variables()) {
-      if (bad(s.original_variable_node_id()) || bad(s.slot_variable_node_id())) {
-        return DataLossError(path, ": object graph node ", id, " has slot '", s.slot_name(),
-                             "' referring to a node out of range");
-      }
-    }
-  }
-  return OkStatus();
-}
-
 // The objects that exist now, reachable from the root (children, slots).
 ObjectGraph CurrentObjects(const std::shared_ptr<Trackable>& root) {
   return BuildObjectGraph(root);
@@ -81,10 +60,14 @@ std::vector<Output> Initializers(const std::shared_ptr<Trackable>& root,
   return initializers;
 }
 
+// Runs `targets`; restore ops read through `reader`, the restore's open
+// checkpoint (RunOptions::bundle_reader).
 Status RunTargets(Session& session, const std::vector<Feed>& feeds,
-                  const std::vector<Output>& targets, FileSystem* fs = nullptr) {
+                  const std::vector<Output>& targets, FileSystem* fs = nullptr,
+                  const BundleReader* reader = nullptr) {
   if (targets.empty()) return OkStatus();
-  StatusOr<std::vector<Tensor>> result = session.Run(feeds, {}, targets, {.file_system = fs});
+  StatusOr<std::vector<Tensor>> result =
+      session.Run(feeds, {}, targets, {.file_system = fs, .bundle_reader = reader});
   return result.status();
 }
 
@@ -206,9 +189,8 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
     ResourceMgr& resources = session.resources();
     const auto values = static_cast<size_t>(c.restored_values());
     if (resources.size() < values) resources.Reserve(values);
-    CKFLOW_RETURN_IF_ERROR(HandOverBundleReader(resources, c.reader()));
     return RunTargets(session, {Feed(c.saver()->restore_prefix(), Tensor::Scalar(c.save_path()))},
-                      c.restore_ops(), c.saver()->file_system());
+                      c.restore_ops(), c.saver()->file_system(), c.reader().get());
   }
 
   Status InitializeOrRestore(Session& session) override {
@@ -345,9 +327,8 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl,
                               saver_->RestoreOps(std::move(items), save_path_));
       restore_ops_.insert(restore_ops_.end(), ops.begin(), ops.end());
     }
-    CKFLOW_RETURN_IF_ERROR(HandOverBundleReader(session.resources(), reader_));
     return RunTargets(session, {Feed(saver_->restore_prefix(), Tensor::Scalar(save_path_))},
-                      restore_ops_, saver_->file_system());
+                      restore_ops_, saver_->file_system(), reader_.get());
   }
   // TensorFlow's NameBasedSaverStatus initializes nothing, which leaves a
   // save_counter the TF1 checkpoint lacks uninitialized, and the loop's
@@ -435,31 +416,17 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl,
   std::vector<Output> restore_ops_;
 };
 
-// The object graph of the checkpoint at `path`, parsed into an arena (one
-// allocation for tens of thousands of nodes) and validated; a null proto if
-// the checkpoint has none (a name-based one).
-struct ParsedObjectGraph {
-  std::unique_ptr<google::protobuf::Arena> arena;
-  const tensorflow::TrackableObjectGraph* proto = nullptr;
-};
-
-StatusOr<ParsedObjectGraph> ParseObjectGraph(const std::string& path, FileSystem* fs) {
+// The object graph of the checkpoint at `path`, read with one seek into its
+// index, parsed and checked (a restore needs the root node); a null proto
+// if the checkpoint has none (a name-based one).
+StatusOr<ParsedObjectGraph> ReadObjectGraph(const std::string& path, FileSystem* fs) {
   CKFLOW_ASSIGN_OR_RETURN(
       std::unique_ptr<BundleReader> one,
       BundleReader::Open(path, {.fs = fs, .only_key = std::string(kObjectGraphKey)}));
-  if (!one->Contains(kObjectGraphKey)) return ParsedObjectGraph{};
-  CKFLOW_ASSIGN_OR_RETURN(Tensor graph_tensor, one->Lookup(kObjectGraphKey));
-  if (graph_tensor.dtype() != DT_STRING || graph_tensor.NumElements() != 1) {
-    return DataLossError(path, ": ", kObjectGraphKey, " is not a string scalar");
+  CKFLOW_ASSIGN_OR_RETURN(ParsedObjectGraph parsed, ParseCheckpointObjectGraph(*one));
+  if (parsed.proto != nullptr && parsed.proto->nodes_size() == 0) {
+    return DataLossError(path, ": the object graph has no nodes");
   }
-  ParsedObjectGraph parsed{.arena = std::make_unique<google::protobuf::Arena>()};
-  auto* proto =
-      google::protobuf::Arena::CreateMessage<tensorflow::TrackableObjectGraph>(parsed.arena.get());
-  if (!proto->ParseFromString(graph_tensor.flat<std::string>()[0])) {
-    return DataLossError(path, ": ", kObjectGraphKey, " does not parse as a TrackableObjectGraph");
-  }
-  CKFLOW_RETURN_IF_ERROR(ValidateProto(*proto, path));
-  parsed.proto = proto;
   return parsed;
 }
 
@@ -492,7 +459,7 @@ StatusOr<LoadStatus> RestoreRoot(
           reader = opened.status();
         }
       },
-      [&] { graph = ParseObjectGraph(*save_path, saver->file_system()); });
+      [&] { graph = ReadObjectGraph(*save_path, saver->file_system()); });
   CKFLOW_RETURN_IF_ERROR(reader.status());
   CKFLOW_RETURN_IF_ERROR(graph.status());
   if (graph->proto == nullptr) {
@@ -504,11 +471,6 @@ StatusOr<LoadStatus> RestoreRoot(
         status->MarkOptional(counter.get());
     }
     return LoadStatusImpl::Wrap(status);
-  }
-  if (eager) {
-    // Restore-on-create reads every value through this one reader.
-    CKFLOW_RETURN_IF_ERROR(
-        HandOverBundleReader(saver->scope().eager_context()->resources(), *reader));
   }
   auto coordinator =
       std::make_shared<RestoreCoordinator>(*save_path, *std::move(reader), std::move(graph->arena),

@@ -14,8 +14,8 @@
 #include "bundle/tensor_slice.h"
 #include "bundle/v1_checkpoint_reader.h"
 #include "checkpoint/load_status_internal.h"
+#include "checkpoint/step_counter_internal.h"
 #include "ops/array_ops.h"
-#include "ops/checkpoint_ops_internal.h"
 #include "ops/variables.h"
 
 namespace ckflow {
@@ -23,20 +23,6 @@ namespace {
 
 double WallClock() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-StatusOr<int64_t> ReadGlobalStep(Session& session, const Variable& step) {
-  StatusOr<std::vector<Tensor>> value = session.Run({}, {step.value()});
-  if (!value.ok()) {
-    return value.status().WithContext("NameBasedSaver: reading global_step '" + step.name() + "'");
-  }
-  const Tensor& t = (*value)[0];
-  if (t.NumElements() != 1 || (t.dtype() != DT_INT64 && t.dtype() != DT_INT32)) {
-    return InvalidArgumentError("NameBasedSaver: global_step '", step.name(),
-                                "' must be an int64 or int32 scalar, got ", DataTypeName(t.dtype()),
-                                t.shape().ToString());
-  }
-  return t.dtype() == DT_INT64 ? t.scalar<int64_t>() : int64_t{t.scalar<int32_t>()};
 }
 
 }  // namespace
@@ -117,7 +103,8 @@ StatusOr<std::unique_ptr<NameBasedSaver>> NameBasedSaver::CreateFromMap(
 StatusOr<std::string> NameBasedSaver::Save(Session& session, const std::string& save_path,
                                            const Variable& global_step, bool write_state,
                                            const std::string& latest_filename) {
-  CKFLOW_ASSIGN_OR_RETURN(int64_t step, ReadGlobalStep(session, global_step));
+  CKFLOW_ASSIGN_OR_RETURN(int64_t step, internal::ReadStepCounter(session, global_step,
+                                                                  "NameBasedSaver", "global_step"));
   return Save(session, save_path, step, write_state, latest_filename);
 }
 
@@ -256,9 +243,9 @@ Status NameBasedSaver::Restore(Session& session, const std::string& save_path) {
   CKFLOW_ASSIGN_OR_RETURN(std::vector<Output> ops, saver_->RestoreOps(std::move(items), save_path));
   // The restore kernels read through this reader instead of opening the
   // checkpoint again, as an object-based restore's do.
-  CKFLOW_RETURN_IF_ERROR(internal::HandOverBundleReader(session.resources(), std::move(reader)));
   StatusOr<std::vector<Tensor>> ran =
-      session.Run({Feed(saver_->restore_prefix(), Tensor::Scalar(save_path))}, {}, ops);
+      session.Run({Feed(saver_->restore_prefix(), Tensor::Scalar(save_path))}, {}, ops,
+                  {.bundle_reader = reader.get()});
   return ran.status().WithContext("restoring '" + save_path + "'");
 }
 

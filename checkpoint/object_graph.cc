@@ -1,5 +1,6 @@
 #include <atomic>
 #include <deque>
+#include <limits>
 
 #include "bundle/bundle_format.h"
 #include "checkpoint/object_graph_internal.h"
@@ -11,6 +12,14 @@ std::string AttributeKey(std::string_view object_path, std::string_view attribut
   key += "/.ATTRIBUTES/";
   key += EscapeLocalName(attribute_name);
   return key;
+}
+
+int64_t DeclaredBytes(const SaveableAttribute& a) {
+  if (!a.shape.IsFullyDefined()) return 0;
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max() / 4;
+  int64_t n = static_cast<int64_t>(DataTypeSize(a.dtype));
+  for (int64_t d : a.shape.dims()) n = (d != 0 && n > kMax / d) ? kMax : n * d;
+  return n;
 }
 
 namespace {

@@ -61,6 +61,11 @@ struct ObjectGraph {
   Status tracking_status;
 };
 
+// A value's size as its attribute declares it (saturating); 0 when its
+// shape is unknown. What placement on a group's members and the split into
+// data files weigh values by.
+int64_t DeclaredBytes(const SaveableAttribute& attribute);
+
 // Walks the objects reachable from `root` (children, then slots). With
 // kObjectsOnly the nodes carry only their object and slot links (no paths,
 // names, attributes or values): the cheap walk restore uses to find what

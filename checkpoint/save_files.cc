@@ -2,6 +2,7 @@
 #include <set>
 #include <vector>
 
+#include "base/atomic_file_internal.h"
 #include "bundle/bundle_format.h"
 #include "bundle/checkpoint_state.h"
 #include "checkpoint/save_files_internal.h"
@@ -35,12 +36,9 @@ bool ConsumeBundleFileSuffix(std::string_view* s) {
   return Consume(s, ".data") && ConsumeShardSuffix(s);
 }
 
-// ".tempstate<digits>" or ".old<digits>", ending the name.
-bool IsTempSuffix(std::string_view s, bool allow_old) {
-  if (Consume(&s, ".tempstate")) return ConsumeDigits(&s) && s.empty();
-  if (allow_old && Consume(&s, ".old")) return ConsumeDigits(&s) && s.empty();
-  return false;
-}
+// ".tempstate<digits>" or ".old<digits>" (base/atomic_file_internal.h),
+// ending the name.
+bool IsTempSuffix(std::string_view s) { return IsTempStateSuffix(s) || IsSetAsideSuffix(s); }
 
 // Consumes the checkpoint name (B or B-N) from the front of *s.
 bool ConsumeCheckpointName(const CheckpointNaming& naming, std::string_view* s) {
@@ -54,7 +52,7 @@ bool IsPartFileName(std::string_view s) {
   if (!(Consume(&s, "part") && ConsumeShardSuffix(&s) && ConsumeBundleFileSuffix(&s))) {
     return false;
   }
-  return s.empty() || IsTempSuffix(s, /*allow_old=*/true);
+  return s.empty() || IsTempSuffix(s);
 }
 
 // For "B-N.data-SSSSS-of-NNNNN", "B-N".
@@ -76,7 +74,7 @@ bool IsDebrisName(const CheckpointNaming& naming, std::string_view name) {
   if (IsCheckpointStateTempName(name)) return true;
   if (!ConsumeCheckpointName(naming, &name)) return false;
   if (name == "_temp") return true;
-  return ConsumeBundleFileSuffix(&name) && IsTempSuffix(name, /*allow_old=*/true);
+  return ConsumeBundleFileSuffix(&name) && IsTempSuffix(name);
 }
 
 StatusOr<DebrisRemoved> RemoveSaveDebris(FileSystem* fs, const std::string& dir,

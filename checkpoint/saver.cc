@@ -1,63 +1,31 @@
-// Saver: the cached save and restore ops of one checkpoint root.
+// Saver: the save's layout (which values go into which data file), its
+// cached save ops, and the write; see saver_internal.h.
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <cstdio>
 #include <limits>
-#include <map>
 #include <unordered_set>
 
-#include "base/copy_internal.h"
 #include "base/logging.h"
 #include "base/parallel.h"
 #include "bundle/bundle_format.h"
-#include "bundle/merge.h"
 #include "checkpoint/group_internal.h"
 #include "checkpoint/save_files_internal.h"
 #include "checkpoint/saver_internal.h"
 #include "graph/structure_generation.h"
 #include "ops/array_ops.h"
 #include "ops/checkpoint_ops.h"
-#include "ops/checkpoint_ops_internal.h"
 #include "ops/variable_ops.h"
 #include "ops/variable_resource_internal.h"
 
 namespace ckflow::internal {
 namespace {
 
-// Restore ops are split so the session can run them in parallel: each group
-// holds at most this many values or bytes (large tensors are also read in
-// parallel chunks inside one op).
-constexpr size_t kMaxValuesPerRestoreOp = 512;
-constexpr int64_t kMaxBytesPerRestoreOp = int64_t{64} << 20;
-
 // Whether the variable behind `handle` can be found by the name its handle
 // op declares (SaveVariables, and snapshots, read it from the session's
 // resources) rather than by running a read of the handle.
 bool FoundByName(const Output& handle) { return handle.node()->type() == "VarHandleOp"; }
-
-int64_t ApproxBytes(const SaveableAttribute& a) {
-  if (!a.shape.IsFullyDefined()) return 0;
-  int64_t n = static_cast<int64_t>(DataTypeSize(a.dtype));
-  for (int64_t d : a.shape.dims()) {
-    if (d == 0) return 0;
-    // Anything over the group limit counts the same; this avoids overflow.
-    n = n > kMaxBytesPerRestoreOp / d ? kMaxBytesPerRestoreOp + 1 : n * d;
-  }
-  return n;
-}
-
-std::string Signature(const std::vector<RestoreItem>& items, size_t begin, size_t end) {
-  std::string sig;
-  for (size_t i = begin; i < end; ++i) {
-    const int id = items[i].attribute.handle.node()->id();
-    sig.append(items[i].key);
-    sig.push_back('\0');
-    sig.append(reinterpret_cast<const char*>(&id), sizeof(id));
-  }
-  return sig;
-}
 
 Tensor StringVector(const std::vector<std::string>& values) {
   return Tensor::FromVector<std::string>(values);
@@ -96,15 +64,6 @@ std::string HostDevice(std::string_view device) {
 // one data file each (SaveOptions::files_per_device). Below it the extra
 // files cost more than the parallel write gains.
 constexpr int64_t kMinBytesPerAutoFile = int64_t{32} << 20;
-
-// The value's size as declared, saturating; 0 when its shape is unknown.
-int64_t DeclaredBytes(const SaveableAttribute& a) {
-  if (!a.shape.IsFullyDefined()) return 0;
-  constexpr int64_t kMax = std::numeric_limits<int64_t>::max() / 4;
-  int64_t n = static_cast<int64_t>(DataTypeSize(a.dtype));
-  for (int64_t d : a.shape.dims()) n = (d != 0 && n > kMax / d) ? kMax : n * d;
-  return n;
-}
 
 // Deals one device's values over `files` groups, largest first, each to the
 // group with the fewest bytes so far (within 4/3 of the best split), ties to
@@ -163,133 +122,6 @@ std::string ShardPrefix(const std::string& prefix, int shard, int num_shards) {
 }
 
 }  // namespace
-
-Status Saver::CheckGraphAlive() const {
-  if (!graph_.expired()) return OkStatus();
-  return FailedPreconditionError(
-      "checkpoint: the graph this checkpoint's objects were restored into has been destroyed");
-}
-
-Output Saver::restore_prefix() {
-  if (!restore_prefix_.valid() && CheckGraphAlive().ok()) {
-    restore_prefix_ = ops::Placeholder(scope_.WithoutExecution().WithOpName("restore_prefix"),
-                                       DT_STRING, {.shape = PartialShape::Scalar()});
-  }
-  return restore_prefix_;
-}
-
-StatusOr<std::vector<Output>> Saver::RestoreOps(std::vector<RestoreItem> items,
-                                                const std::string& save_path,
-                                                const BundleReader* reader) {
-  CKFLOW_RETURN_IF_ERROR(CheckGraphAlive());
-  // A group member restores only what it owns, also on creation.
-  if (group_.group != nullptr && group_.restore_owned_only) {
-    std::vector<std::pair<std::string, int64_t>> sized;
-    sized.reserve(items.size());
-    for (const RestoreItem& item : items) {
-      sized.emplace_back(item.key, DeclaredBytes(item.attribute));
-    }
-    CKFLOW_ASSIGN_OR_RETURN(std::vector<int> owners, owners_.Place(sized));
-    const int rank = group_.group->rank();
-    size_t kept = 0;
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (owners[i] != rank && items[i].key != kSaveCounterKey) continue;
-      if (kept != i) items[kept] = std::move(items[i]);
-      ++kept;
-    }
-    items.resize(kept);
-  }
-  if (scope_.eager()) return RestoreNow(std::move(items), save_path, reader);
-  struct Group {
-    size_t begin, end;
-    std::string signature;
-    Output op;  // cached, or built below
-    StatusOr<ops::VariableDeclarations> variables = ops::VariableDeclarations{};
-  };
-  std::vector<Group> groups;
-  for (size_t begin = 0, end = 0; begin < items.size(); begin = end) {
-    int64_t bytes = 0;
-    while (end < items.size() && end - begin < kMaxValuesPerRestoreOp &&
-           (end == begin || bytes + ApproxBytes(items[end].attribute) <= kMaxBytesPerRestoreOp)) {
-      bytes += ApproxBytes(items[end].attribute);
-      ++end;
-    }
-    groups.push_back(Group{begin, end});
-  }
-  // Each group's signature and, for a new op, its variables' declarations
-  // read off their handle nodes: both touch every handle node, cold in
-  // cache, and only read the graph and the cache of ops (nothing is added
-  // to either until below). So they run for all groups in parallel, one
-  // group's nodes read twice while they are still in cache.
-  ParallelFor(static_cast<int64_t>(groups.size()), 100000, [&](int64_t first, int64_t last) {
-    for (int64_t b = first; b < last; ++b) {
-      Group& g = groups[b];
-      g.signature = Signature(items, g.begin, g.end);
-      if (auto it = restore_ops_.find(g.signature); it != restore_ops_.end()) {
-        g.op = it->second;
-        continue;
-      }
-      std::vector<Output> handles;
-      handles.reserve(g.end - g.begin);
-      for (size_t i = g.begin; i < g.end; ++i) handles.push_back(items[i].attribute.handle);
-      g.variables = ops::DeclarationsOf(handles);
-    }
-  });
-  const Output prefix = restore_prefix();
-  for (Group& g : groups) {
-    if (g.op.valid()) continue;  // cached
-    if (!g.variables.ok()) return g.variables.status().WithContext("building restore ops");
-    std::vector<std::string> keys;
-    std::vector<int64_t> positions;
-    std::vector<std::string> slices;
-    keys.reserve(g.end - g.begin);
-    positions.reserve(g.end - g.begin);
-    slices.reserve(g.end - g.begin);
-    for (size_t i = g.begin; i < g.end; ++i) {
-      keys.push_back(std::move(items[i].key));
-      positions.push_back(items[i].position);
-      slices.push_back(std::move(items[i].attribute.slice_spec));
-    }
-    g.op = ops::RestoreVariables(scope_.WithDevice(""), prefix, std::move(keys),
-                                 *std::move(g.variables), std::move(positions), std::move(slices));
-    if (!g.op.valid()) return scope_.status().WithContext("building restore ops");
-    restore_ops_.emplace(std::move(g.signature), g.op);
-  }
-  std::vector<Output> result;
-  result.reserve(groups.size());
-  for (const Group& g : groups) result.push_back(g.op);
-  return result;
-}
-
-StatusOr<std::vector<Output>> Saver::RestoreNow(std::vector<RestoreItem> items,
-                                                const std::string& save_path,
-                                                const BundleReader* reader) {
-  // Restore-on-create: the values go straight into the variables now.
-  // Nothing is built or cached: a later restore reads again.
-  if (items.empty()) return std::vector<Output>();  // a group member's share
-  std::unique_ptr<BundleReader> opened;
-  if (reader == nullptr) {
-    CKFLOW_ASSIGN_OR_RETURN(opened, BundleReader::Open(save_path, {.fs = file_system()}));
-    reader = opened.get();
-  }
-  std::vector<Output> handles;
-  std::vector<std::string> keys;
-  std::vector<int64_t> positions;
-  std::vector<std::string> slices;  // a part of a partitioned variable
-  handles.reserve(items.size());
-  keys.reserve(items.size());
-  positions.reserve(items.size());
-  slices.reserve(items.size());
-  for (RestoreItem& item : items) {
-    handles.push_back(item.attribute.handle);
-    keys.push_back(std::move(item.key));
-    positions.push_back(item.position);
-    slices.push_back(std::move(item.attribute.slice_spec));
-  }
-  CKFLOW_RETURN_IF_ERROR(internal::RestoreVariablesNow(*reader, handles, keys, positions, slices)
-                             .WithContext("restoring on creation from '" + save_path + "'"));
-  return std::vector<Output>();
-}
 
 StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const std::vector<ObjectGraph::Value>& values,
                                                 const std::vector<std::vector<int>>& groups,
@@ -403,58 +235,7 @@ Saver::~Saver() {
   if (!s.ok()) Log(LogSeverity::kError, "an asynchronous checkpoint save failed: " + s.ToString());
 }
 
-Status Saver::WaitForPendingWrite() {
-  writer_.Wait();
-  return std::exchange(pending_status_, OkStatus());
-}
-
-WriterThread::~WriterThread() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  changed_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
-void WriterThread::Start(std::function<void()> write) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    CKFLOW_CHECK(!busy_);
-    if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
-    write_ = std::move(write);
-    busy_ = true;
-  }
-  // Unlocked: the woken writer would otherwise block on mu_ at once, and
-  // the training thread pay a second wake-up to hand it over.
-  changed_.notify_all();
-}
-
-void WriterThread::Wait() {
-  std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait(lock, [this] { return !busy_; });
-}
-
-void WriterThread::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    changed_.wait(lock, [this] { return stop_ || write_ != nullptr; });
-    if (write_ == nullptr) return;  // stopped, nothing left to write
-    std::function<void()> write = std::exchange(write_, nullptr);
-    lock.unlock();
-    write();
-    write = nullptr;  // what the write held goes before Wait() returns
-    lock.lock();
-    busy_ = false;
-    changed_.notify_all();
-  }
-}
-
-namespace {
-std::atomic<int64_t> snapshot_allocations{0};
-}  // namespace
-
-int64_t NumSnapshotAllocations() { return snapshot_allocations.load(std::memory_order_relaxed); }
+Status Saver::WaitForPendingWrite() { return writer_.Wait(); }
 
 StatusOr<std::vector<Tensor>> Saver::ReadAll(SaveGraph& save, Session& session) {
   SaveGraph::SnapshotSources& sources = save.sources;
@@ -506,48 +287,10 @@ StatusOr<std::vector<Tensor>> Saver::ReadAll(SaveGraph& save, Session& session) 
 }
 
 Status Saver::Snapshot(SaveGraph& save, Session& session, std::vector<Feed>* feeds) {
-  // The reads share the variables' buffers (no copy); the copy below goes
-  // into buffers touched by earlier saves (no page faults), with streaming
-  // stores (the background writer is the next to read them), and the shares
-  // are dropped before the training loop resumes.
+  // The reads share the variables' buffers (no copy); the writer copies
+  // them, and the shares are dropped before the training loop resumes.
   CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> values, ReadAll(save, session));
-  snapshot_.resize(values.size());
-  struct Piece {
-    const char* from;
-    char* to;
-    int64_t size;
-  };
-  constexpr int64_t kPieceBytes = int64_t{1} << 20;
-  std::vector<Piece> pieces;
-  for (size_t i = 0; i < values.size(); ++i) {
-    const Tensor& value = values[i];
-    Tensor& copy = snapshot_[i];
-    if (!copy.IsValid() || copy.dtype() != value.dtype() || !(copy.shape() == value.shape())) {
-      CKFLOW_ASSIGN_OR_RETURN(copy, Tensor::Allocate(value.dtype(), value.shape()));
-      snapshot_allocations.fetch_add(1, std::memory_order_relaxed);
-    }
-    if (value.dtype() == DT_STRING) {
-      CKFLOW_RETURN_IF_ERROR(copy.CopyFrom(value));
-    } else {
-      const auto* from = static_cast<const char*>(value.raw_data());
-      auto* to = static_cast<char*>(copy.raw_data());
-      const auto size = static_cast<int64_t>(value.TotalBytes());
-      for (int64_t offset = 0; offset < size; offset += kPieceBytes) {
-        pieces.push_back({from + offset, to + offset, std::min(kPieceBytes, size - offset)});
-      }
-    }
-  }
-  // Costed by the bytes there are: a model of a few small variables copies
-  // them inline, without waking a worker (which took most of the stall).
-  int64_t bytes = 0;
-  for (const Piece& piece : pieces) bytes += piece.size;
-  const auto n = static_cast<int64_t>(pieces.size());
-  ParallelFor(n, n == 0 ? 1 : std::max<int64_t>(1, bytes / n / 8), [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      internal::StreamingCopy(pieces[i].to, pieces[i].from, pieces[i].size);
-  });
-  for (size_t i = 0; i < values.size(); ++i) feeds->emplace_back(save.reads[i], snapshot_[i]);
-  return OkStatus();
+  return writer_.Snapshot(values, save.reads, feeds);
 }
 
 namespace {
@@ -694,12 +437,12 @@ Status Saver::WritePlan(SavePlan& plan, const std::string& prefix, Session& sess
   }
   CKFLOW_RETURN_IF_ERROR(
       Snapshot(*save, session, &feeds).WithContext("snapshotting for '" + prefix + "'"));
-  writer_.Start([this, &session, feeds = std::move(feeds), merge = save->merge, prefix,
+  writer_.Start([fs = fs_, &session, feeds = std::move(feeds), merge = save->merge, prefix,
                  on_written = std::move(on_written), on_done = options.on_done] {
-    Status s = RunSave(session, fs_, feeds, merge, prefix);
+    Status s = RunSave(session, fs, feeds, merge, prefix);
     if (s.ok() && on_written) s = on_written();
     if (on_done) on_done(prefix, s);
-    pending_status_ = std::move(s);
+    return s;
   });
   return OkStatus();
 }
@@ -764,50 +507,13 @@ Status Saver::WriteGroup(const ObjectGraph& graph, const std::string& prefix, Se
     }
     return OkStatus();
   }();
-  if (!options.async) return FinishGroupWrite(session, write);
+  if (!options.async) return FinishGroupWrite(session, fs_, group_, write);
   writer_.Start([this, &session, write = std::move(write), on_done = options.on_done] {
-    Status s = FinishGroupWrite(session, write);
+    Status s = FinishGroupWrite(session, fs_, group_, write);
     if (on_done) on_done(write.prefix, s);
-    pending_status_ = std::move(s);
+    return s;
   });
   return OkStatus();
-}
-
-Status Saver::FinishGroupWrite(Session& session, const GroupWrite& write) {
-  CheckpointGroup& group = *group_.group;
-  const bool merges = group.rank() == 0;
-  Status wrote = write.prepared;
-  if (wrote.ok() && !write.targets.empty()) {
-    wrote = session.Run(write.feeds, {}, write.targets, {.file_system = fs_}).status();
-  }
-  if (!wrote.ok()) wrote = wrote.WithContext("writing '" + write.part + "'");
-  const CheckpointNaming naming{std::string(Basename(write.prefix)), /*numbered=*/false};
-  StatusOr<std::vector<std::vector<std::string>>> files =
-      GatherIfAllOk(group, wrote, write.files, group_.timeout);
-  if (!files.ok()) {
-    // Past the barrier every part is written or abandoned: the parts go,
-    // and the previous checkpoint was never touched.
-    if (merges) RemoveSaveDebris(fs_, Dirname(write.prefix), naming).status().IgnoreError();
-    return files.status().WithContext("saving checkpoint '" + write.prefix + "'");
-  }
-  Status committed;
-  if (merges) {
-    std::vector<std::string> parts;
-    for (const std::vector<std::string>& theirs : *files) {
-      parts.insert(parts.end(), theirs.begin(), theirs.end());
-    }
-    committed = MergeBundles(parts, write.prefix,
-                             {.fs = fs_, .delete_old_dirs = true, .sync = write.durable});
-    if (!committed.ok()) {
-      RemoveSaveDebris(fs_, Dirname(write.prefix), naming).status().IgnoreError();
-      committed = committed.WithContext("merging the parts");
-    } else if (write.on_written) {
-      committed = write.on_written();
-    }
-  }
-  Status agreed = AgreeOnStatus(group, committed, group_.timeout);
-  if (agreed.ok() && !merges && write.on_written) agreed = write.on_written();
-  return agreed.ok() ? agreed : agreed.WithContext("saving checkpoint '" + write.prefix + "'");
 }
 
 }  // namespace ckflow::internal

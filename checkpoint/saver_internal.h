@@ -2,6 +2,12 @@
 // TrackableSaver). A Checkpoint, a SaveWeights root and a NameBasedSaver each
 // own one; every status restored through it shares it.
 //
+// This file and saver.cc are the save's layout: which values go into which
+// data file, the save ops that write them (cached), and the write itself.
+// Beside them: restore planning (restore_planner_internal.h), the
+// asynchronous writer (async_writer_internal.h) and the collective steps of
+// a group's save (group_save_internal.h).
+//
 // Thread safety: one thread at a time (its owner's), except that an
 // asynchronous write runs on a thread of its own, joined by
 // WaitForPendingWrite or the next Write.
@@ -9,14 +15,11 @@
 #ifndef CKFLOW_CHECKPOINT_SAVER_INTERNAL_H_
 #define CKFLOW_CHECKPOINT_SAVER_INTERNAL_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -24,23 +27,19 @@
 #include "base/status.h"
 #include "base/tensor.h"
 #include "bundle/bundle_reader.h"
-#include "checkpoint/checkpoint.h"
+#include "checkpoint/async_writer_internal.h"
+#include "checkpoint/checkpoint_options.h"
 #include "checkpoint/group.h"
 #include "checkpoint/group_internal.h"
+#include "checkpoint/group_save_internal.h"
 #include "checkpoint/object_graph_internal.h"
+#include "checkpoint/restore_planner_internal.h"
 #include "graph/graph.h"
 #include "runtime/session.h"
 
 namespace ckflow::internal {
 
 class VariableResource;  // ops/variable_resource_internal.h
-
-// One value to restore: its checkpoint key and the attribute to assign.
-struct RestoreItem {
-  std::string key;
-  SaveableAttribute attribute;
-  int64_t position = -1;  // of key among the checkpoint's entries, once found
-};
 
 // What a Saver's files hold and how values are spread over them: an
 // object-based checkpoint (the object graph, one SaveV2 per task, as
@@ -50,37 +49,6 @@ struct RestoreItem {
 struct SaverFormat {
   bool object_graph = true;
   bool shard_per_device = false;
-};
-
-// For tests: how many snapshot buffers asynchronous saves have allocated in
-// this process (a loop of async saves of one model allocates them once).
-int64_t NumSnapshotAllocations();
-
-// The thread a saver's asynchronous writes run on, one write at a time:
-// started by the first and kept for the next, because starting a thread
-// inside every Save was part of the training loop's stall.
-class WriterThread {
- public:
-  WriterThread() = default;
-  // Lets a started write finish, then stops the thread.
-  ~WriterThread();
-  WriterThread(const WriterThread&) = delete;
-  WriterThread& operator=(const WriterThread&) = delete;
-
-  // Runs `write` on the thread. REQUIRES: the previous write finished (Wait).
-  void Start(std::function<void()> write);
-  // Returns once the write Start gave has finished; at once if none did.
-  void Wait();
-
- private:
-  void Loop();
-
-  std::mutex mu_;
-  std::condition_variable changed_;
-  std::function<void()> write_;  // guarded by mu_: the write not yet taken
-  bool busy_ = false;            // guarded by mu_: a write is queued or running
-  bool stop_ = false;            // guarded by mu_
-  std::thread thread_;
 };
 
 // Cached save and restore ops of one Checkpoint (or SaveWeights root), shared
@@ -98,25 +66,26 @@ class Saver {
   // saves and restores together (group.h).
   explicit Saver(const Scope& scope, FileSystem* fs = nullptr, SaverFormat format = {},
                  GroupOptions group = {})
-      : graph_(scope.shared_graph()),
-        scope_(scope.Unowned()),
+      : scope_(scope.Unowned()),
         fs_(fs ? fs : FileSystem::Default()),
         format_(format),
         group_(std::move(group)),
-        owners_(group_) {}
+        owners_(group_),
+        restore_(scope_, scope.shared_graph(), fs_, group_, owners_) {}
 
   FileSystem* file_system() const { return fs_; }
   // Null when the saver is not a member of a group.
   CheckpointGroup* group() const { return group_.group; }
   GroupTimeout group_timeout() const { return group_.timeout; }
+  const GroupOptions& group_options() const { return group_; }
 
   // FailedPrecondition once the graph is gone: a status kept past its graph
   // must not run the ops it built there, nor a deferred restore (an object
   // moved to a new graph) build more.
-  Status CheckGraphAlive() const;
+  Status CheckGraphAlive() const { return restore_.CheckGraphAlive(); }
 
   // The string placeholder restore ops read the checkpoint prefix from.
-  Output restore_prefix();
+  Output restore_prefix() { return restore_.restore_prefix(); }
   // Restore ops for `items` (split into groups the session runs in
   // parallel), reusing ops built before for the same items. In a group, for
   // the items this member owns (GroupOptions::restore_owned_only). In an
@@ -125,7 +94,9 @@ class Saver {
   // returned.
   StatusOr<std::vector<Output>> RestoreOps(std::vector<RestoreItem> items,
                                            const std::string& save_path,
-                                           const BundleReader* reader = nullptr);
+                                           const BundleReader* reader = nullptr) {
+    return restore_.RestoreOps(std::move(items), save_path, reader);
+  }
 
   ~Saver();
 
@@ -167,7 +138,7 @@ class Saver {
 
   const Scope& scope() const { return scope_; }
   // For tests: how many restore ops were ever built.
-  int num_restore_ops_built() const { return static_cast<int>(restore_ops_.size()); }
+  int num_restore_ops_built() const { return restore_.num_restore_ops_built(); }
 
  private:
   struct SaveGraph {
@@ -200,10 +171,6 @@ class Saver {
   // Every value `save` reads, each sharing its variable's buffer, without a
   // session step for the reads of VarHandleOps' variables.
   static StatusOr<std::vector<Tensor>> ReadAll(SaveGraph& save, Session& session);
-  // RestoreOps in an eager scope.
-  StatusOr<std::vector<Output>> RestoreNow(std::vector<RestoreItem> items,
-                                           const std::string& save_path,
-                                           const BundleReader* reader);
   // What a save derives from one object graph.
   struct SavePlan {
     uint64_t generation = 0;
@@ -229,7 +196,7 @@ class Saver {
   Status WritePlan(SavePlan& plan, const std::string& prefix, Session& session,
                    const SaveOptions& options, std::function<Status()> on_written);
 
-  // Copies the values `save` reads into snapshot_ (reusing its buffers) and
+  // Copies the values `save` reads into the writer's snapshot buffers and
   // appends feeds that stand in for the reads.
   Status Snapshot(SaveGraph& save, Session& session, std::vector<Feed>* feeds);
   // The cached save ops for these value groups; durable ones sync their
@@ -242,25 +209,11 @@ class Saver {
                                     const std::vector<std::vector<int>>& groups, bool durable,
                                     bool from_snapshot, bool merge = true,
                                     bool object_graph = true);
-  // Write for a group member (see Write).
+  // Write for a group member (see Write): this member's part, then the
+  // group's collective steps (group_save_internal.h).
   Status WriteGroup(const ObjectGraph& graph, const std::string& prefix, Session& session,
                     const SaveOptions& options, std::function<Status()> on_written);
-  // The collective rest of a group member's save, once its part's feeds are
-  // ready (or `prepared` says why they are not): write the part, agree,
-  // merge and commit on member 0, agree again.
-  struct GroupWrite {
-    Status prepared;
-    std::vector<Feed> feeds;
-    std::vector<Output> targets;  // empty: this member owns nothing
-    std::string prefix;
-    std::string part;                // "<prefix>_temp/part-<rank>-of-<size>"
-    std::vector<std::string> files;  // the part's data files' prefixes (none, one or more)
-    bool durable = false;
-    std::function<Status()> on_written;
-  };
-  Status FinishGroupWrite(Session& session, const GroupWrite& write);
 
-  const std::weak_ptr<Graph> graph_;
   const Scope scope_;  // Unowned: see the constructor
   FileSystem* const fs_;
   const SaverFormat format_;
@@ -268,17 +221,12 @@ class Saver {
   // Who writes and reads what: placed as restore ops appear and at saves,
   // and kept, so a member saves what it restored.
   Owners owners_;
-  Output restore_prefix_;
-  std::unordered_map<std::string, Output> restore_ops_;  // by item signature
+  RestorePlanner restore_;
   std::unordered_map<std::string, std::unique_ptr<SaveGraph>> save_graphs_;
   std::unordered_map<int, Output> reads_;  // ReadVariableOp per handle node id
   std::unique_ptr<SavePlan> plan_;         // of WriteObjects' last root
 
-  // The asynchronous write in flight; its status is set by the write
-  // before it ends and read only after writer_.Wait().
-  Status pending_status_;
-  std::vector<Tensor> snapshot_;  // not touched while a write runs
-  WriterThread writer_;           // last: stopped before what writes use
+  AsyncWriter writer_;  // last: stopped before what writes use
 };
 
 }  // namespace ckflow::internal

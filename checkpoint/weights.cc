@@ -5,6 +5,7 @@
 #include "checkpoint/checkpoint_internal.h"
 #include "checkpoint/load_status_internal.h"
 #include "checkpoint/object_graph_internal.h"
+#include "checkpoint/save_sequence_internal.h"
 #include "checkpoint/saver_internal.h"
 
 namespace ckflow {

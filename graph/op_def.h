@@ -39,7 +39,8 @@
 
 namespace ckflow {
 
-class FileSystem;  // base/file_system.h
+class FileSystem;    // base/file_system.h
+class BundleReader;  // bundle/bundle_reader.h: only passed through to kernels
 
 class Node;
 
@@ -146,12 +147,14 @@ using ShapeFn = std::function<Status(InferenceContext&)>;
 class KernelContext {
  public:
   KernelContext(const Node& node, std::span<const Tensor* const> inputs, std::span<Tensor> outputs,
-                ResourceMgr& resources, FileSystem* file_system = nullptr)
+                ResourceMgr& resources, FileSystem* file_system = nullptr,
+                const BundleReader* bundle_reader = nullptr)
       : node_(node),
         inputs_(inputs),
         outputs_(outputs),
         resources_(resources),
-        file_system_(file_system) {}
+        file_system_(file_system),
+        bundle_reader_(bundle_reader) {}
 
   const Node& node() const { return node_; }
   int num_inputs() const { return static_cast<int>(inputs_.size()); }
@@ -170,6 +173,9 @@ class KernelContext {
   // RunOptions::file_system, else SessionOptions::file_system; null means
   // FileSystem::Default().
   FileSystem* file_system() const { return file_system_; }
+  // RunOptions::bundle_reader: an open checkpoint the run's restore kernels
+  // read through instead of opening it; null if the run has none.
+  const BundleReader* bundle_reader() const { return bundle_reader_; }
 
  private:
   const Node& node_;
@@ -177,6 +183,7 @@ class KernelContext {
   std::span<Tensor> outputs_;
   ResourceMgr& resources_;
   FileSystem* file_system_;
+  const BundleReader* bundle_reader_;
 };
 
 using Kernel = std::function<Status(KernelContext&)>;

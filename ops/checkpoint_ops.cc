@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
-#include <map>
 #include <optional>
 
 #include "base/mutex.h"
@@ -24,58 +23,18 @@ FileSystem* FileSystemOf(const KernelContext& ctx) {
   return ctx.file_system() ? ctx.file_system() : FileSystem::Default();
 }
 
-// ------------------------------------------------------------ reader cache
+// ------------------------------------------------------------ reader
 
-// The readers restores handed to this session, by prefix. Only handed-over
-// readers are kept: whoever hands one over has just opened and matched it,
-// so it needs no re-check (no stat per run), and a prefix this session
-// writes is dropped.
-class BundleReaderCache : public ResourceBase {
- public:
-  void Put(std::shared_ptr<const BundleReader> reader) CKFLOW_EXCLUDES(mu_) {
-    MutexLock lock(&mu_);
-    const std::string& prefix = reader->prefix();
-    if (readers_.size() >= kMaxReaders && !readers_.count(prefix)) readers_.clear();
-    readers_[prefix] = std::move(reader);
-  }
-  std::shared_ptr<const BundleReader> Find(const std::string& prefix) CKFLOW_EXCLUDES(mu_) {
-    MutexLock lock(&mu_);
-    auto it = readers_.find(prefix);
-    return it == readers_.end() ? nullptr : it->second;
-  }
-  void Drop(const std::string& prefix) CKFLOW_EXCLUDES(mu_) {
-    MutexLock lock(&mu_);
-    readers_.erase(prefix);
-  }
-
- private:
-  static constexpr size_t kMaxReaders = 8;
-  Mutex mu_;
-  std::map<std::string, std::shared_ptr<const BundleReader>> readers_ CKFLOW_GUARDED_BY(mu_);
-};
-
-constexpr const char* kReaderCacheName = "ckflow/bundle_reader_cache";
-
-StatusOr<std::shared_ptr<BundleReaderCache>> CacheOf(ResourceMgr& resources) {
-  return resources.LookupOrCreate<BundleReaderCache>(
-      kReaderCacheName, [] { return std::make_shared<BundleReaderCache>(); });
-}
-
-StatusOr<std::shared_ptr<const BundleReader>> ReaderFor(KernelContext& ctx,
-                                                        const std::string& prefix) {
-  CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<BundleReaderCache> cache, CacheOf(ctx.resources()));
-  if (std::shared_ptr<const BundleReader> reader = cache->Find(prefix)) return reader;
-  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleReader> opened,
-                          BundleReader::Open(prefix, {.fs = FileSystemOf(ctx)}));
-  return std::shared_ptr<const BundleReader>(std::move(opened));
-}
-
-// A checkpoint this session (re)writes must not be read through a reader of
-// what was there before.
-Status ForgetReader(KernelContext& ctx, const std::string& prefix) {
-  CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<BundleReaderCache> cache, CacheOf(ctx.resources()));
-  cache->Drop(prefix);
-  return OkStatus();
+// The reader a restore kernel reads `prefix` through: the run's
+// (RunOptions::bundle_reader) if it is of `prefix`, whose index the restore
+// parsed once for all its ops, else one opened for this run into *opened,
+// as TensorFlow's kernels open theirs.
+StatusOr<const BundleReader*> ReaderFor(const KernelContext& ctx, const std::string& prefix,
+                                        std::unique_ptr<BundleReader>* opened) {
+  const BundleReader* given = ctx.bundle_reader();
+  if (given != nullptr && given->prefix() == prefix) return given;
+  CKFLOW_ASSIGN_OR_RETURN(*opened, BundleReader::Open(prefix, {.fs = FileSystemOf(ctx)}));
+  return opened->get();
 }
 
 // ------------------------------------------------------------ argument checks
@@ -126,11 +85,9 @@ Status SaveV2Shape(InferenceContext& c) {
   return OkStatus();
 }
 
-// The writer of a save kernel's bundle at `prefix` (after the session's
-// cached reader of an older checkpoint there is dropped).
+// The writer of a save kernel's bundle at `prefix`.
 StatusOr<std::unique_ptr<BundleWriter>> OpenWriter(KernelContext& ctx, const std::string& prefix,
                                                    bool sync) {
-  CKFLOW_RETURN_IF_ERROR(ForgetReader(ctx, prefix));
   BundleWriter::Options options;
   options.fs = FileSystemOf(ctx);
   options.sync = sync;
@@ -197,7 +154,8 @@ StatusOr<Kernel> RestoreV2Kernel(const Node& node) {
     const int64_t n = static_cast<int64_t>(dtypes.size());
     CKFLOW_ASSIGN_OR_RETURN(auto names, StringVector(ctx.input(1), "tensor_names", n));
     CKFLOW_ASSIGN_OR_RETURN(auto slices, StringVector(ctx.input(2), "shape_and_slices", n));
-    CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<const BundleReader> reader, ReaderFor(ctx, prefix));
+    std::unique_ptr<BundleReader> opened;
+    CKFLOW_ASSIGN_OR_RETURN(const BundleReader* reader, ReaderFor(ctx, prefix, &opened));
     for (int64_t i = 0; i < n; ++i) {
       const BundleEntry* entry = reader->FindEntry(names[i]);
       if (entry == nullptr) {
@@ -239,7 +197,6 @@ StatusOr<Kernel> MergeKernel(const Node& node) {
     CKFLOW_ASSIGN_OR_RETURN(std::string destination,
                             ScalarString(ctx.input(1), "destination_prefix"));
     std::vector<std::string> prefixes(inputs.begin(), inputs.end());
-    CKFLOW_RETURN_IF_ERROR(ForgetReader(ctx, destination));
     MergeOptions run_options = options;
     run_options.fs = FileSystemOf(ctx);
     return MergeBundles(prefixes, destination, run_options);
@@ -437,7 +394,8 @@ StatusOr<Kernel> RestoreVariablesKernel(const Node& node) {
                                                   *lists.shapes, lists.positions, lists.slices);
   return Kernel([targets](KernelContext& ctx) -> Status {
     CKFLOW_ASSIGN_OR_RETURN(std::string prefix, ScalarString(ctx.input(0), "prefix"));
-    CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<const BundleReader> reader, ReaderFor(ctx, prefix));
+    std::unique_ptr<BundleReader> opened;
+    CKFLOW_ASSIGN_OR_RETURN(const BundleReader* reader, ReaderFor(ctx, prefix, &opened));
     CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<const NamedVariables::Variables> variables,
                             targets->Get(ctx.resources()));
     const std::vector<std::string>& keys = targets->keys();
@@ -523,12 +481,6 @@ StatusOr<Kernel> SaveVariablesKernel(const Node& node) {
 }  // namespace
 
 namespace internal {
-
-Status HandOverBundleReader(ResourceMgr& resources, std::shared_ptr<const BundleReader> reader) {
-  CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<BundleReaderCache> cache, CacheOf(resources));
-  cache->Put(std::move(reader));
-  return OkStatus();
-}
 
 Status RestoreVariablesNow(const BundleReader& reader, const std::vector<Output>& handles,
                            const std::vector<std::string>& keys,

@@ -4,11 +4,12 @@
 // fresh memory when the variable already has a buffer of the right shape),
 // and SaveVariables, which writes variables it reads itself.
 //
-// A restore's statuses hand the reader they matched with to the session
-// (HandOverBundleReader in checkpoint_ops_internal.h), so the restore ops read
-// through it: the index is parsed once, by Checkpoint::Restore, however many
-// restore ops run. Without a handed-over reader a kernel opens the checkpoint
-// itself for that run, as TensorFlow's do.
+// A restore's statuses pass the reader they matched with to each run of their
+// restore ops (RunOptions::bundle_reader), so the restore ops read through
+// it: the index is parsed once, by Checkpoint::Restore, however many restore
+// ops run. Without a reader of the prefix it is fed, a kernel opens the
+// checkpoint itself for that run, as TensorFlow's do; nothing is kept from
+// run to run, so a kernel never reads a checkpoint overwritten since.
 //
 // Every file these kernels create, write, sync, rename, remove or read goes
 // through KernelContext::file_system() (the run's or the session's).

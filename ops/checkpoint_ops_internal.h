@@ -1,5 +1,6 @@
-// How a restore hands its BundleReader to the restore ops a session runs,
-// and how an eager restore reads values without an op.
+// How an eager restore reads values without an op. (A graph-mode restore
+// hands its BundleReader to the restore ops with each run:
+// RunOptions::bundle_reader.)
 
 #ifndef CKFLOW_OPS_CHECKPOINT_OPS_INTERNAL_H_
 #define CKFLOW_OPS_CHECKPOINT_OPS_INTERNAL_H_
@@ -8,19 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "base/resource.h"
 #include "base/status.h"
 #include "bundle/bundle_reader.h"
 #include "graph/graph.h"
 
 namespace ckflow::internal {
-
-// Makes `reader` the one that the RestoreV2 and RestoreVariables kernels of
-// the session owning `resources` read reader->prefix() through, replacing
-// any reader handed over before for that prefix. The session keeps the few
-// most recent ones; a SaveV2 or MergeV2Checkpoints that writes the prefix in
-// that session drops it, so no restore reads a checkpoint it overwrote.
-Status HandOverBundleReader(ResourceMgr& resources, std::shared_ptr<const BundleReader> reader);
 
 // Restore-on-create in an eager scope: what running a RestoreVariables op
 // does (small values read in batches), without building one. Per variable,

@@ -283,11 +283,13 @@ class NodeTask {
 class Executor {
  public:
   Executor(const ExecutionPlan& plan, RunState& state, ResourceMgr& resources,
-           FileSystem* file_system, tbb::task_group* group, bool time_all, int intra_op_threads)
+           FileSystem* file_system, const BundleReader* bundle_reader, tbb::task_group* group,
+           bool time_all, int intra_op_threads)
       : plan_(plan),
         state_(state),
         resources_(resources),
         file_system_(file_system),
+        bundle_reader_(bundle_reader),
         group_(group),
         time_all_(time_all),
         intra_op_threads_(intra_op_threads) {}
@@ -420,7 +422,7 @@ class Executor {
     KernelContext ctx(
         *pn.node,
         std::span<const Tensor* const>(state_.inputs.data() + pn.inputs_begin, pn.num_inputs),
-        outputs, resources_, file_system_);
+        outputs, resources_, file_system_, bundle_reader_);
     Status s;
     const int outer_limit = intra_op_threads_ == 0 ? 0 : SetIntraOpThreads(intra_op_threads_);
     // The kernel boundary: whatever a kernel throws becomes a Status.
@@ -491,6 +493,7 @@ class Executor {
   RunState& state_;
   ResourceMgr& resources_;
   FileSystem* const file_system_;
+  const BundleReader* const bundle_reader_;
   tbb::task_group* const group_;  // null when running serially
   const bool time_all_;           // this run times every node
   const int intra_op_threads_;    // for kernels' ParallelFor; 0: no limit
@@ -506,7 +509,7 @@ void NodeTask::operator()() const {
 
 Status ExecutionPlan::Run(std::span<const Feed> feeds, ResourceMgr& resources,
                           std::vector<Tensor>* fetched, FileSystem* file_system, bool serial,
-                          int intra_op_threads) const {
+                          int intra_op_threads, const BundleReader* bundle_reader) const {
   CKFLOW_CHECK(feeds.size() == feeds_.size());
   std::unique_ptr<RunState> state = AcquireState();
   for (int32_t s = 0; s < num_slots_; ++s) {
@@ -520,7 +523,8 @@ Status ExecutionPlan::Run(std::span<const Feed> feeds, ResourceMgr& resources,
   serial = serial || MaxParallelism() <= 1;
   Status status;
   if (serial) {
-    Executor executor(*this, *state, resources, file_system, nullptr, false, intra_op_threads);
+    Executor executor(*this, *state, resources, file_system, bundle_reader, nullptr, false,
+                      intra_op_threads);
     executor.RunSerially();
     status = executor.TakeError();
   } else {
@@ -529,7 +533,8 @@ Status ExecutionPlan::Run(std::span<const Feed> feeds, ResourceMgr& resources,
     }
     const bool time_all = runs_.fetch_add(1, std::memory_order_relaxed) % kRetimeEvery == 0;
     tbb::task_group group;
-    Executor executor(*this, *state, resources, file_system, &group, time_all, intra_op_threads);
+    Executor executor(*this, *state, resources, file_system, bundle_reader, &group, time_all,
+                      intra_op_threads);
     executor.RunRoots();
     try {
       group.wait();

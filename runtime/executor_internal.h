@@ -96,13 +96,14 @@ class ExecutionPlan {
   // (already checked against its output's dtype and shape). On success
   // `*fetched` holds the fetched tensors in order. An op's error is returned
   // as "<node> (<op type>): <message>" with the kernel's code; nothing throws.
-  // Kernels see `file_system` as KernelContext::file_system(). `serial`
+  // Kernels see `file_system` as KernelContext::file_system() and
+  // `bundle_reader` as KernelContext::bundle_reader(). `serial`
   // runs the nodes one after another on the calling thread (also done
   // whenever oneTBB allows one thread only); `intra_op_threads` > 0 limits
   // each kernel's ParallelFor to that many threads.
   Status Run(std::span<const Feed> feeds, ResourceMgr& resources, std::vector<Tensor>* fetched,
-             FileSystem* file_system = nullptr, bool serial = false,
-             int intra_op_threads = 0) const;
+             FileSystem* file_system = nullptr, bool serial = false, int intra_op_threads = 0,
+             const BundleReader* bundle_reader = nullptr) const;
 
   // The outputs the feeds replace, in feed order.
   const std::vector<Output>& feeds() const { return feeds_; }

@@ -117,7 +117,8 @@ class Session::Impl {
     std::vector<Tensor> fetched;
     FileSystem* file_system = options.file_system ? options.file_system : file_system_;
     auto run = [&] {
-      return plan.Run(feeds, *resources_, &fetched, file_system, serial_, intra_op_threads_);
+      return plan.Run(feeds, *resources_, &fetched, file_system, serial_, intra_op_threads_,
+                      options.bundle_reader);
     };
     Status status;
     if (arena_.has_value()) {

@@ -53,7 +53,8 @@ namespace internal {
 class SessionInternals;  // counters for tests and benchmarks (session_internal.h)
 }  // namespace internal
 
-class FileSystem;  // base/file_system.h
+class BundleReader;  // bundle/bundle_reader.h
+class FileSystem;    // base/file_system.h
 
 struct SessionOptions {
   // Where kernels come from; nullptr means the standard ops.
@@ -89,6 +90,13 @@ struct RunOptions {
   // Replaces SessionOptions::file_system for this run (a Checkpoint passes
   // its own, so its kernels write where it does); nullptr: the session's.
   FileSystem* file_system = nullptr;
+  // An open checkpoint the run's restore kernels (RestoreV2,
+  // RestoreVariables) read through when the prefix they are fed is its
+  // prefix(), instead of opening the checkpoint: a restore's status passes
+  // the reader it matched with, so the index is parsed once however many
+  // restore ops run. Kept for this run only; must outlive it. Null: each
+  // kernel opens the checkpoint it is fed for that run.
+  const BundleReader* bundle_reader = nullptr;
 };
 
 // A fed value: for an Output, or for a tensor named "node" / "node:1".

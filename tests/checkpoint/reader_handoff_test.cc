@@ -1,7 +1,7 @@
-// A restore opens its checkpoint once and hands the reader to the session
-// that runs its restore ops; kernels given no reader open the checkpoint for
-// that run; a session that writes a prefix stops reading it through a reader
-// of what was there before.
+// A restore opens its checkpoint once and hands the reader to each run of its
+// restore ops; kernels given no reader open the checkpoint for that run; a
+// reader handed to one run is not kept for the next, so a session that
+// writes a prefix never reads it through a reader of what was there before.
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,6 @@
 #include "bundle/bundle_reader.h"
 #include "ops/array_ops.h"
 #include "ops/checkpoint_ops.h"
-#include "ops/checkpoint_ops_internal.h"
 #include "tests/bundle/bundle_test_util.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
 
@@ -60,8 +59,8 @@ struct RestoreGraph {
                          ops::Const(scope, OneString("")),
                          {ops::Const(scope, Tensor::FromVector<float>({3, 3}, {2}))})) {}
 
-  float Restored(Session& session) {
-    StatusOr<std::vector<Tensor>> out = session.Run({}, {restored});
+  float Restored(Session& session, const BundleReader* reader = nullptr) {
+    StatusOr<std::vector<Tensor>> out = session.Run({}, {restored}, {}, {.bundle_reader = reader});
     EXPECT_TRUE(out.ok()) << out.status();
     return out.ok() ? (*out)[0].flat<float>()[0] : -1;
   }
@@ -81,14 +80,13 @@ TEST(ReaderHandoff, AKernelWithNoReaderReadsWhatIsOnDiskAtEachRun) {
   EXPECT_EQ(g.Restored(*session), 2.0f);
 }
 
-TEST(ReaderHandoff, ASessionThatWritesAPrefixDropsItsReaderOfIt) {
+TEST(ReaderHandoff, ASessionThatWritesAPrefixNeverReadsItThroughAnOlderReader) {
   const std::string prefix = testing::NewTempDir("handoff") + "/ckpt";
   CKFLOW_ASSERT_OK(testing::WriteBundle(prefix, {{"x", Tensor::FromVector<float>({1, 1}, {2})}}));
   RestoreGraph g(prefix);
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Session> session, Session::Create(g.scope.graph()));
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> opened, BundleReader::Open(prefix));
-  CKFLOW_ASSERT_OK(internal::HandOverBundleReader(session->resources(), std::move(opened)));
-  EXPECT_EQ(g.Restored(*session), 1.0f);
+  EXPECT_EQ(g.Restored(*session, opened.get()), 1.0f);
   ASSERT_TRUE(session->Run({}, {}, {g.save}).ok());
   EXPECT_EQ(g.Restored(*session), 3.0f);
 }

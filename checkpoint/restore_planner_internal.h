@@ -1,0 +1,73 @@
+// RestorePlanner: the restore ops of one checkpoint root, planned and
+// cached. Values to restore are split into groups (at most 512 values or 64
+// MiB each) that the session runs in parallel, one RestoreVariables op per
+// group, cached by its (key, variable) list so a repeated restore adds no
+// node; in an eager scope the values are read into the variables at once,
+// without ops. A Saver owns one (saver_internal.h).
+//
+// Thread safety: one thread at a time (the owner's).
+
+#ifndef CKFLOW_CHECKPOINT_RESTORE_PLANNER_INTERNAL_H_
+#define CKFLOW_CHECKPOINT_RESTORE_PLANNER_INTERNAL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/file_system.h"
+#include "base/status.h"
+#include "bundle/bundle_reader.h"
+#include "checkpoint/group.h"
+#include "checkpoint/group_internal.h"
+#include "graph/graph.h"
+#include "graph/trackable.h"
+
+namespace ckflow::internal {
+
+// One value to restore: its checkpoint key and the attribute to assign.
+struct RestoreItem {
+  std::string key;
+  SaveableAttribute attribute;
+  int64_t position = -1;  // of key among the checkpoint's entries, once found
+};
+
+class RestorePlanner {
+ public:
+  // Builds in `scope` (Unowned: see Saver) while `graph` lives; `owners`
+  // places values on a group's members (group.h), and must outlive this.
+  RestorePlanner(const Scope& scope, std::weak_ptr<Graph> graph, FileSystem* fs,
+                 const GroupOptions& group, Owners& owners);
+  RestorePlanner(const RestorePlanner&) = delete;
+  RestorePlanner& operator=(const RestorePlanner&) = delete;
+
+  // FailedPrecondition once the graph is gone (see Saver::CheckGraphAlive).
+  Status CheckGraphAlive() const;
+  // The string placeholder the restore ops read the checkpoint prefix from.
+  Output restore_prefix();
+  // As Saver::RestoreOps.
+  StatusOr<std::vector<Output>> RestoreOps(std::vector<RestoreItem> items,
+                                           const std::string& save_path,
+                                           const BundleReader* reader);
+  // For tests: how many restore ops were ever built.
+  int num_restore_ops_built() const { return static_cast<int>(restore_ops_.size()); }
+
+ private:
+  // RestoreOps in an eager scope.
+  StatusOr<std::vector<Output>> RestoreNow(std::vector<RestoreItem> items,
+                                           const std::string& save_path,
+                                           const BundleReader* reader);
+
+  const Scope scope_;
+  const std::weak_ptr<Graph> graph_;
+  FileSystem* const fs_;
+  const GroupOptions& group_;
+  Owners& owners_;
+  Output restore_prefix_;
+  std::unordered_map<std::string, Output> restore_ops_;  // by item signature
+};
+
+}  // namespace ckflow::internal
+
+#endif  // CKFLOW_CHECKPOINT_RESTORE_PLANNER_INTERNAL_H_
