@@ -16,16 +16,16 @@ int64_t NumSnapshotAllocations() { return snapshot_allocations.load(std::memory_
 
 WriterThread::~WriterThread() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  changed_.notify_all();
+  changed_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void WriterThread::Start(std::function<void()> write) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     CKFLOW_CHECK(!busy_);
     if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
     write_ = std::move(write);
@@ -33,27 +33,28 @@ void WriterThread::Start(std::function<void()> write) {
   }
   // Unlocked: the woken writer would otherwise block on mu_ at once, and
   // the training thread pay a second wake-up to hand it over.
-  changed_.notify_all();
+  changed_.SignalAll();
 }
 
 void WriterThread::Wait() {
-  std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait(lock, [this] { return !busy_; });
+  MutexLock lock(&mu_);
+  while (busy_) changed_.Wait(&mu_);
 }
 
 void WriterThread::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   for (;;) {
-    changed_.wait(lock, [this] { return stop_ || write_ != nullptr; });
-    if (write_ == nullptr) return;  // stopped, nothing left to write
+    while (!stop_ && write_ == nullptr) changed_.Wait(&mu_);
+    if (write_ == nullptr) break;  // stopped, nothing left to write
     std::function<void()> write = std::exchange(write_, nullptr);
-    lock.unlock();
+    mu_.Unlock();
     write();
     write = nullptr;  // what the write held goes before Wait() returns
-    lock.lock();
+    mu_.Lock();
     busy_ = false;
-    changed_.notify_all();
+    changed_.SignalAll();
   }
+  mu_.Unlock();
 }
 
 Status AsyncWriter::Snapshot(const std::vector<Tensor>& values, const std::vector<Output>& reads,

@@ -13,13 +13,12 @@
 #ifndef CKFLOW_CHECKPOINT_ASYNC_WRITER_INTERNAL_H_
 #define CKFLOW_CHECKPOINT_ASYNC_WRITER_INTERNAL_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "base/tensor.h"
 #include "graph/graph.h"
@@ -42,18 +41,22 @@ class WriterThread {
   WriterThread& operator=(const WriterThread&) = delete;
 
   // Runs `write` on the thread. REQUIRES: the previous write finished (Wait).
-  void Start(std::function<void()> write);
+  void Start(std::function<void()> write) CKFLOW_EXCLUDES(mu_);
   // Returns once the write Start gave has finished; at once if none did.
-  void Wait();
+  void Wait() CKFLOW_EXCLUDES(mu_);
 
  private:
-  void Loop();
+  void Loop() CKFLOW_EXCLUDES(mu_);
 
-  std::mutex mu_;
-  std::condition_variable changed_;
-  std::function<void()> write_;  // guarded by mu_: the write not yet taken
-  bool busy_ = false;            // guarded by mu_: a write is queued or running
-  bool stop_ = false;            // guarded by mu_
+  Mutex mu_;
+  CondVar changed_;
+  // The write not yet taken.
+  std::function<void()> write_ CKFLOW_GUARDED_BY(mu_);
+  // A write is queued or running.
+  bool busy_ CKFLOW_GUARDED_BY(mu_) = false;
+  bool stop_ CKFLOW_GUARDED_BY(mu_) = false;
+  // Started under mu_ by the first Start; joined by the destructor, when
+  // no Start can race it.
   std::thread thread_;
 };
 

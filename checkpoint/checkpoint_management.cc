@@ -82,6 +82,8 @@ StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(Checkpoin
   if (manager->options_.checkpoint_interval.has_value()) {
     manager->last_checkpoint_step_ = manager->options_.last_checkpoint_step;
   }
+  // Nobody else sees the manager yet; the lock is for the analysis.
+  MutexLock lock(&manager->mu_);
   FileSystem* fs = checkpoint.file_system();
   const double now = manager->options_.clock();
   // A state file that exists but cannot be read is an error, as in
@@ -93,7 +95,6 @@ StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(Checkpoin
     // Slightly in the past, so a manager re-created at once does not
     // preserve the checkpoint its predecessor just wrote.
     manager->last_preserved_ = now - 1;
-    std::lock_guard<std::mutex> lock(manager->mu_);
     manager->RemoveDebris();
     return manager;
   }
@@ -138,25 +139,24 @@ StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(Checkpoin
       manager->active_.emplace_back(internal::Resolve(dir, s.all_model_checkpoint_paths[i]), ts);
     }
   }
-  std::lock_guard<std::mutex> lock(manager->mu_);
   manager->RemoveDebris();
   return manager;
 }
 
 std::vector<std::string> CheckpointManager::checkpoints() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<std::string> paths;
   for (const auto& [path, ts] : active_) paths.push_back(path);
   return paths;
 }
 
 std::optional<std::string> CheckpointManager::latest_checkpoint() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return latest_;
 }
 
 Status CheckpointManager::last_sweep_status() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return sweep_status_;
 }
 
@@ -261,7 +261,7 @@ StatusOr<std::string> CheckpointManager::Save(Session& session,
        .path = [&](int64_t n) { return JoinPath(directory_, name + "-" + std::to_string(n)); },
        .remove_debris =
            [this] {
-             std::lock_guard<std::mutex> lock(mu_);
+             MutexLock lock(&mu_);
              sweep_status_ = OkStatus();
              // Listing the directory is most of an async save's stall for a
              // small model: only a save that did not complete (or a sweep
@@ -305,7 +305,7 @@ StatusOr<std::optional<std::string>> CheckpointManager::RestoreOrInitialize(Sess
 }
 
 Status CheckpointManager::Record(const std::string& prefix, double timestamp) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   FileSystem* fs = checkpoint_.file_system();
   const bool durable = options_.save_options.durable;
   // In a group, member 0 writes the state file and deletes; the others only

@@ -7,13 +7,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "base/file_system.h"
+#include "base/mutex.h"
 #include "base/status.h"
 #include "bundle/checkpoint_state.h"
 #include "checkpoint/checkpoint.h"
@@ -152,7 +152,7 @@ class CheckpointManager {
   // Records `prefix` as the newest checkpoint, writes the state file and
   // deletes what is no longer kept. Runs on the saving thread (the
   // background one for an async save), so it holds mu_.
-  Status Record(const std::string& prefix, double timestamp);
+  Status Record(const std::string& prefix, double timestamp) CKFLOW_EXCLUDES(mu_);
   // The state file for these checkpoints (paths relative to the directory).
   CheckpointStateData StateOf(const std::optional<std::string>& latest,
                               const std::vector<std::pair<std::string, double>>& active,
@@ -161,19 +161,22 @@ class CheckpointManager {
   // directory, named by its naming); else warns and keeps it.
   Status DeleteManaged(const std::string& path) const;
   // Removes debris of dead saves; a failure goes to sweep_status_.
-  void RemoveDebris();  // REQUIRES: mu_ held
+  void RemoveDebris() CKFLOW_REQUIRES(mu_);
 
   Checkpoint& checkpoint_;
   const std::string directory_;
   const Options options_;
-  mutable std::mutex mu_;
-  std::vector<std::pair<std::string, double>> active_;  // path, timestamp; oldest first
-  std::optional<std::string> latest_;
-  double last_preserved_ = 0;
-  Status sweep_status_;  // guarded by mu_
+  // The books are written by the saving thread (the background one for an
+  // async save) and read by the caller's.
+  mutable Mutex mu_;
+  // Path and timestamp; oldest first.
+  std::vector<std::pair<std::string, double>> active_ CKFLOW_GUARDED_BY(mu_);
+  std::optional<std::string> latest_ CKFLOW_GUARDED_BY(mu_);
+  double last_preserved_ CKFLOW_GUARDED_BY(mu_) = 0;
+  Status sweep_status_ CKFLOW_GUARDED_BY(mu_);
   // A save started since the last complete one (it may have failed, or be
   // writing) or a sweep failed: the next save sweeps first.
-  bool debris_possible_ = true;                  // guarded by mu_
+  bool debris_possible_ CKFLOW_GUARDED_BY(mu_) = true;
   std::optional<int64_t> last_checkpoint_step_;  // read and set by the caller's thread
 };
 

@@ -297,7 +297,7 @@ Status CrossEntropyCompute(KernelContext& ctx) {
 template <bool kSparse>
 StatusOr<Kernel> CrossEntropyKernel(const Node& node) {
   DataType label_type = node.input(1).dtype();
-  return DispatchFloat(node.output_type(0), [label_type](auto tag) -> StatusOr<Kernel> {
+  return DispatchFloat(node.output_type(0), [&](auto tag) -> StatusOr<Kernel> {
     using T = typename decltype(tag)::type;
     if constexpr (kSparse) {
       return DispatchIndex(label_type, [](auto label_tag) -> StatusOr<Kernel> {
