@@ -229,7 +229,7 @@ case "$cmd" in
     make_venv "$venv" interop/requirements.txt
     configure build/release -DCMAKE_BUILD_TYPE=Release -DCKFLOW_BUILD_TESTS=OFF \
       -DCKFLOW_BUILD_BENCH=OFF -DCKFLOW_BUILD_INTEROP=ON
-    "$CMAKE" --build build/release -j "$JOBS" --target interop_ckflow ckflow_cli regress
+    "$CMAKE" --build build/release -j "$JOBS" --target interop_ckflow interop_ops ckflow_cli regress
     CKFLOW_BUILD="$ROOT/build/release" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
       interop "$@"
     ;;
