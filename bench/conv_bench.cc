@@ -19,7 +19,7 @@
 //   x_gemm      gemm time / convolution time (1 = the ceiling)
 // bench/conv_peers.py times TensorFlow's and PyTorch's convolutions on the
 // same shapes. CKFLOW_CONV_BENCH_BATCH=N replaces every batch size by N (the
-// ctest smoke run uses 1).
+// ctest smoke run: the CNN shapes at batch 1).
 #include <benchmark/benchmark.h>
 #include <tbb/global_control.h>
 
