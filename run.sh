@@ -109,6 +109,8 @@ run_benchmarks() {
   bench_run train_peers "$py" bench/train_step_peers.py --json "$results/train_peers.json"
   gbench session_bench
   gbench gemm_isa_bench
+  gbench conv_bench
+  bench_run conv_peers "$py" bench/conv_peers.py --json "$results/conv_peers.json"
   if [ -x "$bin/gemm_isa_bench_baseline" ]; then gbench gemm_isa_bench_baseline; fi
   for mode in sync async; do
     bench_run "soak_$mode" "$bin/checkpoint_soak" --cycles 10000 --mode "$mode" \
