@@ -109,6 +109,8 @@ run_benchmarks() {
   bench_run train_peers "$py" bench/train_step_peers.py --json "$results/train_peers.json"
   gbench session_bench
   gbench gemm_isa_bench
+  gbench conv_bench
+  bench_run conv_peers "$py" bench/conv_peers.py --json "$results/conv_peers.json"
   if [ -x "$bin/gemm_isa_bench_baseline" ]; then gbench gemm_isa_bench_baseline; fi
   for mode in sync async; do
     bench_run "soak_$mode" "$bin/checkpoint_soak" --cycles 10000 --mode "$mode" \
@@ -229,7 +231,7 @@ case "$cmd" in
     make_venv "$venv" interop/requirements.txt
     configure build/release -DCMAKE_BUILD_TYPE=Release -DCKFLOW_BUILD_TESTS=OFF \
       -DCKFLOW_BUILD_BENCH=OFF -DCKFLOW_BUILD_INTEROP=ON
-    "$CMAKE" --build build/release -j "$JOBS" --target interop_ckflow ckflow_cli regress
+    "$CMAKE" --build build/release -j "$JOBS" --target interop_ckflow interop_ops ckflow_cli regress
     CKFLOW_BUILD="$ROOT/build/release" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
       interop "$@"
     ;;

@@ -765,8 +765,44 @@ def topic_isa(r):
                          rows or [[NOT_RUN] * 4]), ["gemm_isa_bench", "gemm_isa_bench_baseline"])
 
 
+def topic_conv(r):
+    intro = (
+        "Conv2D's three passes (`conv_bench`): forward, the gradient of the input "
+        "(Conv2DBackpropInput) and of the filter (Conv2DBackpropFilter), on ResNet-like layers "
+        "at batch 32 (res56: 56×56×64 3×3 → 64, res28: 28×28×128 3×3 → 128, res7: 7×7×512 "
+        "1×1 → 512) and the CNN example's two convolutions at batch 64 (cnn1: 28×28×1 3×3 → 32, "
+        "cnn2: 13×13×32 3×3 → 64), in GFLOP/s (2 × multiply-adds / time). Beside each: MatMul "
+        "on the same multiply-adds on the same threads (the ceiling: the convolution's work as "
+        "one GEMM with no patches to build), and TensorFlow's and PyTorch's convolutions on the "
+        "same shapes (`conv_peers.py`: tf.raw_ops under tf.function, NHWC; aten's convolution "
+        "and convolution_backward, NCHW).")
+    ck = r.gbench("conv_bench")
+    peers = {}
+    for e in (r.json("conv_peers") or {}).get("results", []):
+        peers[(e["framework"], e["threads"], e["shape"], e["pass"])] = e["GFLOPs"]
+    rows = []
+    for name, e in ck.items():
+        m = re.match(r"BM_Conv2D/(\w+)/(\w+)/threads:(\d+)", name)
+        if not m:
+            continue
+        shape, which, threads = m.group(1), m.group(2), int(m.group(3))
+        mine = e.get("GFLOPs")
+
+        def peer(framework):
+            theirs = peers.get((framework, threads, shape, which))
+            return Cell(theirs, "GFLOP/s", divide(mine, theirs))
+
+        rows.append([shape, which, threads, with_unit(mine, "GFLOP/s"),
+                     Cell(e.get("gemm_GFLOPs"), "GFLOP/s", e.get("x_gemm")),
+                     peer("tensorflow"), peer("torch")])
+    return Section("Convolutions", intro,
+                   table(["shape", "pass", "threads", "ckflow", "MatMul, same work", "TensorFlow",
+                          "PyTorch"], rows or [[NOT_RUN] * 7]),
+                   ["conv_bench", "conv_peers"])
+
+
 TOPICS = [topic_restore, topic_save, topic_small, topic_async, topic_fresh, topic_memory,
-          topic_train_step, topic_session, topic_eager, topic_mpi, topic_isa]
+          topic_train_step, topic_session, topic_eager, topic_mpi, topic_isa, topic_conv]
 
 
 # ------------------------------------------------------------------ machine

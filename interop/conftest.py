@@ -31,6 +31,7 @@ class Ckflow:
     def __init__(self):
         self.side_program = _program("interop", "interop_ckflow")
         self.cli_program = _program("tools", "ckflow")
+        self.ops_program = _program("interop", "interop_ops")
 
     def side(self, *args, check=True):
         proc = subprocess.run(
@@ -45,6 +46,14 @@ class Ckflow:
         report["returncode"] = proc.returncode
         report["stderr"] = proc.stderr
         return report
+
+    def ops(self, *args):
+        """Runs interop_ops (one op and its gradients); raises on failure."""
+        proc = subprocess.run(
+            [self.ops_program, *map(str, args)], capture_output=True, text=True, check=False
+        )
+        if proc.returncode != 0:
+            raise AssertionError(f"interop_ops {' '.join(map(str, args))}:\n{proc.stderr}")
 
     def cli(self, *args):
         return subprocess.run(

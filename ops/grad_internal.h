@@ -51,6 +51,8 @@ Status RegisterArrayGradients(GradientRegistry& r);       // Identity, Reshape, 
 Status RegisterReductionGradients(GradientRegistry& r);   // Sum, Mean, Max, Min, SumToShapeOf
 Status RegisterMatMulGradients(GradientRegistry& r);      // MatMul
 Status RegisterNnGradients(GradientRegistry& r);          // activations, BiasAdd, Softmax, losses
+Status RegisterConvGradients(GradientRegistry& r);        // Conv2D, DepthwiseConv2dNative
+Status RegisterPoolingGradients(GradientRegistry& r);     // MaxPool, AvgPool
 Status RegisterVariableGradients(GradientRegistry& r);    // ReadVariableOp
 
 }  // namespace ckflow::internal

@@ -51,6 +51,8 @@ Status RegisterStandardGradients(GradientRegistry& registry) {
            internal::RegisterReductionGradients,
            internal::RegisterMatMulGradients,
            internal::RegisterNnGradients,
+           internal::RegisterConvGradients,
+           internal::RegisterPoolingGradients,
            internal::RegisterVariableGradients,
        }) {
     CKFLOW_RETURN_IF_ERROR(register_group(registry));

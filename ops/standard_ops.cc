@@ -19,6 +19,8 @@ Status RegisterStandardOps(OpRegistry& registry) {
            RegisterReductionOps,
            RegisterMatMulOps,
            RegisterNnOps,
+           RegisterConvOps,
+           RegisterPoolingOps,
            RegisterRandomOps,
            RegisterVariableOps,
            RegisterTrainingOps,

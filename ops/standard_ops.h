@@ -37,6 +37,8 @@ Status RegisterComparisonOps(OpRegistry& registry);  // Equal, Less, ..., Select
 Status RegisterReductionOps(OpRegistry& registry);   // Sum, Mean, Max, ArgMax, SumToShapeOf
 Status RegisterMatMulOps(OpRegistry& registry);      // MatMul
 Status RegisterNnOps(OpRegistry& registry);          // activations, BiasAdd, Softmax, losses
+Status RegisterConvOps(OpRegistry& registry);        // Conv2D, DepthwiseConv2dNative, backprops
+Status RegisterPoolingOps(OpRegistry& registry);     // MaxPool, AvgPool, their gradients
 Status RegisterRandomOps(OpRegistry& registry);      // RandomUniform, RandomStandardNormal, ...
 
 }  // namespace ckflow

@@ -23,12 +23,17 @@
 #include "ops/variable_ops.h"
 #include "ops/variables.h"
 #include "runtime/session.h"
+#include "tests/ops/gradient_check.h"
 #include "tests/test_util.h"
 
 namespace ckflow {
 namespace {
 
+using testing::ExpectGradientsMatchFiniteDifferences;
+using testing::FeedsOf;
 using ::testing::HasSubstr;
+using testing::NewSession;
+using testing::RandomDoubles;
 
 // ------------------------------------------------------------ the harness
 
@@ -73,70 +78,6 @@ struct GradCase {
   double tolerance = 1e-6;  // relative to max(1, |numeric|)
 };
 
-Tensor RandomTensor(const std::vector<int64_t>& dims, double lo, double hi, std::mt19937& rng) {
-  Tensor t(DT_DOUBLE, TensorShape(dims));
-  std::uniform_real_distribution<double> dist(lo, hi);
-  for (double& v : t.flat<double>()) v = dist(rng);
-  return t;
-}
-
-double Dot(const Tensor& a, const Tensor& b) {
-  double sum = 0;
-  for (int64_t i = 0; i < a.NumElements(); ++i) sum += a.flat<double>()[i] * b.flat<double>()[i];
-  return sum;
-}
-
-std::unique_ptr<Session> NewSession(const Scope& root) {
-  StatusOr<std::unique_ptr<Session>> s = Session::Create(root.graph());
-  CKFLOW_CHECK(s.ok());
-  return std::move(s).value();
-}
-
-std::vector<Feed> FeedsOf(const Inputs& xs, const std::vector<Tensor>& values) {
-  std::vector<Feed> feeds;
-  for (size_t i = 0; i < xs.size(); ++i) feeds.emplace_back(xs[i], values[i]);
-  return feeds;
-}
-
-// Checks the gradients AddGradients builds for xs against central
-// differences of sum(w * y) for a random weight tensor w (fed as grad_ys,
-// so that every element of y's gradient matters).
-void ExpectGradientsMatchFiniteDifferences(const Scope& root, Output y, const Inputs& xs,
-                                           std::vector<Tensor> values, double step,
-                                           double tolerance, std::mt19937& rng) {
-  ASSERT_TRUE(root.ok()) << root.status();
-  auto session = NewSession(root);
-  CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> y0, session->Run(FeedsOf(xs, values), {y}));
-  Tensor w = RandomTensor(y0[0].shape().dim_sizes(), -1, 1, rng);
-  CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Output> grads,
-                              AddGradients(root, {y}, xs, {ops::Const(root, w)}));
-  ASSERT_EQ(grads.size(), xs.size());
-  for (size_t i = 0; i < grads.size(); ++i)
-    ASSERT_TRUE(grads[i].valid()) << "no gradient for x" << i;
-  CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> analytic,
-                              session->Run(FeedsOf(xs, values), grads));
-  for (size_t i = 0; i < xs.size(); ++i) {
-    ASSERT_EQ(analytic[i].dtype(), DT_DOUBLE);
-    ASSERT_EQ(analytic[i].shape(), values[i].shape()) << "x" << i;
-    for (int64_t j = 0; j < values[i].NumElements(); ++j) {
-      // A fresh copy per run: a fetched tensor may share the fed buffer.
-      auto f_at = [&](double delta) -> StatusOr<double> {
-        std::vector<Tensor> moved = values;
-        moved[i] = values[i].Clone();
-        moved[i].flat<double>()[j] += delta;
-        CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> out, session->Run(FeedsOf(xs, moved), {y}));
-        return Dot(w, out[0]);
-      };
-      CKFLOW_ASSERT_OK_AND_ASSIGN(double up, f_at(step));
-      CKFLOW_ASSERT_OK_AND_ASSIGN(double down, f_at(-step));
-      const double numeric = (up - down) / (2 * step);
-      EXPECT_NEAR(analytic[i].flat<double>()[j], numeric,
-                  tolerance * std::max(1.0, std::abs(numeric)))
-          << "d y / d x" << i << "[" << j << "]";
-    }
-  }
-}
-
 // gtest prints parameters in failure messages; a case is its name.
 void PrintTo(const GradCase& c, std::ostream* os) { *os << c.name; }
 
@@ -151,7 +92,7 @@ TEST_P(FiniteDifferenceTest, GradientMatchesCentralDifferences) {
   for (size_t i = 0; i < c.shapes.size(); ++i) {
     xs.push_back(ops::Placeholder(root.WithOpName("x" + std::to_string(i)), DT_DOUBLE,
                                   {.shape = Declared(c.shapes[i], known)}));
-    values.push_back(RandomTensor(c.shapes[i], c.lo, c.hi, rng));
+    values.push_back(RandomDoubles(c.shapes[i], c.lo, c.hi, rng));
   }
   Output y = c.f(root, xs);
   ExpectGradientsMatchFiniteDifferences(root, y, xs, values, c.step, c.tolerance, rng);
@@ -817,9 +758,9 @@ TEST(GradientsMlpTest, TwoLayerMlpMatchesFiniteDifferences) {
   for (int i = 0; i < 4; ++i) {
     params.push_back(
         ops::Placeholder(root.WithOpName(names[i]), DT_DOUBLE, {.shape = PartialShape(shapes[i])}));
-    values.push_back(RandomTensor(shapes[i], -1, 1, rng));
+    values.push_back(RandomDoubles(shapes[i], -1, 1, rng));
   }
-  Output x = ops::Const(root, RandomTensor({4, 3}, -1, 1, rng));
+  Output x = ops::Const(root, RandomDoubles({4, 3}, -1, 1, rng));
   Output labels = ops::Const<double>(root, {1, 0, 0, 1, 0, 1, 1, 0}, {4, 2});
   Scope layer1 = root.NewSubScope("dense");
   Output h = ops::Relu(layer1, ops::BiasAdd(layer1, ops::MatMul(layer1, x, params[0]), params[1]));

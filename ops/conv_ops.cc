@@ -1,0 +1,712 @@
+// Convolutions: Conv2D and DepthwiseConv2dNative with their backprop ops.
+//
+// Conv2D is im2col + Eigen's GEMM. The output pixels (m = (n * out_h + oh)
+// * out_w + ow) are cut into blocks fixed by the shapes alone: several
+// whole images per block when an image is small, else a few output rows of
+// one image. A block's patch matrix (one row per output pixel: the
+// window_h x window_w x depth input values it sees, in the filter's order)
+// is built in a buffer of the worker's and multiplied by the filter, a
+// [window_h * window_w * depth, out_depth] matrix as stored. Only one block
+// of patches per worker exists at a time.
+//
+// The backward passes keep the blocks:
+//  - BackpropInput multiplies a block of the output gradient by the
+//    filter's transpose and scatters the patch gradients into the input
+//    gradient (col2im). Blocks of the same image overlap in the input rows
+//    they touch, so those run in two phases, even blocks then odd ones;
+//    blocks are at least as tall as the window, so no two blocks of a
+//    phase touch the same row, and each input element adds its parts in
+//    the same order whatever the threads.
+//  - BackpropFilter sums patches^T * out_backprop over blocks: the blocks
+//    are dealt into a fixed number of groups (contiguous runs), each summed
+//    by one worker into its own partial, and the partials are added in
+//    group order.
+// A 1x1 convolution with stride 1 and no padding needs no patches: the
+// input is already the patch matrix, and every pass is a plain GEMM.
+//
+// Depthwise convolutions do too little work per element for a GEMM: they
+// are direct loops over output rows (forward), input rows (the input
+// gradient, gathered so every element is owned by one worker) and groups
+// of rows with partials (the filter gradient), vectorized over channels.
+//
+// So every kernel's blocks, and the order in which any element is summed,
+// depend on the shapes only: the results are bit-identical on any number
+// of threads.
+
+#include "ops/conv_ops.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ops/ops_internal.h"
+#include "ops/standard_ops.h"
+#include "ops/window_internal.h"
+
+namespace ckflow {
+namespace internal {
+namespace {
+
+template <typename T>
+using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <typename T>
+using MatMap = Eigen::Map<Matrix<T>>;
+template <typename T>
+using ConstMatMap = Eigen::Map<const Matrix<T>>;
+template <typename T>
+using Vec = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <typename T>
+using ConstVec = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+enum class ConvKind { kConv2D, kDepthwise };
+
+// ------------------------------------------------------------ shapes
+
+// The output shape of convolving `input` with `filter` (rank 4 or unknown),
+// each described for messages ("input is [1,5,5,3] (x:0)").
+StatusOr<PartialShape> ConvOutputShape(ConvKind kind, const PartialShape& input,
+                                       const std::string& input_desc, const PartialShape& filter,
+                                       const std::string& filter_desc, const WindowAttrs& attrs) {
+  const bool f = filter.known_rank();
+  const int64_t depth = input.known_rank() ? input.dim(3) : -1;
+  const int64_t filter_depth = f ? filter.dim(2) : -1;
+  if (depth >= 0 && filter_depth >= 0 && depth != filter_depth) {
+    return InvalidArgumentError("filter's in_channels must equal input's depth: ", input_desc, ", ",
+                                filter_desc);
+  }
+  if (f && (filter.dim(0) == 0 || filter.dim(1) == 0)) {
+    return InvalidArgumentError(filter_desc, ", but its rows and columns must be positive");
+  }
+  int64_t out_depth = f ? filter.dim(3) : -1;
+  if (kind == ConvKind::kDepthwise) {
+    const int64_t channels = depth >= 0 ? depth : filter_depth;
+    out_depth = channels >= 0 && out_depth >= 0 ? channels * out_depth : -1;
+  }
+  StatusOr<PartialShape> out =
+      WindowedOutputShape(input, f ? filter.dim(0) : -1, f ? filter.dim(1) : -1, out_depth, attrs);
+  if (!out.ok()) {
+    return InvalidArgumentError(out.status().message(), ": ", input_desc, ", ", filter_desc);
+  }
+  return out;
+}
+
+Status CheckFloatPair(const InferenceContext& c, int i, std::string_view arg_i, int j,
+                      std::string_view arg_j) {
+  CKFLOW_RETURN_IF_ERROR(CheckSameDtype(c, i, arg_i, j, arg_j));
+  CKFLOW_RETURN_IF_ERROR(CheckDtype(c, i, arg_i, kFloatTypes));
+  CKFLOW_RETURN_IF_ERROR(CheckRank(c, i, arg_i, 4, 4));
+  return CheckRank(c, j, arg_j, 4, 4);
+}
+
+// Conv2D, DepthwiseConv2dNative: (input, filter).
+Status ConvShapeFn(InferenceContext& c, ConvKind kind) {
+  CKFLOW_ASSIGN_OR_RETURN(WindowAttrs attrs, ParseConvAttrs(*c.attrs));
+  CKFLOW_RETURN_IF_ERROR(CheckFloatPair(c, 0, "input", 1, "filter"));
+  CKFLOW_ASSIGN_OR_RETURN(
+      PartialShape out,
+      ConvOutputShape(kind, c.input_shapes[0],
+                      DescribeShape("input", c.input_shapes[0], InputName(c, 0)), c.input_shapes[1],
+                      DescribeShape("filter", c.input_shapes[1], InputName(c, 1)), attrs));
+  c.AddOutput(c.input_types[0], std::move(out));
+  return OkStatus();
+}
+
+// The backprop ops: (input_sizes, filter, out_backprop) when `of_input`,
+// else (input, filter_sizes, out_backprop). The output has the shape the
+// sizes input describes.
+Status ConvBackpropShapeFn(InferenceContext& c, ConvKind kind, bool of_input) {
+  CKFLOW_ASSIGN_OR_RETURN(WindowAttrs attrs, ParseConvAttrs(*c.attrs));
+  const int tensor = of_input ? 1 : 0;
+  const int sizes = of_input ? 0 : 1;
+  const char* tensor_arg = of_input ? "filter" : "input";
+  const char* sizes_arg = of_input ? "input_sizes" : "filter_sizes";
+  CKFLOW_RETURN_IF_ERROR(CheckFloatPair(c, tensor, tensor_arg, 2, "out_backprop"));
+  CKFLOW_ASSIGN_OR_RETURN(PartialShape described, ShapeOfSizesInput(c, sizes, sizes_arg));
+  const std::string described_desc = DescribeShape(sizes_arg, described, InputName(c, sizes));
+  const std::string tensor_desc =
+      DescribeShape(tensor_arg, c.input_shapes[tensor], InputName(c, tensor));
+  const PartialShape& input = of_input ? described : c.input_shapes[0];
+  const PartialShape& filter = of_input ? c.input_shapes[1] : described;
+  CKFLOW_ASSIGN_OR_RETURN(PartialShape out,
+                          ConvOutputShape(kind, input, of_input ? described_desc : tensor_desc,
+                                          filter, of_input ? tensor_desc : described_desc, attrs));
+  const PartialShape& backprop = c.input_shapes[2];
+  if (!backprop.IsCompatibleWith(out)) {
+    return InvalidArgumentError(DescribeShape("out_backprop", backprop, InputName(c, 2)),
+                                ", but the convolution's output is ", out.ToString(), ": ",
+                                of_input ? described_desc : tensor_desc, ", ",
+                                of_input ? tensor_desc : described_desc);
+  }
+  c.AddOutput(c.input_types[tensor], described);
+  return OkStatus();
+}
+
+// The run-time counterpart of ConvOutputShape, on complete shapes.
+struct ConvShapes {
+  WindowGeometry g;
+  int64_t out_depth = 0;   // Conv2D's filter out_depth; depthwise: depth * multiplier
+  int64_t multiplier = 1;  // depthwise only
+  TensorShape output;
+};
+
+StatusOr<ConvShapes> ResolveConv(ConvKind kind, const TensorShape& input, const TensorShape& filter,
+                                 const WindowAttrs& attrs) {
+  for (const auto& [arg, shape] : {std::pair{"input", &input}, std::pair{"filter", &filter}}) {
+    if (shape->rank() != 4) {
+      return InvalidArgumentError(arg, " is ", shape->ToString(), ", but must have rank 4");
+    }
+  }
+  CKFLOW_ASSIGN_OR_RETURN(PartialShape out,
+                          ConvOutputShape(kind, input, DescribeShape("input", input, ""), filter,
+                                          DescribeShape("filter", filter, ""), attrs));
+  ConvShapes s;
+  CKFLOW_ASSIGN_OR_RETURN(s.g, ComputeGeometry(input, filter.dim(0), filter.dim(1), attrs));
+  s.out_depth = out.dim(3);
+  s.multiplier = filter.dim(3);
+  CKFLOW_ASSIGN_OR_RETURN(s.output, TensorShape::Make(out.dims()));
+  return s;
+}
+
+Status CheckBackpropShape(const Tensor& backprop, const ConvShapes& s, const TensorShape& input,
+                          const TensorShape& filter) {
+  if (backprop.shape() == s.output) return OkStatus();
+  return InvalidArgumentError("out_backprop is ", backprop.shape().ToString(),
+                              ", but the convolution's output is ", s.output.ToString(),
+                              ": input is ", input.ToString(), ", filter is ", filter.ToString());
+}
+
+// ------------------------------------------------------------ blocks
+
+// Bytes of one block's patch matrix: with the filter and the block's output
+// it stays in a core's L2 (1 MiB here) while the GEMM runs. Measured with
+// bench/conv_bench (res56, res28, cnn2 shapes, one thread): with blocks of
+// 64 KiB to 1 MiB the three passes all ran at 1.03-1.11x the speed of
+// MatMul on the same multiply-adds on average, no size apart from the
+// others beyond the noise of a shared machine; 256 KiB is the middle.
+constexpr int64_t kPatchBytes = 256 << 10;
+// At most this many partial filter gradients (BackpropFilter's groups)...
+constexpr int64_t kMaxGroups = 16;
+// ...holding at most this many bytes together.
+constexpr int64_t kPartialBytes = 32 << 20;
+
+// The blocks of output pixels described in the file comment.
+class ConvBlocks {
+ public:
+  // `row_bytes`: one output pixel's patch; `min_rows`: the fewest output
+  // rows in a block that is part of an image.
+  ConvBlocks(const WindowGeometry& g, int64_t row_bytes, int64_t min_rows)
+      : out_h_(g.out_h), out_w_(g.out_w), pixels_(g.out_h * g.out_w), batch_(g.batch) {
+    const int64_t target = std::max<int64_t>(1, kPatchBytes / std::max<int64_t>(row_bytes, 1));
+    if (pixels_ <= target) {
+      images_ = std::min(batch_, std::max<int64_t>(1, target / std::max<int64_t>(pixels_, 1)));
+      count_ = (batch_ + images_ - 1) / images_;
+      max_pixels_ = images_ * pixels_;
+    } else {
+      rows_ = std::clamp(target / out_w_, std::min(min_rows, out_h_), out_h_);
+      per_image_ = (out_h_ + rows_ - 1) / rows_;
+      count_ = batch_ * per_image_;
+      max_pixels_ = rows_ * out_w_;
+    }
+  }
+
+  int64_t count() const { return count_; }
+  int64_t max_pixels() const { return max_pixels_; }
+  // True if blocks are parts of images (and so may overlap in the input).
+  bool partial_images() const { return images_ == 0; }
+  int64_t per_image() const { return per_image_; }
+
+  // The output pixels [begin, end) of block b.
+  std::pair<int64_t, int64_t> Pixels(int64_t b) const {
+    if (images_ > 0) {
+      const int64_t n0 = b * images_;
+      return {n0 * pixels_, std::min(batch_, n0 + images_) * pixels_};
+    }
+    const int64_t n = b / per_image_;
+    const int64_t oh0 = (b % per_image_) * rows_;
+    const int64_t oh1 = std::min(out_h_, oh0 + rows_);
+    return {n * pixels_ + oh0 * out_w_, n * pixels_ + oh1 * out_w_};
+  }
+
+ private:
+  int64_t out_h_, out_w_, pixels_, batch_;
+  int64_t images_ = 0;  // whole images per block, 0 for parts of images
+  int64_t rows_ = 0;    // output rows per block of a part of an image
+  int64_t per_image_ = 1;
+  int64_t count_ = 0;
+  int64_t max_pixels_ = 0;
+};
+
+bool IsPointwise(const WindowGeometry& g) {
+  return g.window_h == 1 && g.window_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
+         g.pad_top == 0 && g.pad_left == 0 && g.out_h == g.in_h && g.out_w == g.in_w;
+}
+
+// Calls fn(pixel, n, ih0, iw0) for output pixels [m0, m1): the image and the
+// input row and column of the window's first tap.
+template <typename Fn>
+void ForEachPixel(const WindowGeometry& g, int64_t m0, int64_t m1, Fn&& fn) {
+  int64_t ow = m0 % g.out_w;
+  int64_t oh = (m0 / g.out_w) % g.out_h;
+  int64_t n = m0 / (g.out_w * g.out_h);
+  for (int64_t m = m0; m < m1; ++m) {
+    fn(m, n, oh * g.stride_h - g.pad_top, ow * g.stride_w - g.pad_left);
+    if (++ow == g.out_w) {
+      ow = 0;
+      if (++oh == g.out_h) {
+        oh = 0;
+        ++n;
+      }
+    }
+  }
+}
+
+// The patch rows of output pixels [m0, m1) into `patches`, zeros where the
+// window hangs over the input's edge.
+template <typename T>
+void Im2Col(const WindowGeometry& g, const T* in, int64_t m0, int64_t m1, T* patches) {
+  const int64_t c = g.depth;
+  const int64_t tap_row = g.window_w * c;
+  ForEachPixel(g, m0, m1, [&](int64_t, int64_t n, int64_t ih0, int64_t iw0) {
+    const T* image = in + n * g.in_h * g.in_w * c;
+    const bool inside_w = g.dilation_w == 1 && iw0 >= 0 && iw0 + g.window_w <= g.in_w;
+    for (int64_t kh = 0; kh < g.window_h; ++kh, patches += tap_row) {
+      const int64_t ih = ih0 + kh * g.dilation_h;
+      if (ih < 0 || ih >= g.in_h) {
+        std::fill_n(patches, tap_row, T(0));
+        continue;
+      }
+      const T* src = image + ih * g.in_w * c;
+      if (inside_w) {
+        std::copy_n(src + iw0 * c, tap_row, patches);
+        continue;
+      }
+      for (int64_t kw = 0; kw < g.window_w; ++kw) {
+        const int64_t iw = iw0 + kw * g.dilation_w;
+        if (iw < 0 || iw >= g.in_w) {
+          std::fill_n(patches + kw * c, c, T(0));
+        } else {
+          std::copy_n(src + iw * c, c, patches + kw * c);
+        }
+      }
+    }
+  });
+}
+
+// Adds the patch gradients of output pixels [m0, m1) into the input
+// gradient `din`, pixel by pixel, tap by tap (the inverse of Im2Col).
+template <typename T>
+void Col2ImAdd(const WindowGeometry& g, const T* patches, int64_t m0, int64_t m1, T* din) {
+  const int64_t c = g.depth;
+  const int64_t tap_row = g.window_w * c;
+  ForEachPixel(g, m0, m1, [&](int64_t, int64_t n, int64_t ih0, int64_t iw0) {
+    T* image = din + n * g.in_h * g.in_w * c;
+    const bool inside_w = g.dilation_w == 1 && iw0 >= 0 && iw0 + g.window_w <= g.in_w;
+    for (int64_t kh = 0; kh < g.window_h; ++kh, patches += tap_row) {
+      const int64_t ih = ih0 + kh * g.dilation_h;
+      if (ih < 0 || ih >= g.in_h) continue;
+      T* dst = image + ih * g.in_w * c;
+      if (inside_w) {
+        Vec<T>(dst + iw0 * c, tap_row) += ConstVec<T>(patches, tap_row);
+        continue;
+      }
+      for (int64_t kw = 0; kw < g.window_w; ++kw) {
+        const int64_t iw = iw0 + kw * g.dilation_w;
+        if (iw >= 0 && iw < g.in_w) Vec<T>(dst + iw * c, c) += ConstVec<T>(patches + kw * c, c);
+      }
+    }
+  });
+}
+
+// The fewest output rows per block for which blocks b and b + 2 of an image
+// touch disjoint input rows: (rows + 1) * stride > span - 1... i.e. the
+// window of the next block's first row starts past this block's last.
+int64_t NonOverlappingRows(const WindowGeometry& g) {
+  const int64_t span = (g.window_h - 1) * g.dilation_h + 1;
+  if (span - 1 - g.stride_h < 0) return 1;
+  return (span - 1 - g.stride_h) / g.stride_h + 1;
+}
+
+// ------------------------------------------------------------ Conv2D
+
+template <typename T>
+void Conv2DForward(const WindowGeometry& g, int64_t out_depth, const T* in, const T* filter,
+                   T* out) {
+  const int64_t k = g.window_h * g.window_w * g.depth;
+  const bool pointwise = IsPointwise(g);
+  const ConvBlocks blocks(g, k * static_cast<int64_t>(sizeof(T)), 1);
+  const ConstMatMap<T> f(filter, k, out_depth);
+  ParallelRange(blocks.count(), 2 * blocks.max_pixels() * k * out_depth,
+                [&](int64_t b0, int64_t b1) {
+                  std::vector<T> patches(pointwise ? 0 : blocks.max_pixels() * k);
+                  for (int64_t b = b0; b < b1; ++b) {
+                    const auto [m0, m1] = blocks.Pixels(b);
+                    const T* lhs = in + m0 * k;
+                    if (!pointwise) {
+                      Im2Col(g, in, m0, m1, patches.data());
+                      lhs = patches.data();
+                    }
+                    MatMap<T>(out + m0 * out_depth, m1 - m0, out_depth).noalias() =
+                        ConstMatMap<T>(lhs, m1 - m0, k) * f;
+                  }
+                });
+}
+
+template <typename T>
+void Conv2DInputGradient(const WindowGeometry& g, int64_t out_depth, const T* filter, const T* dout,
+                         T* din) {
+  const int64_t k = g.window_h * g.window_w * g.depth;
+  const ConstMatMap<T> f(filter, k, out_depth);
+  if (IsPointwise(g)) {
+    const ConvBlocks blocks(g, k * static_cast<int64_t>(sizeof(T)), 1);
+    ParallelRange(blocks.count(), 2 * blocks.max_pixels() * k * out_depth,
+                  [&](int64_t b0, int64_t b1) {
+                    for (int64_t b = b0; b < b1; ++b) {
+                      const auto [m0, m1] = blocks.Pixels(b);
+                      MatMap<T>(din + m0 * k, m1 - m0, k).noalias() =
+                          ConstMatMap<T>(dout + m0 * out_depth, m1 - m0, out_depth) * f.transpose();
+                    }
+                  });
+    return;
+  }
+  const int64_t din_size = g.batch * g.in_h * g.in_w * g.depth;
+  ParallelForBlocks(din_size, 1, [&](int64_t b, int64_t e) { std::fill(din + b, din + e, T(0)); });
+  const ConvBlocks blocks(g, k * static_cast<int64_t>(sizeof(T)), NonOverlappingRows(g));
+  const int64_t cost = 2 * blocks.max_pixels() * k * out_depth;
+  auto run = [&](int64_t b0, int64_t b1, auto&& block_of) {
+    std::vector<T> patches(blocks.max_pixels() * k);
+    for (int64_t i = b0; i < b1; ++i) {
+      const auto [m0, m1] = blocks.Pixels(block_of(i));
+      MatMap<T>(patches.data(), m1 - m0, k).noalias() =
+          ConstMatMap<T>(dout + m0 * out_depth, m1 - m0, out_depth) * f.transpose();
+      Col2ImAdd(g, patches.data(), m0, m1, din);
+    }
+  };
+  if (!blocks.partial_images()) {
+    ParallelRange(blocks.count(), cost,
+                  [&](int64_t b0, int64_t b1) { run(b0, b1, [](int64_t b) { return b; }); });
+    return;
+  }
+  // Even blocks of each image, then odd ones.
+  const int64_t per_image = blocks.per_image();
+  for (int64_t phase = 0; phase < 2; ++phase) {
+    const int64_t in_phase = (per_image - phase + 1) / 2;  // per image
+    if (in_phase == 0) continue;
+    ParallelRange(g.batch * in_phase, cost, [&](int64_t b0, int64_t b1) {
+      run(b0, b1,
+          [&](int64_t i) { return (i / in_phase) * per_image + 2 * (i % in_phase) + phase; });
+    });
+  }
+}
+
+// Sums `parts` partial results of `size` elements each (part p at
+// partials + p * size) into out, in part order for every element.
+template <typename T>
+void SumPartials(const T* partials, int64_t parts, int64_t size, T* out) {
+  ParallelForBlocks(size, parts, [&](int64_t b, int64_t e) {
+    Vec<T> o(out + b, e - b);
+    o = ConstVec<T>(partials + b, e - b);
+    for (int64_t p = 1; p < parts; ++p) o += ConstVec<T>(partials + p * size + b, e - b);
+  });
+}
+
+// How many partials a reduction over `units` (blocks, rows) of work keeps,
+// each of `size` elements of T.
+template <typename T>
+int64_t GroupCount(int64_t units, int64_t size) {
+  const int64_t by_memory = kPartialBytes / std::max<int64_t>(1, size * sizeof(T));
+  return std::max<int64_t>(1, std::min({units, kMaxGroups, by_memory}));
+}
+
+template <typename T>
+void Conv2DFilterGradient(const WindowGeometry& g, int64_t out_depth, const T* in, const T* dout,
+                          T* dfilter) {
+  const int64_t k = g.window_h * g.window_w * g.depth;
+  const bool pointwise = IsPointwise(g);
+  const ConvBlocks blocks(g, k * static_cast<int64_t>(sizeof(T)), 1);
+  const int64_t size = k * out_depth;
+  const int64_t groups = GroupCount<T>(blocks.count(), size);
+  std::vector<T> partials(groups > 1 ? groups * size : 0);
+  const int64_t group_cost = 2 * blocks.max_pixels() * size * blocks.count() / groups;
+  ParallelRange(groups, group_cost, [&](int64_t g0, int64_t g1) {
+    std::vector<T> patches(pointwise ? 0 : blocks.max_pixels() * k);
+    for (int64_t group = g0; group < g1; ++group) {
+      MatMap<T> acc(groups > 1 ? partials.data() + group * size : dfilter, k, out_depth);
+      const int64_t first = group * blocks.count() / groups;
+      const int64_t last = (group + 1) * blocks.count() / groups;
+      for (int64_t b = first; b < last; ++b) {
+        const auto [m0, m1] = blocks.Pixels(b);
+        const T* lhs = in + m0 * k;
+        if (!pointwise) {
+          Im2Col(g, in, m0, m1, patches.data());
+          lhs = patches.data();
+        }
+        const auto product = ConstMatMap<T>(lhs, m1 - m0, k).transpose() *
+                             ConstMatMap<T>(dout + m0 * out_depth, m1 - m0, out_depth);
+        if (b == first) {
+          acc.noalias() = product;
+        } else {
+          acc.noalias() += product;
+        }
+      }
+    }
+  });
+  if (groups > 1) SumPartials(partials.data(), groups, size, dfilter);
+}
+
+// ------------------------------------------------------------ depthwise
+
+// acc[c * mult + m] += x[c] * f[c * mult + m].
+template <typename T>
+void MultiplyAdd(const T* x, const T* f, int64_t depth, int64_t mult, T* acc) {
+  if (mult == 1) {
+    Vec<T>(acc, depth) += ConstVec<T>(x, depth) * ConstVec<T>(f, depth);
+    return;
+  }
+  for (int64_t c = 0; c < depth; ++c) {
+    Vec<T>(acc + c * mult, mult) += x[c] * ConstVec<T>(f + c * mult, mult);
+  }
+}
+
+template <typename T>
+void DepthwiseForward(const WindowGeometry& g, int64_t mult, const T* in, const T* filter, T* out) {
+  const int64_t depth = g.depth;
+  const int64_t out_depth = depth * mult;
+  const int64_t cost = g.out_w * g.window_h * g.window_w * out_depth * 2;
+  ParallelRange(g.batch * g.out_h, cost, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t n = r / g.out_h;
+      const int64_t oh = r % g.out_h;
+      const T* image = in + n * g.in_h * g.in_w * depth;
+      for (int64_t ow = 0; ow < g.out_w; ++ow) {
+        T* acc = out + (r * g.out_w + ow) * out_depth;
+        std::fill_n(acc, out_depth, T(0));
+        for (int64_t kh = 0; kh < g.window_h; ++kh) {
+          const int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dilation_h;
+          if (ih < 0 || ih >= g.in_h) continue;
+          for (int64_t kw = 0; kw < g.window_w; ++kw) {
+            const int64_t iw = ow * g.stride_w - g.pad_left + kw * g.dilation_w;
+            if (iw < 0 || iw >= g.in_w) continue;
+            MultiplyAdd(image + (ih * g.in_w + iw) * depth,
+                        filter + (kh * g.window_w + kw) * out_depth, depth, mult, acc);
+          }
+        }
+      }
+    }
+  });
+}
+
+// The output position that tap k of a window reads input position i from,
+// or -1 if none does.
+int64_t OutputOfTap(int64_t i, int64_t k, int64_t pad, int64_t stride, int64_t dilation,
+                    int64_t out_size) {
+  const int64_t t = i + pad - k * dilation;
+  if (t < 0 || t % stride != 0 || t / stride >= out_size) return -1;
+  return t / stride;
+}
+
+template <typename T>
+void DepthwiseInputGradient(const WindowGeometry& g, int64_t mult, const T* filter, const T* dout,
+                            T* din) {
+  const int64_t depth = g.depth;
+  const int64_t out_depth = depth * mult;
+  const int64_t cost = g.in_w * g.window_h * g.window_w * out_depth * 2;
+  ParallelRange(g.batch * g.in_h, cost, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t n = r / g.in_h;
+      const int64_t ih = r % g.in_h;
+      for (int64_t iw = 0; iw < g.in_w; ++iw) {
+        T* acc = din + (r * g.in_w + iw) * depth;
+        std::fill_n(acc, depth, T(0));
+        for (int64_t kh = 0; kh < g.window_h; ++kh) {
+          const int64_t oh = OutputOfTap(ih, kh, g.pad_top, g.stride_h, g.dilation_h, g.out_h);
+          if (oh < 0) continue;
+          for (int64_t kw = 0; kw < g.window_w; ++kw) {
+            const int64_t ow = OutputOfTap(iw, kw, g.pad_left, g.stride_w, g.dilation_w, g.out_w);
+            if (ow < 0) continue;
+            const T* d = dout + ((n * g.out_h + oh) * g.out_w + ow) * out_depth;
+            const T* f = filter + (kh * g.window_w + kw) * out_depth;
+            if (mult == 1) {
+              Vec<T>(acc, depth) += ConstVec<T>(d, depth) * ConstVec<T>(f, depth);
+            } else {
+              for (int64_t c = 0; c < depth; ++c) {
+                acc[c] += (ConstVec<T>(d + c * mult, mult) * ConstVec<T>(f + c * mult, mult)).sum();
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void DepthwiseFilterGradient(const WindowGeometry& g, int64_t mult, const T* in, const T* dout,
+                             T* dfilter) {
+  const int64_t depth = g.depth;
+  const int64_t out_depth = depth * mult;
+  const int64_t size = g.window_h * g.window_w * out_depth;
+  const int64_t rows = g.batch * g.out_h;
+  const int64_t groups = GroupCount<T>(rows, size);
+  std::vector<T> partials(groups * size);
+  const int64_t group_cost = 2 * size * g.out_w * rows / groups;
+  ParallelRange(groups, group_cost, [&](int64_t g0, int64_t g1) {
+    for (int64_t group = g0; group < g1; ++group) {
+      T* acc = partials.data() + group * size;
+      std::fill_n(acc, size, T(0));
+      for (int64_t r = group * rows / groups; r < (group + 1) * rows / groups; ++r) {
+        const int64_t n = r / g.out_h;
+        const int64_t oh = r % g.out_h;
+        const T* image = in + n * g.in_h * g.in_w * depth;
+        for (int64_t ow = 0; ow < g.out_w; ++ow) {
+          const T* d = dout + (r * g.out_w + ow) * out_depth;
+          for (int64_t kh = 0; kh < g.window_h; ++kh) {
+            const int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dilation_h;
+            if (ih < 0 || ih >= g.in_h) continue;
+            for (int64_t kw = 0; kw < g.window_w; ++kw) {
+              const int64_t iw = ow * g.stride_w - g.pad_left + kw * g.dilation_w;
+              if (iw < 0 || iw >= g.in_w) continue;
+              // dfilter[kh, kw, c, m] += x[c] * dout[c * mult + m]
+              MultiplyAdd(image + (ih * g.in_w + iw) * depth, d, depth, mult,
+                          acc + (kh * g.window_w + kw) * out_depth);
+            }
+          }
+        }
+      }
+    }
+  });
+  SumPartials(partials.data(), groups, size, dfilter);
+}
+
+// ------------------------------------------------------------ kernels
+
+enum class Pass { kForward, kInput, kFilter };
+
+// One pass of a convolution: the forward op (input, filter), BackpropInput
+// (input_sizes, filter, out_backprop) or BackpropFilter (input,
+// filter_sizes, out_backprop).
+template <typename T>
+Status ConvPassCompute(KernelContext& ctx, ConvKind kind, Pass pass, const WindowAttrs& attrs) {
+  TensorShape input = ctx.input(0).shape();
+  TensorShape filter = ctx.input(1).shape();
+  if (pass == Pass::kInput) {
+    CKFLOW_ASSIGN_OR_RETURN(input, ShapeFromTensor(ctx.input(0), "input_sizes"));
+  } else if (pass == Pass::kFilter) {
+    CKFLOW_ASSIGN_OR_RETURN(filter, ShapeFromTensor(ctx.input(1), "filter_sizes"));
+  }
+  CKFLOW_ASSIGN_OR_RETURN(ConvShapes s, ResolveConv(kind, input, filter, attrs));
+  if (pass != Pass::kForward) {
+    CKFLOW_RETURN_IF_ERROR(CheckBackpropShape(ctx.input(2), s, input, filter));
+  }
+  // The two tensors multiplied, and the product's shape.
+  const Tensor& a = ctx.input(pass == Pass::kInput ? 1 : 0);
+  const Tensor& b = ctx.input(pass == Pass::kForward ? 1 : 2);
+  const TensorShape& shape = pass == Pass::kForward ? s.output
+                             : pass == Pass::kInput ? input
+                                                    : filter;
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, a.dtype(), shape));
+  if (out->NumElements() == 0) return OkStatus();
+  T* o = out->flat<T>().data();
+  if (a.NumElements() == 0 || b.NumElements() == 0) {  // sums of nothing
+    std::fill_n(o, out->NumElements(), T(0));
+    return OkStatus();
+  }
+  const T* pa = a.flat<T>().data();
+  const T* pb = b.flat<T>().data();
+  const bool conv = kind == ConvKind::kConv2D;
+  if (pass == Pass::kForward && conv) Conv2DForward(s.g, s.out_depth, pa, pb, o);
+  if (pass == Pass::kForward && !conv) DepthwiseForward(s.g, s.multiplier, pa, pb, o);
+  if (pass == Pass::kInput && conv) Conv2DInputGradient(s.g, s.out_depth, pa, pb, o);
+  if (pass == Pass::kInput && !conv) DepthwiseInputGradient(s.g, s.multiplier, pa, pb, o);
+  if (pass == Pass::kFilter && conv) Conv2DFilterGradient(s.g, s.out_depth, pa, pb, o);
+  if (pass == Pass::kFilter && !conv) DepthwiseFilterGradient(s.g, s.multiplier, pa, pb, o);
+  return OkStatus();
+}
+
+template <ConvKind kKind, Pass kPass>
+StatusOr<Kernel> ConvKernel(const Node& node) {
+  CKFLOW_ASSIGN_OR_RETURN(WindowAttrs attrs, ParseConvAttrs(node.attrs()));
+  return DispatchFloat(node.output_type(0), [attrs](auto tag) -> StatusOr<Kernel> {
+    using T = typename decltype(tag)::type;
+    return Kernel(
+        [attrs](KernelContext& ctx) { return ConvPassCompute<T>(ctx, kKind, kPass, attrs); });
+  });
+}
+
+template <ConvKind kKind>
+Status RegisterConvKind(OpRegistry& r, const std::string& type) {
+  CKFLOW_RETURN_IF_ERROR(
+      RegisterOp(r, {.type = type,
+                     .inputs = {"input", "filter"},
+                     .shape_fn = [](InferenceContext& c) { return ConvShapeFn(c, kKind); },
+                     .kernel_factory = ConvKernel<kKind, Pass::kForward>}));
+  CKFLOW_RETURN_IF_ERROR(RegisterOp(
+      r, {.type = type + "BackpropInput",
+          .inputs = {"input_sizes", "filter", "out_backprop"},
+          .shape_fn = [](InferenceContext& c) { return ConvBackpropShapeFn(c, kKind, true); },
+          .kernel_factory = ConvKernel<kKind, Pass::kInput>}));
+  return RegisterOp(
+      r, {.type = type + "BackpropFilter",
+          .inputs = {"input", "filter_sizes", "out_backprop"},
+          .shape_fn = [](InferenceContext& c) { return ConvBackpropShapeFn(c, kKind, false); },
+          .kernel_factory = ConvKernel<kKind, Pass::kFilter>});
+}
+
+}  // namespace
+}  // namespace internal
+
+Status RegisterConvOps(OpRegistry& r) {
+  using internal::ConvKind;
+  CKFLOW_RETURN_IF_ERROR(internal::RegisterConvKind<ConvKind::kConv2D>(r, "Conv2D"));
+  return internal::RegisterConvKind<ConvKind::kDepthwise>(r, "DepthwiseConv2dNative");
+}
+
+// ---------------------------------------------------------------- builders
+
+namespace ops {
+namespace {
+
+AttrMap ConvAttrMap(const Conv2DAttrs& attrs) {
+  AttrMap m;
+  m.Set("strides", attrs.strides);
+  m.Set("padding", attrs.padding);
+  m.Set("explicit_paddings", attrs.explicit_paddings);
+  m.Set("dilations", attrs.dilations);
+  m.Set("data_format", attrs.data_format);
+  return m;
+}
+
+}  // namespace
+
+Output Conv2D(const Scope& scope, Input input, Input filter, const Conv2DAttrs& attrs) {
+  return internal::BuildOp(scope, "Conv2D", {input, filter}, ConvAttrMap(attrs));
+}
+Output Conv2DBackpropInput(const Scope& scope, Input input_sizes, Input filter, Input out_backprop,
+                           const Conv2DAttrs& attrs) {
+  return internal::BuildOp(scope, "Conv2DBackpropInput", {input_sizes, filter, out_backprop},
+                           ConvAttrMap(attrs));
+}
+Output Conv2DBackpropFilter(const Scope& scope, Input input, Input filter_sizes, Input out_backprop,
+                            const Conv2DAttrs& attrs) {
+  return internal::BuildOp(scope, "Conv2DBackpropFilter", {input, filter_sizes, out_backprop},
+                           ConvAttrMap(attrs));
+}
+
+Output DepthwiseConv2dNative(const Scope& scope, Input input, Input filter,
+                             const Conv2DAttrs& attrs) {
+  return internal::BuildOp(scope, "DepthwiseConv2dNative", {input, filter}, ConvAttrMap(attrs));
+}
+Output DepthwiseConv2dNativeBackpropInput(const Scope& scope, Input input_sizes, Input filter,
+                                          Input out_backprop, const Conv2DAttrs& attrs) {
+  return internal::BuildOp(scope, "DepthwiseConv2dNativeBackpropInput",
+                           {input_sizes, filter, out_backprop}, ConvAttrMap(attrs));
+}
+Output DepthwiseConv2dNativeBackpropFilter(const Scope& scope, Input input, Input filter_sizes,
+                                           Input out_backprop, const Conv2DAttrs& attrs) {
+  return internal::BuildOp(scope, "DepthwiseConv2dNativeBackpropFilter",
+                           {input, filter_sizes, out_backprop}, ConvAttrMap(attrs));
+}
+
+}  // namespace ops
+}  // namespace ckflow

@@ -1,0 +1,360 @@
+// Pooling: MaxPool, AvgPool and their gradient ops.
+//
+// The forward kernels split the output rows over workers and reduce each
+// window in row-major order, vectorized over channels. The gradients are
+// written so that every input-gradient element is owned by one worker and
+// sums its parts in TensorFlow's order (output pixels in row-major order):
+//  - MaxPoolGrad splits images and blocks of channels; for each output
+//    pixel it finds again the first maximum of the window (TensorFlow's
+//    scan: the first element, then any strictly greater one) and adds the
+//    gradient there.
+//  - AvgPoolGrad gathers, for each input pixel, grad / window count from
+//    the output pixels whose windows hold it, with TensorFlow's factor
+//    1 / count.
+// So the results are bit-identical on any number of threads.
+
+#include "ops/pooling_ops.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ops/ops_internal.h"
+#include "ops/standard_ops.h"
+#include "ops/window_internal.h"
+
+namespace ckflow {
+namespace internal {
+namespace {
+
+template <typename T>
+using Vec = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <typename T>
+using ConstVec = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+// Channels per task of MaxPoolGrad.
+constexpr int64_t kChannelBlock = 64;
+
+// ------------------------------------------------------------ shapes
+
+StatusOr<PartialShape> PoolOutputShape(const PartialShape& input, const std::string& input_desc,
+                                       const WindowAttrs& attrs) {
+  StatusOr<PartialShape> out = WindowedOutputShape(input, attrs.window_h, attrs.window_w,
+                                                   input.known_rank() ? input.dim(3) : -1, attrs);
+  if (!out.ok()) return InvalidArgumentError(out.status().message(), ": ", input_desc);
+  return out;
+}
+
+// MaxPool, AvgPool: (input).
+Status PoolShapeFn(InferenceContext& c, std::string_view arg) {
+  CKFLOW_ASSIGN_OR_RETURN(WindowAttrs attrs, ParsePoolAttrs(*c.attrs));
+  CKFLOW_RETURN_IF_ERROR(CheckDtype(c, 0, arg, kFloatTypes));
+  CKFLOW_RETURN_IF_ERROR(CheckRank(c, 0, arg, 4, 4));
+  CKFLOW_ASSIGN_OR_RETURN(
+      PartialShape out,
+      PoolOutputShape(c.input_shapes[0], DescribeShape(arg, c.input_shapes[0], InputName(c, 0)),
+                      attrs));
+  c.AddOutput(c.input_types[0], std::move(out));
+  return OkStatus();
+}
+
+// Checks that input i, a gradient or output of the pooling, fits `out`.
+Status CheckPooledShape(const InferenceContext& c, int i, std::string_view arg,
+                        const PartialShape& out, const std::string& input_desc) {
+  if (c.input_shapes[i].IsCompatibleWith(out)) return OkStatus();
+  return InvalidArgumentError(DescribeShape(arg, c.input_shapes[i], InputName(c, i)),
+                              ", but the pooling's output is ", out.ToString(), ": ", input_desc);
+}
+
+// MaxPoolGrad: (orig_input, orig_output, grad).
+Status MaxPoolGradShapeFn(InferenceContext& c) {
+  CKFLOW_ASSIGN_OR_RETURN(WindowAttrs attrs, ParsePoolAttrs(*c.attrs));
+  CKFLOW_RETURN_IF_ERROR(CheckDtype(c, 0, "orig_input", kFloatTypes));
+  CKFLOW_RETURN_IF_ERROR(CheckSameDtype(c, 0, "orig_input", 1, "orig_output"));
+  CKFLOW_RETURN_IF_ERROR(CheckSameDtype(c, 0, "orig_input", 2, "grad"));
+  for (int i = 0; i < 3; ++i) {
+    CKFLOW_RETURN_IF_ERROR(
+        CheckRank(c, i, std::array{"orig_input", "orig_output", "grad"}[i], 4, 4));
+  }
+  const std::string input_desc = DescribeShape("orig_input", c.input_shapes[0], InputName(c, 0));
+  CKFLOW_ASSIGN_OR_RETURN(PartialShape out, PoolOutputShape(c.input_shapes[0], input_desc, attrs));
+  CKFLOW_RETURN_IF_ERROR(CheckPooledShape(c, 1, "orig_output", out, input_desc));
+  CKFLOW_RETURN_IF_ERROR(CheckPooledShape(c, 2, "grad", out, input_desc));
+  c.AddOutput(c.input_types[0],
+              c.input_shapes[0].known_rank() ? c.input_shapes[0] : PartialShape({-1, -1, -1, -1}));
+  return OkStatus();
+}
+
+// AvgPoolGrad: (orig_input_shape, grad).
+Status AvgPoolGradShapeFn(InferenceContext& c) {
+  CKFLOW_ASSIGN_OR_RETURN(WindowAttrs attrs, ParsePoolAttrs(*c.attrs));
+  CKFLOW_RETURN_IF_ERROR(CheckDtype(c, 1, "grad", kFloatTypes));
+  CKFLOW_RETURN_IF_ERROR(CheckRank(c, 1, "grad", 4, 4));
+  CKFLOW_ASSIGN_OR_RETURN(PartialShape input, ShapeOfSizesInput(c, 0, "orig_input_shape"));
+  const std::string input_desc = DescribeShape("orig_input_shape", input, InputName(c, 0));
+  CKFLOW_ASSIGN_OR_RETURN(PartialShape out, PoolOutputShape(input, input_desc, attrs));
+  CKFLOW_RETURN_IF_ERROR(CheckPooledShape(c, 1, "grad", out, input_desc));
+  c.AddOutput(c.input_types[1], std::move(input));
+  return OkStatus();
+}
+
+// The run-time geometry of pooling `input`, and its output shape.
+struct PoolShapes {
+  WindowGeometry g;
+  TensorShape output;
+};
+
+StatusOr<PoolShapes> ResolvePool(const TensorShape& input, std::string_view arg,
+                                 const WindowAttrs& attrs) {
+  if (input.rank() != 4) {
+    return InvalidArgumentError(arg, " is ", input.ToString(), ", but must have rank 4");
+  }
+  StatusOr<WindowGeometry> g = ComputeGeometry(input, attrs.window_h, attrs.window_w, attrs);
+  if (!g.ok()) {
+    return InvalidArgumentError(g.status().message(), ": ", arg, " is ", input.ToString());
+  }
+  return PoolShapes{*g, TensorShape({g->batch, g->out_h, g->out_w, g->depth})};
+}
+
+Status CheckPooled(const Tensor& t, std::string_view arg, const PoolShapes& s,
+                   const TensorShape& input) {
+  if (t.shape() == s.output) return OkStatus();
+  return InvalidArgumentError(arg, " is ", t.shape().ToString(), ", but the pooling's output is ",
+                              s.output.ToString(), ": the input is ", input.ToString());
+}
+
+// The input rows [begin, end) the window of output row `o` covers.
+std::pair<int64_t, int64_t> WindowRange(int64_t o, int64_t stride, int64_t pad, int64_t window,
+                                        int64_t in) {
+  const int64_t start = o * stride - pad;
+  return {std::max<int64_t>(0, start), std::min(in, start + window)};
+}
+
+// ------------------------------------------------------------ kernels
+
+template <typename T, bool kMax>
+Status PoolCompute(KernelContext& ctx, const WindowAttrs& attrs) {
+  const Tensor& input = ctx.input(0);
+  CKFLOW_ASSIGN_OR_RETURN(PoolShapes s,
+                          ResolvePool(input.shape(), kMax ? "input" : "value", attrs));
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, input.dtype(), s.output));
+  if (out->NumElements() == 0) return OkStatus();
+  const WindowGeometry& g = s.g;
+  const int64_t depth = g.depth;
+  const T* in = input.flat<T>().data();
+  T* o = out->flat<T>().data();
+  const int64_t cost =
+      g.out_w * std::min(g.window_h, g.in_h) * std::min(g.window_w, g.in_w) * depth;
+  ParallelRange(g.batch * g.out_h, cost, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t n = r / g.out_h;
+      const auto [h0, h1] = WindowRange(r % g.out_h, g.stride_h, g.pad_top, g.window_h, g.in_h);
+      for (int64_t ow = 0; ow < g.out_w; ++ow) {
+        const auto [w0, w1] = WindowRange(ow, g.stride_w, g.pad_left, g.window_w, g.in_w);
+        Vec<T> acc(o + (r * g.out_w + ow) * depth, depth);
+        bool first = true;
+        for (int64_t h = h0; h < h1; ++h) {
+          for (int64_t w = w0; w < w1; ++w) {
+            ConstVec<T> v(in + ((n * g.in_h + h) * g.in_w + w) * depth, depth);
+            if (first) {
+              acc = v;
+              first = false;
+            } else if constexpr (kMax) {
+              acc = acc.max(v);
+            } else {
+              acc += v;
+            }
+          }
+        }
+        if constexpr (!kMax) acc /= static_cast<T>((h1 - h0) * (w1 - w0));
+      }
+    }
+  });
+  return OkStatus();
+}
+
+template <typename T>
+Status MaxPoolGradCompute(KernelContext& ctx, const WindowAttrs& attrs) {
+  const Tensor& input = ctx.input(0);
+  CKFLOW_ASSIGN_OR_RETURN(PoolShapes s, ResolvePool(input.shape(), "orig_input", attrs));
+  CKFLOW_RETURN_IF_ERROR(CheckPooled(ctx.input(1), "orig_output", s, input.shape()));
+  CKFLOW_RETURN_IF_ERROR(CheckPooled(ctx.input(2), "grad", s, input.shape()));
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, input.dtype(), input.shape()));
+  const int64_t size = out->NumElements();
+  if (size == 0) return OkStatus();
+  const WindowGeometry& g = s.g;
+  const int64_t depth = g.depth;
+  const T* in = input.flat<T>().data();
+  const T* grad = ctx.input(2).flat<T>().data();
+  T* din = out->flat<T>().data();
+  ParallelForBlocks(size, 1, [&](int64_t b, int64_t e) { std::fill(din + b, din + e, T(0)); });
+  const int64_t blocks = (depth + kChannelBlock - 1) / kChannelBlock;
+  const int64_t cost = g.out_h * g.out_w * std::min(g.window_h, g.in_h) *
+                       std::min(g.window_w, g.in_w) * std::min(depth, kChannelBlock);
+  ParallelRange(g.batch * blocks, cost, [&](int64_t t0, int64_t t1) {
+    std::vector<T> best(kChannelBlock);
+    std::vector<int64_t> arg(kChannelBlock);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t n = t / blocks;
+      const int64_t c0 = (t % blocks) * kChannelBlock;
+      const int64_t width = std::min(kChannelBlock, depth - c0);
+      const T* image = in + n * g.in_h * g.in_w * depth + c0;
+      T* dimage = din + n * g.in_h * g.in_w * depth + c0;
+      for (int64_t oh = 0; oh < g.out_h; ++oh) {
+        const auto [h0, h1] = WindowRange(oh, g.stride_h, g.pad_top, g.window_h, g.in_h);
+        for (int64_t ow = 0; ow < g.out_w; ++ow) {
+          const auto [w0, w1] = WindowRange(ow, g.stride_w, g.pad_left, g.window_w, g.in_w);
+          bool first = true;
+          for (int64_t h = h0; h < h1; ++h) {
+            for (int64_t w = w0; w < w1; ++w) {
+              const int64_t pixel = h * g.in_w + w;
+              const T* v = image + pixel * depth;
+              for (int64_t c = 0; c < width; ++c) {
+                if (first || best[c] < v[c]) {
+                  best[c] = v[c];
+                  arg[c] = pixel;
+                }
+              }
+              first = false;
+            }
+          }
+          const T* gr = grad + ((n * g.out_h + oh) * g.out_w + ow) * depth + c0;
+          for (int64_t c = 0; c < width; ++c) dimage[arg[c] * depth + c] += gr[c];
+        }
+      }
+    }
+  });
+  return OkStatus();
+}
+
+template <typename T>
+Status AvgPoolGradCompute(KernelContext& ctx, const WindowAttrs& attrs) {
+  CKFLOW_ASSIGN_OR_RETURN(TensorShape input, ShapeFromTensor(ctx.input(0), "orig_input_shape"));
+  CKFLOW_ASSIGN_OR_RETURN(PoolShapes s, ResolvePool(input, "orig_input_shape", attrs));
+  const Tensor& grad = ctx.input(1);
+  CKFLOW_RETURN_IF_ERROR(CheckPooled(grad, "grad", s, input));
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, grad.dtype(), input));
+  if (out->NumElements() == 0) return OkStatus();
+  const WindowGeometry& g = s.g;
+  const int64_t depth = g.depth;
+  // TensorFlow's factor per output pixel, 1 / (rows * columns in its
+  // window), as T(1.0 / count).
+  std::vector<int64_t> rows(g.out_h), cols(g.out_w);
+  for (int64_t oh = 0; oh < g.out_h; ++oh) {
+    const auto [h0, h1] = WindowRange(oh, g.stride_h, g.pad_top, g.window_h, g.in_h);
+    rows[oh] = h1 - h0;
+  }
+  for (int64_t ow = 0; ow < g.out_w; ++ow) {
+    const auto [w0, w1] = WindowRange(ow, g.stride_w, g.pad_left, g.window_w, g.in_w);
+    cols[ow] = w1 - w0;
+  }
+  // The output rows (or columns) whose windows hold input row i.
+  auto outputs_of = [](int64_t i, int64_t stride, int64_t pad, int64_t window, int64_t out) {
+    const int64_t last = (i + pad) / stride;  // i + pad >= 0 and start <= i
+    const int64_t t = i + pad - window + 1;   // start + window > i
+    const int64_t first = t <= 0 ? 0 : (t + stride - 1) / stride;
+    return std::pair<int64_t, int64_t>{first, std::min(out, last + 1)};
+  };
+  const T* gr = grad.flat<T>().data();
+  T* din = out->flat<T>().data();
+  const int64_t cost = g.in_w * depth * std::max<int64_t>(1, g.window_h / g.stride_h) *
+                       std::max<int64_t>(1, g.window_w / g.stride_w);
+  ParallelRange(g.batch * g.in_h, cost, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t n = r / g.in_h;
+      const auto [oh0, oh1] = outputs_of(r % g.in_h, g.stride_h, g.pad_top, g.window_h, g.out_h);
+      for (int64_t iw = 0; iw < g.in_w; ++iw) {
+        const auto [ow0, ow1] = outputs_of(iw, g.stride_w, g.pad_left, g.window_w, g.out_w);
+        Vec<T> acc(din + (r * g.in_w + iw) * depth, depth);
+        acc.setZero();
+        for (int64_t oh = oh0; oh < oh1; ++oh) {
+          for (int64_t ow = ow0; ow < ow1; ++ow) {
+            const T coeff = static_cast<T>(1.0 / static_cast<double>(rows[oh] * cols[ow]));
+            acc += ConstVec<T>(gr + ((n * g.out_h + oh) * g.out_w + ow) * depth, depth) * coeff;
+          }
+        }
+      }
+    }
+  });
+  return OkStatus();
+}
+
+template <Status (*kCompute)(KernelContext&, const WindowAttrs&)>
+Kernel WithAttrs(const WindowAttrs& attrs) {
+  return [attrs](KernelContext& ctx) { return kCompute(ctx, attrs); };
+}
+
+enum class PoolOp { kMaxPool, kMaxPoolGrad, kAvgPool, kAvgPoolGrad };
+
+template <PoolOp kOp>
+StatusOr<Kernel> PoolKernel(const Node& node) {
+  CKFLOW_ASSIGN_OR_RETURN(WindowAttrs attrs, ParsePoolAttrs(node.attrs()));
+  return DispatchFloat(node.output_type(0), [&attrs](auto tag) -> StatusOr<Kernel> {
+    using T = typename decltype(tag)::type;
+    if constexpr (kOp == PoolOp::kMaxPool) return WithAttrs<PoolCompute<T, true>>(attrs);
+    if constexpr (kOp == PoolOp::kAvgPool) return WithAttrs<PoolCompute<T, false>>(attrs);
+    if constexpr (kOp == PoolOp::kMaxPoolGrad) return WithAttrs<MaxPoolGradCompute<T>>(attrs);
+    if constexpr (kOp == PoolOp::kAvgPoolGrad) return WithAttrs<AvgPoolGradCompute<T>>(attrs);
+  });
+}
+
+}  // namespace
+}  // namespace internal
+
+Status RegisterPoolingOps(OpRegistry& r) {
+  using namespace internal;  // NOLINT: the kernels above
+  CKFLOW_RETURN_IF_ERROR(
+      RegisterOp(r, {.type = "MaxPool",
+                     .inputs = {"input"},
+                     .shape_fn = [](InferenceContext& c) { return PoolShapeFn(c, "input"); },
+                     .kernel_factory = PoolKernel<PoolOp::kMaxPool>}));
+  CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "MaxPoolGrad",
+                                        .inputs = {"orig_input", "orig_output", "grad"},
+                                        .shape_fn = MaxPoolGradShapeFn,
+                                        .kernel_factory = PoolKernel<PoolOp::kMaxPoolGrad>}));
+  CKFLOW_RETURN_IF_ERROR(
+      RegisterOp(r, {.type = "AvgPool",
+                     .inputs = {"value"},
+                     .shape_fn = [](InferenceContext& c) { return PoolShapeFn(c, "value"); },
+                     .kernel_factory = PoolKernel<PoolOp::kAvgPool>}));
+  return RegisterOp(r, {.type = "AvgPoolGrad",
+                        .inputs = {"orig_input_shape", "grad"},
+                        .shape_fn = AvgPoolGradShapeFn,
+                        .kernel_factory = PoolKernel<PoolOp::kAvgPoolGrad>});
+}
+
+// ---------------------------------------------------------------- builders
+
+namespace ops {
+namespace {
+
+AttrMap PoolAttrMap(const PoolAttrs& attrs) {
+  AttrMap m;
+  m.Set("ksize", attrs.ksize);
+  m.Set("strides", attrs.strides);
+  m.Set("padding", attrs.padding);
+  m.Set("data_format", attrs.data_format);
+  return m;
+}
+
+}  // namespace
+
+Output MaxPool(const Scope& scope, Input input, const PoolAttrs& attrs) {
+  return internal::BuildOp(scope, "MaxPool", {input}, PoolAttrMap(attrs));
+}
+Output MaxPoolGrad(const Scope& scope, Input orig_input, Input orig_output, Input grad,
+                   const PoolAttrs& attrs) {
+  return internal::BuildOp(scope, "MaxPoolGrad", {orig_input, orig_output, grad},
+                           PoolAttrMap(attrs));
+}
+Output AvgPool(const Scope& scope, Input value, const PoolAttrs& attrs) {
+  return internal::BuildOp(scope, "AvgPool", {value}, PoolAttrMap(attrs));
+}
+Output AvgPoolGrad(const Scope& scope, Input orig_input_shape, Input grad, const PoolAttrs& attrs) {
+  return internal::BuildOp(scope, "AvgPoolGrad", {orig_input_shape, grad}, PoolAttrMap(attrs));
+}
+
+}  // namespace ops
+}  // namespace ckflow
