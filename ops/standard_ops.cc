@@ -14,6 +14,7 @@ Status RegisterStandardOps(OpRegistry& registry) {
   using RegisterFn = Status (*)(OpRegistry&);
   for (RegisterFn register_group : {
            RegisterArrayOps,
+           RegisterArraySlicingOps,
            RegisterMathOps,
            RegisterComparisonOps,
            RegisterReductionOps,
