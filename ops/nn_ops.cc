@@ -35,8 +35,79 @@ struct TanhFn : CwiseTraits {
   }
 };
 
+struct Relu6Fn : CwiseTraits {
+  template <typename A>
+  static auto Eval(const A& a) {
+    using S = typename A::Scalar;
+    return a.max(S(0)).min(S(6));
+  }
+};
+struct EluFn : CwiseTraits {
+  static constexpr int64_t kCost = kTranscendentalCost;
+  template <typename A>
+  static auto Eval(const A& a) {
+    using S = typename A::Scalar;
+    return (a < S(0)).select(a.exp() - S(1), a);
+  }
+};
+// SELU's constants (Klambauer et al. 2017), as TensorFlow rounds them.
+constexpr double kSeluScale = 1.0507009873554804934193349852946;
+constexpr double kSeluScaleAlpha = 1.7580993408473768599402175208123;
+struct SeluFn : CwiseTraits {
+  static constexpr int64_t kCost = kTranscendentalCost;
+  template <typename A>
+  static auto Eval(const A& a) {
+    using S = typename A::Scalar;
+    return (a < S(0)).select(S(kSeluScaleAlpha) * (a.exp() - S(1)), S(kSeluScale) * a);
+  }
+};
+// TensorFlow's numerically stable softplus: x where exp(-x) is below the
+// dtype's epsilon relative to x, exp(x) where exp(x) is, log1p(exp(x))
+// between. The threshold is log(epsilon) + 2 (-13.94 for float32, -34.04
+// for float64).
+struct SoftplusFn : CwiseTraits {
+  static constexpr int64_t kCost = 2 * kTranscendentalCost;
+  template <typename A>
+  static auto Eval(const A& a) {
+    using S = typename A::Scalar;
+    const S threshold = std::log(std::numeric_limits<S>::epsilon()) + S(2);
+    return (a > -threshold).select(a, (a < threshold).select(a.exp(), a.exp().log1p()));
+  }
+};
+
 struct GradTraits : CwiseTraits {
   static constexpr bool kBroadcasts = false;
+};
+// Zero at both kinks, 0 and 6, as TensorFlow: `features` may then be
+// Relu6's input or its output.
+struct Relu6GradFn : GradTraits {  // (gradients, features)
+  template <typename A, typename B>
+  static auto Eval(const A& g, const B& f) {
+    using S = typename A::Scalar;
+    return g * ((f > S(0)) && (f < S(6))).template cast<S>();
+  }
+};
+struct EluGradFn : GradTraits {  // (gradients, outputs)
+  template <typename A, typename B>
+  static auto Eval(const A& g, const B& y) {
+    using S = typename A::Scalar;
+    return (y < S(0)).select((y + S(1)) * g, g);
+  }
+};
+struct SeluGradFn : GradTraits {  // (gradients, outputs)
+  template <typename A, typename B>
+  static auto Eval(const A& g, const B& y) {
+    using S = typename A::Scalar;
+    return (y < S(0)).select(g * (y + S(kSeluScaleAlpha)), g * S(kSeluScale));
+  }
+};
+struct SoftplusGradFn : GradTraits {  // (gradients, features)
+  static constexpr int64_t kCost = kTranscendentalCost;
+  template <typename A, typename B>
+  static auto Eval(const A& g, const B& f) {
+    using S = typename A::Scalar;
+    return g / ((-f).exp() + S(1));
+  }
 };
 struct ReluGradFn : GradTraits {  // (gradients, features)
   template <typename A, typename B>
@@ -65,6 +136,50 @@ struct SigmoidCrossEntropyFn : GradTraits {  // (logits, labels)
     return x.max(S(0)) - x * z + (-x.abs()).exp().log1p();
   }
 };
+
+// ----------------------------------------------------------- LeakyRelu
+
+// LeakyRelu (features) and LeakyReluGrad (gradients, features): their
+// attribute alpha scales what passes where features <= 0.
+Status LeakyReluShapeFn(InferenceContext& c) {
+  const float alpha = c.attrs->GetOr<float>("alpha", 0.2f);
+  if (!std::isfinite(alpha)) {
+    return InvalidArgumentError("attribute alpha is ", alpha, ", but must be finite");
+  }
+  if (c.input_types.size() == 1) return UnaryShapeFn("features", {DT_FLOAT, DT_DOUBLE})(c);
+  return BinaryShapeFn("gradients", "features", {DT_FLOAT, DT_DOUBLE}, false, false)(c);
+}
+
+template <typename T, bool kGrad>
+Status LeakyReluCompute(KernelContext& ctx, T alpha) {
+  const Tensor& features = ctx.input(kGrad ? 1 : 0);
+  const Tensor& passed = ctx.input(0);  // features themselves, or gradients
+  if (passed.shape() != features.shape()) {
+    return InvalidArgumentError("shapes must be equal: gradients is ", passed.shape().ToString(),
+                                ", features is ", features.shape().ToString());
+  }
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, features.dtype(), features.shape()));
+  const T* f = features.flat<T>().data();
+  const T* p = passed.flat<T>().data();
+  T* o = out->flat<T>().data();
+  ParallelForBlocks(features.NumElements(), 1, [&](int64_t b, int64_t e) {
+    const ConstArrayMap<T> fm(f + b, e - b);
+    const ConstArrayMap<T> pm(p + b, e - b);
+    ArrayMap<T>(o + b, e - b) = (fm > T(0)).select(pm, pm * alpha);
+  });
+  return OkStatus();
+}
+
+template <bool kGrad>
+StatusOr<Kernel> LeakyReluKernel(const Node& node) {
+  const float alpha = node.attrs().GetOr<float>("alpha", 0.2f);
+  return DispatchFloat(node.output_type(0), [alpha](auto tag) -> StatusOr<Kernel> {
+    using T = typename decltype(tag)::type;
+    return Kernel([a = static_cast<T>(alpha)](KernelContext& ctx) {
+      return LeakyReluCompute<T, kGrad>(ctx, a);
+    });
+  });
+}
 
 // ------------------------------------------------------------- BiasAdd
 
@@ -320,6 +435,23 @@ Status RegisterNnOps(OpRegistry& r) {
   CKFLOW_RETURN_IF_ERROR(RegisterBinary<ReluGradFn>(r, "ReluGrad", "gradients", "features"));
   CKFLOW_RETURN_IF_ERROR(RegisterBinary<SigmoidGradFn>(r, "SigmoidGrad", "y", "dy"));
   CKFLOW_RETURN_IF_ERROR(RegisterBinary<TanhGradFn>(r, "TanhGrad", "y", "dy"));
+  CKFLOW_RETURN_IF_ERROR(RegisterUnary<Relu6Fn>(r, "Relu6", "features"));
+  CKFLOW_RETURN_IF_ERROR(RegisterUnary<EluFn>(r, "Elu", "features"));
+  CKFLOW_RETURN_IF_ERROR(RegisterUnary<SeluFn>(r, "Selu", "features"));
+  CKFLOW_RETURN_IF_ERROR(RegisterUnary<SoftplusFn>(r, "Softplus", "features"));
+  CKFLOW_RETURN_IF_ERROR(RegisterBinary<Relu6GradFn>(r, "Relu6Grad", "gradients", "features"));
+  CKFLOW_RETURN_IF_ERROR(RegisterBinary<EluGradFn>(r, "EluGrad", "gradients", "outputs"));
+  CKFLOW_RETURN_IF_ERROR(RegisterBinary<SeluGradFn>(r, "SeluGrad", "gradients", "outputs"));
+  CKFLOW_RETURN_IF_ERROR(
+      RegisterBinary<SoftplusGradFn>(r, "SoftplusGrad", "gradients", "features"));
+  CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "LeakyRelu",
+                                        .inputs = {"features"},
+                                        .shape_fn = LeakyReluShapeFn,
+                                        .kernel_factory = LeakyReluKernel<false>}));
+  CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "LeakyReluGrad",
+                                        .inputs = {"gradients", "features"},
+                                        .shape_fn = LeakyReluShapeFn,
+                                        .kernel_factory = LeakyReluKernel<true>}));
   CKFLOW_RETURN_IF_ERROR(RegisterBinary<SigmoidCrossEntropyFn>(r, "SigmoidCrossEntropyWithLogits",
                                                                "logits", "labels"));
   CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "BiasAdd",
@@ -370,6 +502,40 @@ Output SigmoidGrad(const Scope& scope, Input y, Input dy) {
 }
 Output TanhGrad(const Scope& scope, Input y, Input dy) {
   return BuildOp(scope, "TanhGrad", {y, dy});
+}
+
+Output Relu6(const Scope& scope, Input features) { return BuildOp(scope, "Relu6", {features}); }
+namespace {
+AttrMap AlphaAttr(float alpha) {
+  AttrMap a;
+  a.Set("alpha", alpha);
+  return a;
+}
+}  // namespace
+
+Output LeakyRelu(const Scope& scope, Input features, float alpha) {
+  return BuildOp(scope, "LeakyRelu", {features}, AlphaAttr(alpha));
+}
+Output Elu(const Scope& scope, Input features) { return BuildOp(scope, "Elu", {features}); }
+Output Selu(const Scope& scope, Input features) { return BuildOp(scope, "Selu", {features}); }
+Output Softplus(const Scope& scope, Input features) {
+  return BuildOp(scope, "Softplus", {features});
+}
+
+Output Relu6Grad(const Scope& scope, Input gradients, Input features) {
+  return BuildOp(scope, "Relu6Grad", {gradients, features});
+}
+Output LeakyReluGrad(const Scope& scope, Input gradients, Input features, float alpha) {
+  return BuildOp(scope, "LeakyReluGrad", {gradients, features}, AlphaAttr(alpha));
+}
+Output EluGrad(const Scope& scope, Input gradients, Input outputs) {
+  return BuildOp(scope, "EluGrad", {gradients, outputs});
+}
+Output SeluGrad(const Scope& scope, Input gradients, Input outputs) {
+  return BuildOp(scope, "SeluGrad", {gradients, outputs});
+}
+Output SoftplusGrad(const Scope& scope, Input gradients, Input features) {
+  return BuildOp(scope, "SoftplusGrad", {gradients, features});
 }
 
 Output BiasAdd(const Scope& scope, Input value, Input bias) {

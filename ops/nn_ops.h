@@ -20,14 +20,35 @@
 
 namespace ckflow::ops {
 
-// Elementwise activations.
-Output Relu(const Scope& scope, Input features);  // max(x, 0)
-Output Sigmoid(const Scope& scope, Input x);      // 1 / (1 + exp(-x))
+// Elementwise activations (TensorFlow's ops and formulas).
+Output Relu(const Scope& scope, Input features);   // max(x, 0)
+Output Relu6(const Scope& scope, Input features);  // min(max(x, 0), 6)
+// x where x > 0, else alpha * x.
+Output LeakyRelu(const Scope& scope, Input features, float alpha = 0.2f);
+Output Elu(const Scope& scope, Input features);  // x where x >= 0, else exp(x) - 1
+// scale * x where x >= 0, else scale * alpha * (exp(x) - 1), with SELU's
+// scale 1.0507... and alpha 1.6732...
+Output Selu(const Scope& scope, Input features);
+// log(1 + exp(x)), as x for x > 13.94 (float32; 34.04 for float64) and
+// exp(x) for x < -13.94: TensorFlow's thresholds.
+Output Softplus(const Scope& scope, Input features);
+Output Sigmoid(const Scope& scope, Input x);  // 1 / (1 + exp(-x))
 Output Tanh(const Scope& scope, Input x);
 
-// Their gradients, TensorFlow's ops: `gradients` where features > 0;
-// dy * y * (1 - y) and dy * (1 - y^2) from the activation's output y.
+// Their gradients, TensorFlow's ops, equal shapes. At the kinks the choices
+// are TensorFlow's: Relu passes where features > 0; Relu6 where 0 <
+// features < 6 (nothing at 0 or 6); LeakyRelu passes all of it where
+// features > 0, alpha times it elsewhere (alpha at 0). Elu and Selu take
+// the activation's output (derivative y + 1 and y + scale * alpha where
+// y < 0; 1 and scale elsewhere, so at 0), Softplus its input (dy /
+// (1 + exp(-x))), Sigmoid and Tanh their output: dy * y * (1 - y),
+// dy * (1 - y^2).
 Output ReluGrad(const Scope& scope, Input gradients, Input features);
+Output Relu6Grad(const Scope& scope, Input gradients, Input features);
+Output LeakyReluGrad(const Scope& scope, Input gradients, Input features, float alpha = 0.2f);
+Output EluGrad(const Scope& scope, Input gradients, Input outputs);
+Output SeluGrad(const Scope& scope, Input gradients, Input outputs);
+Output SoftplusGrad(const Scope& scope, Input gradients, Input features);
 Output SigmoidGrad(const Scope& scope, Input y, Input dy);
 Output TanhGrad(const Scope& scope, Input y, Input dy);
 
