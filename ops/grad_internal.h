@@ -59,7 +59,8 @@ Status RegisterArrayGradients(GradientRegistry& r);       // Reshape, Slice, Pad
 Status RegisterReductionGradients(GradientRegistry& r);   // Sum, Mean, Max, Min, SumToShapeOf
 Status RegisterMatMulGradients(GradientRegistry& r);      // MatMul
 Status RegisterNnGradients(GradientRegistry& r);          // activations, BiasAdd, Softmax, losses
-Status RegisterVariableGradients(GradientRegistry& r);    // ReadVariableOp
+Status RegisterNormalizationGradients(GradientRegistry& r);  // FusedBatchNormV3
+Status RegisterVariableGradients(GradientRegistry& r);       // ReadVariableOp
 
 }  // namespace ckflow::internal
 

@@ -51,6 +51,7 @@ Status RegisterStandardGradients(GradientRegistry& registry) {
            internal::RegisterReductionGradients,
            internal::RegisterMatMulGradients,
            internal::RegisterNnGradients,
+           internal::RegisterNormalizationGradients,
            internal::RegisterVariableGradients,
        }) {
     CKFLOW_RETURN_IF_ERROR(register_group(registry));

@@ -20,6 +20,7 @@ Status RegisterStandardOps(OpRegistry& registry) {
            RegisterReductionOps,
            RegisterMatMulOps,
            RegisterNnOps,
+           RegisterNormalizationOps,
            RegisterRandomOps,
            RegisterVariableOps,
            RegisterTrainingOps,
