@@ -1,5 +1,6 @@
 // Gradients of the nn ops (nn_ops.cc): activations and their own gradient
 // ops (second order), BiasAdd, softmax and the cross-entropy losses.
+// Dropout is a composite of ops with gradients (Mul, SelectV2).
 
 #include <initializer_list>
 #include <utility>

@@ -7,7 +7,10 @@
 #include <string>
 #include <utility>
 
+#include "ops/array_ops.h"
 #include "ops/cwise_internal.h"
+#include "ops/math_ops.h"
+#include "ops/random_ops.h"
 #include "ops/standard_ops.h"
 
 namespace ckflow {
@@ -564,6 +567,104 @@ CrossEntropy SparseSoftmaxCrossEntropyWithLogits(const Scope& scope, Input featu
 
 Output SigmoidCrossEntropyWithLogits(const Scope& scope, Input logits, Input labels) {
   return BuildOp(scope, "SigmoidCrossEntropyWithLogits", {logits, labels});
+}
+
+namespace {
+
+// x (float) and rate checked for Dropout; invalid, with the error sticky,
+// if either is bad.
+Output DropoutInput(const Scope& scope, Input x, double rate) {
+  if (!scope.ok()) return Output();
+  Output out = x.ToOutput(scope);
+  if (!out.valid()) return Output();
+  if (!(rate >= 0 && rate < 1)) {
+    scope.UpdateStatus(InvalidArgumentError("Dropout: rate is ", rate, ", but must be in [0, 1)"));
+    return Output();
+  }
+  if (out.dtype() != DT_FLOAT && out.dtype() != DT_DOUBLE) {
+    scope.UpdateStatus(InvalidArgumentError("Dropout: x is ", DataTypeName(out.dtype()), " (",
+                                            out.name(), "), but must be float32 or float64"));
+    return Output();
+  }
+  return out;
+}
+
+// tf.nn.dropout's composite on a checked x, rate > 0: x scaled by
+// 1 / (1 - rate), where the uniform draw is >= rate. `uniform` is made
+// after the Mul, in TensorFlow's order.
+template <typename MakeUniform>
+Output BuildDropout(const Scope& s, Output x, double rate, MakeUniform&& make_uniform) {
+  StatusOr<Tensor> scale = internal::ScalarOfType(x.dtype(), 1.0 / (1.0 - rate));
+  StatusOr<Tensor> threshold = internal::ScalarOfType(x.dtype(), rate);
+  StatusOr<Tensor> zero = internal::ScalarOfType(x.dtype(), 0);
+  if (!scale.ok() || !threshold.ok() || !zero.ok()) {
+    s.UpdateStatus(InternalError("Dropout: no scalars of ", DataTypeName(x.dtype())));
+    return Output();
+  }
+  Output scaled = Mul(s, x, *scale);
+  Output uniform = make_uniform();
+  if (!uniform.valid()) return Output();
+  Output keep = GreaterEqual(s, uniform, *threshold);
+  return Select(s, keep, scaled, *zero);
+}
+
+// The noise shape as an int64 vector: x's shape, or attrs' with its -1s
+// taken from x's (at run time where x's are not known).
+Output NoiseShape(const Scope& s, Output x, const std::optional<std::vector<int64_t>>& noise) {
+  const PartialShape& xs = x.shape();
+  if (!noise) {
+    if (xs.IsFullyDefined()) return Const<int64_t>(s, xs.dims());
+    return Shape(s, x, DT_INT64);
+  }
+  std::vector<int64_t> dims = *noise;
+  const int rank = static_cast<int>(dims.size());
+  if (xs.known_rank() && xs.rank() != rank) {
+    s.UpdateStatus(InvalidArgumentError("Dropout: noise_shape has ", rank, " dimensions, but x is ",
+                                        xs.ToString(), " (", x.name(), ")"));
+    return Output();
+  }
+  std::vector<bool> from_x(rank, false);
+  bool runtime = false;
+  for (int d = 0; d < rank; ++d) {
+    if (dims[d] < -1) {
+      s.UpdateStatus(InvalidArgumentError("Dropout: noise_shape[", d, "] is ", dims[d],
+                                          ", but must be >= 0 or -1 (x's dimension)"));
+      return Output();
+    }
+    if (dims[d] != -1) continue;
+    if (xs.known_rank() && xs.dim(d) >= 0) {
+      dims[d] = xs.dim(d);
+    } else {
+      from_x[d] = true;
+      dims[d] = 0;
+      runtime = true;
+    }
+  }
+  Output given = Const<int64_t>(s, dims);
+  if (!runtime) return given;
+  Tensor mask(DT_BOOL, TensorShape({rank}));
+  for (int d = 0; d < rank; ++d) mask.flat<bool>()[d] = from_x[d];
+  return Select(s, Const(s, mask), Shape(s, x, DT_INT64), given);
+}
+
+}  // namespace
+
+Output Dropout(const Scope& scope, Input x, double rate, const DropoutAttrs& attrs) {
+  const Scope s = scope.NewSubScope("dropout");
+  Output in = DropoutInput(s, x, rate);
+  if (!in.valid() || rate == 0) return in;
+  return BuildDropout(s, in, rate, [&] {
+    Output shape = NoiseShape(s, in, attrs.noise_shape);
+    if (!shape.valid()) return Output();
+    return RandomUniform(s.NewSubScope("random_uniform"), shape, in.dtype(), {.seed = attrs.seed});
+  });
+}
+
+Output DropoutWithUniform(const Scope& scope, Input x, double rate, Input uniform) {
+  const Scope s = scope.NewSubScope("dropout");
+  Output in = DropoutInput(s, x, rate);
+  if (!in.valid() || rate == 0) return in;
+  return BuildDropout(s, in, rate, [&] { return uniform.ToOutput(s); });
 }
 
 }  // namespace ops

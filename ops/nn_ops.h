@@ -1,7 +1,8 @@
 // Neural-network op builders: activations and their gradients, BiasAdd,
-// softmax and the losses built on it.
+// softmax and the losses built on it, dropout.
 //
 //   Output h = ops::Relu(scope, ops::BiasAdd(scope, ops::MatMul(scope, x, w), b));
+//   Output d = ops::Dropout(scope, h, 0.5, {.seed = 7});
 //   auto xent = ops::SoftmaxCrossEntropyWithLogits(scope, logits, labels);
 //   Output loss = ops::Mean(scope, xent.loss);
 //
@@ -14,6 +15,10 @@
 
 #ifndef CKFLOW_OPS_NN_OPS_H_
 #define CKFLOW_OPS_NN_OPS_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
 
 #include "graph/graph.h"
 #include "ops/input.h"
@@ -77,6 +82,28 @@ CrossEntropy SparseSoftmaxCrossEntropyWithLogits(const Scope& scope, Input featu
 // tf.nn.sigmoid_cross_entropy_with_logits. Its gradient is
 // sigmoid(x) - z.
 Output SigmoidCrossEntropyWithLogits(const Scope& scope, Input logits, Input labels);
+
+struct DropoutAttrs {
+  // The op-level seed of the RandomUniform, with the graph seed as
+  // random_ops.h describes (TensorFlow 1's rule).
+  std::optional<int64_t> seed;
+  // The shape of the mask, broadcast against x (tf.nn.dropout's
+  // noise_shape); -1 takes x's dimension (TensorFlow's None). Default: x's
+  // shape.
+  std::optional<std::vector<int64_t>> noise_shape;
+};
+// tf.nn.dropout: x * 1 / (1 - rate) where a uniform [0, 1) draw is >= rate,
+// 0 elsewhere, built as TensorFlow builds it (Mul, RandomUniform,
+// GreaterEqual, SelectV2, in name scope "dropout"). Each run draws a new
+// mask; the same graph and op seeds give the same masks in every session.
+// rate 0 returns x itself. x: float32 or float64. InvalidArgument (sticky)
+// for a rate outside [0, 1) or a noise_shape of another rank than x's. The
+// gradient, through SelectV2 and Mul, is the upstream gradient scaled by
+// 1 / (1 - rate) where kept and 0 where dropped.
+Output Dropout(const Scope& scope, Input x, double rate, const DropoutAttrs& attrs = {});
+// Dropout with the uniform draw given: `uniform`, of x's dtype, broadcasts
+// against x (a placeholder fed TensorFlow's draw reproduces its masks).
+Output DropoutWithUniform(const Scope& scope, Input x, double rate, Input uniform);
 
 }  // namespace ckflow::ops
 
