@@ -1,10 +1,13 @@
-// Gradients of the array ops (array_ops.cc).
+// Gradients of the array ops (array_ops.cc, array_slicing_ops.cc).
 
+#include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "ops/array_ops.h"
 #include "ops/grad_internal.h"
 #include "ops/math_ops.h"
+#include "ops/ops_internal.h"
 
 namespace ckflow::internal {
 
@@ -38,6 +41,84 @@ Status FillGrad(const Scope& scope, const Node&, const std::vector<Output>& dz,
   return OkStatus();
 }
 
+// Slice's gradient pads the gradient back to the input's shape with zeros:
+// begin before, the rest after (TensorFlow builds the same paddings).
+Status SliceGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
+                 std::vector<Output>* dx) {
+  const Output x = op.input(0);
+  const Output begin = op.input(1);
+  const Output y = OutputOf(op);
+  const std::optional<std::vector<int64_t>> b = ConstantIntsOf(begin);
+  if (b && x.shape().IsFullyDefined() && y.shape().IsFullyDefined()) {
+    const int64_t rank = x.shape().rank();
+    std::vector<int64_t> paddings;
+    for (int d = 0; d < rank; ++d) {
+      paddings.push_back((*b)[d]);
+      paddings.push_back(x.shape().dim(d) - y.shape().dim(d) - (*b)[d]);
+    }
+    (*dx)[0] = ops::Pad(scope, dz[0], ops::Const<int64_t>(scope, paddings, {rank, 2}));
+    return OkStatus();
+  }
+  const DataType index = begin.dtype();
+  Output before = ops::Reshape(scope, begin, {-1, 1});
+  Output after = ops::Reshape(
+      scope,
+      ops::Sub(scope, ops::Sub(scope, ops::Shape(scope, x, index), ops::Shape(scope, y, index)),
+               begin),
+      {-1, 1});
+  (*dx)[0] = ops::Pad(scope, dz[0], ops::Concat(scope, {before, after}, 1));
+  return OkStatus();
+}
+
+// Pad's (and PadV2's) gradient is the slice of the gradient where the input
+// was; constant_values gets none, as in TensorFlow.
+Status PadGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
+               std::vector<Output>* dx) {
+  const Output x = op.input(0);
+  const Output paddings = op.input(1);
+  const std::optional<std::vector<int64_t>> p = ConstantIntsOf(paddings);
+  if (p && x.shape().IsFullyDefined()) {
+    std::vector<int64_t> begin;
+    for (size_t i = 0; i < p->size(); i += 2) begin.push_back((*p)[i]);
+    (*dx)[0] = ops::Slice(scope, dz[0], ops::Const<int64_t>(scope, begin),
+                          ops::Const<int64_t>(scope, x.shape().dims()));
+    return OkStatus();
+  }
+  // The first column of paddings, as a vector.
+  Output begin = ops::Reshape(scope, ops::Slice(scope, paddings, {0, 0}, {-1, 1}), {-1});
+  (*dx)[0] = ops::Slice(scope, dz[0], begin, ops::Shape(scope, x, paddings.dtype()));
+  return OkStatus();
+}
+
+// ConcatV2's gradient slices the gradient where each value went: at
+// ConcatOffset's offsets (Consts when every shape and the axis are known).
+Status ConcatGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
+                  std::vector<Output>* dx) {
+  const int n = op.num_inputs() - 1;
+  const Output axis = op.input(n);
+  const std::optional<std::vector<int64_t>> a = ConstantIntsOf(axis);
+  bool known = a.has_value();
+  for (int i = 0; known && i < n; ++i) known = op.input(i).shape().IsFullyDefined();
+  if (known) {
+    const int rank = op.input(0).shape().rank();
+    StatusOr<int> d = NormalizeAxis((*a)[0], rank, "axis");
+    if (!d.ok()) return d.status();
+    std::vector<int64_t> offset(rank, 0);
+    for (int i = 0; i < n; ++i) {
+      const std::vector<int64_t>& dims = op.input(i).shape().dims();
+      (*dx)[i] = ops::Slice(scope, dz[0], ops::Const<int64_t>(scope, offset),
+                            ops::Const<int64_t>(scope, dims));
+      offset[*d] += dims[*d];
+    }
+    return OkStatus();
+  }
+  std::vector<Output> shapes;
+  for (int i = 0; i < n; ++i) shapes.push_back(ShapeOf(scope, op.input(i)));
+  std::vector<Output> offsets = ops::ConcatOffset(scope, axis, shapes);
+  for (int i = 0; i < n; ++i) (*dx)[i] = ops::Slice(scope, dz[0], offsets[i], shapes[i]);
+  return OkStatus();
+}
+
 }  // namespace
 
 Status RegisterArrayGradients(GradientRegistry& r) {
@@ -45,9 +126,13 @@ Status RegisterArrayGradients(GradientRegistry& r) {
   CKFLOW_RETURN_IF_ERROR(r.Register("Reshape", ReshapeGrad));
   CKFLOW_RETURN_IF_ERROR(r.Register("Cast", CastGrad));
   CKFLOW_RETURN_IF_ERROR(r.Register("Fill", FillGrad));
+  CKFLOW_RETURN_IF_ERROR(r.Register("Slice", SliceGrad));
+  CKFLOW_RETURN_IF_ERROR(r.Register("Pad", PadGrad));
+  CKFLOW_RETURN_IF_ERROR(r.Register("PadV2", PadGrad));
+  CKFLOW_RETURN_IF_ERROR(r.Register("ConcatV2", ConcatGrad));
   // Non-differentiable by design: gradients stop here. (ZerosLike and
   // OnesLike do not depend on their input's values; TensorFlow too.)
-  for (const char* type : {"StopGradient", "ZerosLike", "OnesLike", "Shape"}) {
+  for (const char* type : {"StopGradient", "ZerosLike", "OnesLike", "Shape", "ConcatOffset"}) {
     CKFLOW_RETURN_IF_ERROR(r.RegisterNoGradient(type));
   }
   return OkStatus();

@@ -92,9 +92,8 @@ Status CastCompute(KernelContext& ctx) {
   return OkStatus();
 }
 
-// Sets every element of `out` to the value of the scalar `value` (same
-// dtype), copying element bits, so one loop per element size serves all
-// fixed-size types.
+// Copies element bits, so one loop per element size serves all fixed-size
+// types.
 template <typename Bits>
 void FillBits(Tensor& out, const Tensor& value) {
   Bits bits;
@@ -103,44 +102,7 @@ void FillBits(Tensor& out, const Tensor& value) {
   ParallelRange(out.NumElements(), 1, [&](int64_t b, int64_t e) { std::fill(o + b, o + e, bits); });
 }
 
-Status FillWith(Tensor& out, const Tensor& value) {
-  if (out.NumElements() == 0) return OkStatus();
-  switch (value.dtype() == DT_STRING ? 0 : DataTypeSize(value.dtype())) {
-    case 1:
-      FillBits<uint8_t>(out, value);
-      return OkStatus();
-    case 2:
-      FillBits<uint16_t>(out, value);
-      return OkStatus();
-    case 4:
-      FillBits<uint32_t>(out, value);
-      return OkStatus();
-    case 8:
-      FillBits<uint64_t>(out, value);
-      return OkStatus();
-    default:
-      break;
-  }
-  if (value.dtype() == DT_STRING) {
-    for (std::string& s : out.flat<std::string>()) s = value.scalar<std::string>();
-    return OkStatus();
-  }
-  return InvalidArgumentError("cannot fill a tensor of dtype ", DataTypeName(value.dtype()));
-}
-
 // ----------------------------------------------------------------- Reshape
-
-// "[4,-1]": a requested shape as given.
-std::string DimsString(const std::vector<int64_t>& dims) {
-  std::string out = "[";
-  // Appended piece by piece: `"," + std::to_string(...)` trips g++ 12's
-  // false -Wrestrict in optimized builds.
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (i) out += ',';
-    out += std::to_string(dims[i]);
-  }
-  return out + "]";
-}
 
 // Checks a requested shape: non-negative sizes but for at most one -1.
 Status ValidateReshapeDims(const std::vector<int64_t>& dims) {
@@ -361,6 +323,42 @@ StatusOr<Tensor> ScalarOfType(DataType dtype, double value) {
     using T = typename decltype(tag)::type;
     return Tensor::Scalar(ConvertValue<T>(value));
   });
+}
+
+std::string DimsString(const std::vector<int64_t>& dims) {
+  std::string out = "[";
+  // Appended piece by piece: `"," + std::to_string(...)` trips g++ 12's
+  // false -Wrestrict in optimized builds.
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(dims[i]);
+  }
+  return out + "]";
+}
+
+Status FillWith(Tensor& out, const Tensor& value) {
+  if (out.NumElements() == 0) return OkStatus();
+  switch (value.dtype() == DT_STRING ? 0 : DataTypeSize(value.dtype())) {
+    case 1:
+      FillBits<uint8_t>(out, value);
+      return OkStatus();
+    case 2:
+      FillBits<uint16_t>(out, value);
+      return OkStatus();
+    case 4:
+      FillBits<uint32_t>(out, value);
+      return OkStatus();
+    case 8:
+      FillBits<uint64_t>(out, value);
+      return OkStatus();
+    default:
+      break;
+  }
+  if (value.dtype() == DT_STRING) {
+    for (std::string& s : out.flat<std::string>()) s = value.scalar<std::string>();
+    return OkStatus();
+  }
+  return InvalidArgumentError("cannot fill a tensor of dtype ", DataTypeName(value.dtype()));
 }
 
 }  // namespace internal

@@ -1,4 +1,5 @@
-// Array op builders: constants, placeholders, identity, shapes and dtypes.
+// Array op builders: constants, placeholders, identity, shapes and dtypes;
+// slicing, padding and concatenation.
 //
 //   Scope root = Scope::NewRootScope();
 //   Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, {.shape = {-1, 784}});
@@ -91,6 +92,31 @@ Output OnesLike(const Scope& scope, Input x);
 // Shape of `input` as an int32 or int64 vector. int32 fails at run time
 // for a dimension above 2^31 - 1.
 Output Shape(const Scope& scope, Input input, DataType out_type = DT_INT32);
+
+// Slicing and joining, TensorFlow's ops. Index inputs (begin, size,
+// paddings, axis) are int32 or int64; data inputs any of Cast's dtypes.
+// Errors (InvalidArgument, at build time when the values are constants and
+// the shapes known, else at run time) name the input and the dimension.
+//
+// Slice: the box of `input` at `begin` with extent `size` (vectors of one
+// element per dimension; size -1 takes the rest of the dimension). Needs
+// 0 <= begin <= dim and begin + size <= dim.
+Output Slice(const Scope& scope, Input input, Input begin, Input size);
+// Pad: `input` with paddings[d] = (before, after) zeros added to dimension
+// d; paddings is [rank, 2], non-negative. PadV2 pads with constant_values, a
+// scalar of input's dtype.
+Output Pad(const Scope& scope, Input input, Input paddings);
+Output PadV2(const Scope& scope, Input input, Input paddings, Input constant_values);
+// ConcatV2: `values` (same dtype and rank, equal but along `axis`) joined
+// along `axis`, a scalar in [-rank, rank). A single value is returned as
+// its Identity (tf.concat).
+Output Concat(const Scope& scope, const std::vector<Output>& values, Input axis);
+// ConcatOffset: where each of `shapes` (int32/int64 vectors, as
+// ops::Shape gives) starts in their concatenation along concat_dim: one
+// vector per shape, zero but at concat_dim. ConcatV2's gradient slices at
+// them.
+std::vector<Output> ConcatOffset(const Scope& scope, Input concat_dim,
+                                 const std::vector<Output>& shapes);
 
 }  // namespace ckflow::ops
 

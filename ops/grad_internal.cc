@@ -1,6 +1,8 @@
 #include "ops/grad_internal.h"
 
 #include <cstdint>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "ops/array_ops.h"
@@ -33,6 +35,21 @@ Output ScalarLike(const Scope& scope, DataType dtype, double value) {
     return Output();
   }
   return ops::Const(scope, *t);
+}
+
+const Tensor* ConstantValue(const Output& o) {
+  if (o.node()->type() != "Const") return nullptr;
+  return o.node()->attrs().GetIf<Tensor>("value");
+}
+
+std::optional<std::vector<int64_t>> ConstantIntsOf(const Output& o) {
+  const Tensor* t = ConstantValue(o);
+  if (t == nullptr) return std::nullopt;
+  StatusOr<Tensor> flat = t->Reshaped(TensorShape({t->NumElements()}));
+  if (!flat.ok()) return std::nullopt;
+  StatusOr<std::vector<int64_t>> ints = IntsFromTensor(*flat, "");
+  if (!ints.ok()) return std::nullopt;
+  return *std::move(ints);
 }
 
 Output ShapeOf(const Scope& scope, Output x) {

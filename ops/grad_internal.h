@@ -9,6 +9,8 @@
 #ifndef CKFLOW_OPS_GRAD_INTERNAL_H_
 #define CKFLOW_OPS_GRAD_INTERNAL_H_
 
+#include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "base/status.h"
@@ -26,6 +28,12 @@ inline Output OutputOf(const Node& op, int index = 0) {
 
 // A scalar of `dtype` (float or double).
 Output ScalarLike(const Scope& scope, DataType dtype, double value);
+
+// The value of `o` if a Const node produces it, else nullptr.
+const Tensor* ConstantValue(const Output& o);
+// The integers (int32/int64, any shape, row-major) `o` holds if a Const
+// node produces it; nullopt otherwise.
+std::optional<std::vector<int64_t>> ConstantIntsOf(const Output& o);
 
 // The shape of `x` as an int64 vector: a Const when it is known.
 Output ShapeOf(const Scope& scope, Output x);
@@ -47,12 +55,13 @@ Status IdentityGrad(const Scope& scope, const Node& op, const std::vector<Output
 // The families' gradients, one function each, beside the family's kernels.
 Status RegisterMathGradients(GradientRegistry& r);        // elementwise arithmetic, AddN
 Status RegisterComparisonGradients(GradientRegistry& r);  // SelectV2
-Status RegisterArrayGradients(GradientRegistry& r);       // Identity, Reshape, Cast, Fill
+Status RegisterArrayGradients(GradientRegistry& r);       // Reshape, Slice, Pad, ConcatV2, ...
 Status RegisterReductionGradients(GradientRegistry& r);   // Sum, Mean, Max, Min, SumToShapeOf
 Status RegisterMatMulGradients(GradientRegistry& r);      // MatMul
 Status RegisterNnGradients(GradientRegistry& r);          // activations, BiasAdd, Softmax, losses
 Status RegisterConvGradients(GradientRegistry& r);        // Conv2D, DepthwiseConv2dNative
 Status RegisterPoolingGradients(GradientRegistry& r);     // MaxPool, AvgPool
+Status RegisterNormalizationGradients(GradientRegistry& r);  // FusedBatchNormV3
 Status RegisterVariableGradients(GradientRegistry& r);    // ReadVariableOp
 
 }  // namespace ckflow::internal

@@ -53,6 +53,7 @@ Status RegisterStandardGradients(GradientRegistry& registry) {
            internal::RegisterNnGradients,
            internal::RegisterConvGradients,
            internal::RegisterPoolingGradients,
+           internal::RegisterNormalizationGradients,
            internal::RegisterVariableGradients,
        }) {
     CKFLOW_RETURN_IF_ERROR(register_group(registry));

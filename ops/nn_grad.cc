@@ -1,5 +1,6 @@
 // Gradients of the nn ops (nn_ops.cc): activations and their own gradient
 // ops (second order), BiasAdd, softmax and the cross-entropy losses.
+// Dropout is a composite of ops with gradients (Mul, SelectV2).
 
 #include <initializer_list>
 #include <utility>
@@ -32,12 +33,82 @@ Status TanhGrad(const Scope& scope, const Node& op, const std::vector<Output>& d
   return OkStatus();
 }
 
-// Second order: the gradients of the activation gradients.
-Status ReluGradGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
+// Relu6, Elu and Selu differentiate through their output, Softplus and
+// LeakyRelu through their input, as TensorFlow's gradients do.
+Status Relu6Grad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
+                 std::vector<Output>* dx) {
+  (*dx)[0] = ops::Relu6Grad(scope, dz[0], OutputOf(op));
+  return OkStatus();
+}
+
+float AlphaOf(const Node& op) { return op.attrs().GetOr<float>("alpha", 0.2f); }
+
+Status LeakyReluGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
+                     std::vector<Output>* dx) {
+  (*dx)[0] = ops::LeakyReluGrad(scope, dz[0], op.input(0), AlphaOf(op));
+  return OkStatus();
+}
+
+Status EluGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
+               std::vector<Output>* dx) {
+  (*dx)[0] = ops::EluGrad(scope, dz[0], OutputOf(op));
+  return OkStatus();
+}
+
+Status SeluGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
+                std::vector<Output>* dx) {
+  (*dx)[0] = ops::SeluGrad(scope, dz[0], OutputOf(op));
+  return OkStatus();
+}
+
+Status SoftplusGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
                     std::vector<Output>* dx) {
-  // Linear in `gradients`; piecewise constant in `features`.
-  (*dx)[0] = ops::ReluGrad(scope, dz[0], op.input(1));
+  (*dx)[0] = ops::SoftplusGrad(scope, dz[0], op.input(0));
+  return OkStatus();
+}
+
+// Second order: the gradients of the activation gradients.
+// ReluGrad and Relu6Grad are linear in `gradients` and piecewise constant
+// in `features`.
+template <Output (*kGradOp)(const Scope&, ops::Input, ops::Input)>
+Status PiecewiseLinearGradGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
+                               std::vector<Output>* dx) {
+  (*dx)[0] = kGradOp(scope, dz[0], op.input(1));
   (*dx)[1] = ops::ZerosLike(scope, op.input(1));
+  return OkStatus();
+}
+
+Status LeakyReluGradGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
+                         std::vector<Output>* dx) {
+  (*dx)[0] = ops::LeakyReluGrad(scope, dz[0], op.input(1), AlphaOf(op));
+  (*dx)[1] = ops::ZerosLike(scope, op.input(1));
+  return OkStatus();
+}
+
+// EluGrad and SeluGrad (gradients g, outputs y) are linear in g and, where
+// y < 0, g * (y + c): their derivative in y is g there, 0 elsewhere.
+template <Output (*kGradOp)(const Scope&, ops::Input, ops::Input)>
+Status ExponentialLinearGradGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
+                                 std::vector<Output>* dx) {
+  const Output g = op.input(0);
+  const Output y = op.input(1);
+  (*dx)[0] = kGradOp(scope, dz[0], y);
+  (*dx)[1] = ops::Select(scope, ops::Less(scope, y, ScalarLike(scope, y.dtype(), 0)),
+                         ops::Mul(scope, dz[0], g), ops::ZerosLike(scope, y));
+  return OkStatus();
+}
+
+Status SoftplusGradGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
+                        std::vector<Output>* dx) {
+  // SoftplusGrad(dy, x) = dy / (1 + exp(-x)): d/d dy = 1 / (1 + exp(-x)),
+  // d/dx = dy / (exp(-x) + 2 + exp(x)).
+  const Output dy = op.input(0);
+  const Output x = op.input(1);
+  (*dx)[0] = ops::SoftplusGrad(scope, dz[0], x);
+  Output denominator = ops::Add(
+      scope, ops::Add(scope, ops::Exp(scope, ops::Neg(scope, x)), ScalarLike(scope, x.dtype(), 2)),
+      ops::Exp(scope, x));
+  (*dx)[1] = ops::Div(scope, ops::Mul(scope, dz[0], dy), denominator);
   return OkStatus();
 }
 
@@ -155,7 +226,17 @@ Status RegisterNnGradients(GradientRegistry& r) {
            {"Relu", ReluGrad},
            {"Sigmoid", SigmoidGrad},
            {"Tanh", TanhGrad},
-           {"ReluGrad", ReluGradGrad},
+           {"Relu6", Relu6Grad},
+           {"LeakyRelu", LeakyReluGrad},
+           {"Elu", EluGrad},
+           {"Selu", SeluGrad},
+           {"Softplus", SoftplusGrad},
+           {"ReluGrad", PiecewiseLinearGradGrad<ops::ReluGrad>},
+           {"Relu6Grad", PiecewiseLinearGradGrad<ops::Relu6Grad>},
+           {"LeakyReluGrad", LeakyReluGradGrad},
+           {"EluGrad", ExponentialLinearGradGrad<ops::EluGrad>},
+           {"SeluGrad", ExponentialLinearGradGrad<ops::SeluGrad>},
+           {"SoftplusGrad", SoftplusGradGrad},
            {"SigmoidGrad", SigmoidGradGrad},
            {"TanhGrad", TanhGradGrad},
            {"BiasAdd", BiasAddGrad},

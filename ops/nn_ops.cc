@@ -7,7 +7,10 @@
 #include <string>
 #include <utility>
 
+#include "ops/array_ops.h"
 #include "ops/cwise_internal.h"
+#include "ops/math_ops.h"
+#include "ops/random_ops.h"
 #include "ops/standard_ops.h"
 
 namespace ckflow {
@@ -35,8 +38,79 @@ struct TanhFn : CwiseTraits {
   }
 };
 
+struct Relu6Fn : CwiseTraits {
+  template <typename A>
+  static auto Eval(const A& a) {
+    using S = typename A::Scalar;
+    return a.max(S(0)).min(S(6));
+  }
+};
+struct EluFn : CwiseTraits {
+  static constexpr int64_t kCost = kTranscendentalCost;
+  template <typename A>
+  static auto Eval(const A& a) {
+    using S = typename A::Scalar;
+    return (a < S(0)).select(a.exp() - S(1), a);
+  }
+};
+// SELU's constants (Klambauer et al. 2017), as TensorFlow rounds them.
+constexpr double kSeluScale = 1.0507009873554804934193349852946;
+constexpr double kSeluScaleAlpha = 1.7580993408473768599402175208123;
+struct SeluFn : CwiseTraits {
+  static constexpr int64_t kCost = kTranscendentalCost;
+  template <typename A>
+  static auto Eval(const A& a) {
+    using S = typename A::Scalar;
+    return (a < S(0)).select(S(kSeluScaleAlpha) * (a.exp() - S(1)), S(kSeluScale) * a);
+  }
+};
+// TensorFlow's numerically stable softplus: x where exp(-x) is below the
+// dtype's epsilon relative to x, exp(x) where exp(x) is, log1p(exp(x))
+// between. The threshold is log(epsilon) + 2 (-13.94 for float32, -34.04
+// for float64).
+struct SoftplusFn : CwiseTraits {
+  static constexpr int64_t kCost = 2 * kTranscendentalCost;
+  template <typename A>
+  static auto Eval(const A& a) {
+    using S = typename A::Scalar;
+    const S threshold = std::log(std::numeric_limits<S>::epsilon()) + S(2);
+    return (a > -threshold).select(a, (a < threshold).select(a.exp(), a.exp().log1p()));
+  }
+};
+
 struct GradTraits : CwiseTraits {
   static constexpr bool kBroadcasts = false;
+};
+// Zero at both kinks, 0 and 6, as TensorFlow: `features` may then be
+// Relu6's input or its output.
+struct Relu6GradFn : GradTraits {  // (gradients, features)
+  template <typename A, typename B>
+  static auto Eval(const A& g, const B& f) {
+    using S = typename A::Scalar;
+    return g * ((f > S(0)) && (f < S(6))).template cast<S>();
+  }
+};
+struct EluGradFn : GradTraits {  // (gradients, outputs)
+  template <typename A, typename B>
+  static auto Eval(const A& g, const B& y) {
+    using S = typename A::Scalar;
+    return (y < S(0)).select((y + S(1)) * g, g);
+  }
+};
+struct SeluGradFn : GradTraits {  // (gradients, outputs)
+  template <typename A, typename B>
+  static auto Eval(const A& g, const B& y) {
+    using S = typename A::Scalar;
+    return (y < S(0)).select(g * (y + S(kSeluScaleAlpha)), g * S(kSeluScale));
+  }
+};
+struct SoftplusGradFn : GradTraits {  // (gradients, features)
+  static constexpr int64_t kCost = kTranscendentalCost;
+  template <typename A, typename B>
+  static auto Eval(const A& g, const B& f) {
+    using S = typename A::Scalar;
+    return g / ((-f).exp() + S(1));
+  }
 };
 struct ReluGradFn : GradTraits {  // (gradients, features)
   template <typename A, typename B>
@@ -65,6 +139,50 @@ struct SigmoidCrossEntropyFn : GradTraits {  // (logits, labels)
     return x.max(S(0)) - x * z + (-x.abs()).exp().log1p();
   }
 };
+
+// ----------------------------------------------------------- LeakyRelu
+
+// LeakyRelu (features) and LeakyReluGrad (gradients, features): their
+// attribute alpha scales what passes where features <= 0.
+Status LeakyReluShapeFn(InferenceContext& c) {
+  const float alpha = c.attrs->GetOr<float>("alpha", 0.2f);
+  if (!std::isfinite(alpha)) {
+    return InvalidArgumentError("attribute alpha is ", alpha, ", but must be finite");
+  }
+  if (c.input_types.size() == 1) return UnaryShapeFn("features", {DT_FLOAT, DT_DOUBLE})(c);
+  return BinaryShapeFn("gradients", "features", {DT_FLOAT, DT_DOUBLE}, false, false)(c);
+}
+
+template <typename T, bool kGrad>
+Status LeakyReluCompute(KernelContext& ctx, T alpha) {
+  const Tensor& features = ctx.input(kGrad ? 1 : 0);
+  const Tensor& passed = ctx.input(0);  // features themselves, or gradients
+  if (passed.shape() != features.shape()) {
+    return InvalidArgumentError("shapes must be equal: gradients is ", passed.shape().ToString(),
+                                ", features is ", features.shape().ToString());
+  }
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, features.dtype(), features.shape()));
+  const T* f = features.flat<T>().data();
+  const T* p = passed.flat<T>().data();
+  T* o = out->flat<T>().data();
+  ParallelForBlocks(features.NumElements(), 1, [&](int64_t b, int64_t e) {
+    const ConstArrayMap<T> fm(f + b, e - b);
+    const ConstArrayMap<T> pm(p + b, e - b);
+    ArrayMap<T>(o + b, e - b) = (fm > T(0)).select(pm, pm * alpha);
+  });
+  return OkStatus();
+}
+
+template <bool kGrad>
+StatusOr<Kernel> LeakyReluKernel(const Node& node) {
+  const float alpha = node.attrs().GetOr<float>("alpha", 0.2f);
+  return DispatchFloat(node.output_type(0), [alpha](auto tag) -> StatusOr<Kernel> {
+    using T = typename decltype(tag)::type;
+    return Kernel([a = static_cast<T>(alpha)](KernelContext& ctx) {
+      return LeakyReluCompute<T, kGrad>(ctx, a);
+    });
+  });
+}
 
 // ------------------------------------------------------------- BiasAdd
 
@@ -320,6 +438,23 @@ Status RegisterNnOps(OpRegistry& r) {
   CKFLOW_RETURN_IF_ERROR(RegisterBinary<ReluGradFn>(r, "ReluGrad", "gradients", "features"));
   CKFLOW_RETURN_IF_ERROR(RegisterBinary<SigmoidGradFn>(r, "SigmoidGrad", "y", "dy"));
   CKFLOW_RETURN_IF_ERROR(RegisterBinary<TanhGradFn>(r, "TanhGrad", "y", "dy"));
+  CKFLOW_RETURN_IF_ERROR(RegisterUnary<Relu6Fn>(r, "Relu6", "features"));
+  CKFLOW_RETURN_IF_ERROR(RegisterUnary<EluFn>(r, "Elu", "features"));
+  CKFLOW_RETURN_IF_ERROR(RegisterUnary<SeluFn>(r, "Selu", "features"));
+  CKFLOW_RETURN_IF_ERROR(RegisterUnary<SoftplusFn>(r, "Softplus", "features"));
+  CKFLOW_RETURN_IF_ERROR(RegisterBinary<Relu6GradFn>(r, "Relu6Grad", "gradients", "features"));
+  CKFLOW_RETURN_IF_ERROR(RegisterBinary<EluGradFn>(r, "EluGrad", "gradients", "outputs"));
+  CKFLOW_RETURN_IF_ERROR(RegisterBinary<SeluGradFn>(r, "SeluGrad", "gradients", "outputs"));
+  CKFLOW_RETURN_IF_ERROR(
+      RegisterBinary<SoftplusGradFn>(r, "SoftplusGrad", "gradients", "features"));
+  CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "LeakyRelu",
+                                        .inputs = {"features"},
+                                        .shape_fn = LeakyReluShapeFn,
+                                        .kernel_factory = LeakyReluKernel<false>}));
+  CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "LeakyReluGrad",
+                                        .inputs = {"gradients", "features"},
+                                        .shape_fn = LeakyReluShapeFn,
+                                        .kernel_factory = LeakyReluKernel<true>}));
   CKFLOW_RETURN_IF_ERROR(RegisterBinary<SigmoidCrossEntropyFn>(r, "SigmoidCrossEntropyWithLogits",
                                                                "logits", "labels"));
   CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "BiasAdd",
@@ -372,6 +507,40 @@ Output TanhGrad(const Scope& scope, Input y, Input dy) {
   return BuildOp(scope, "TanhGrad", {y, dy});
 }
 
+Output Relu6(const Scope& scope, Input features) { return BuildOp(scope, "Relu6", {features}); }
+namespace {
+AttrMap AlphaAttr(float alpha) {
+  AttrMap a;
+  a.Set("alpha", alpha);
+  return a;
+}
+}  // namespace
+
+Output LeakyRelu(const Scope& scope, Input features, float alpha) {
+  return BuildOp(scope, "LeakyRelu", {features}, AlphaAttr(alpha));
+}
+Output Elu(const Scope& scope, Input features) { return BuildOp(scope, "Elu", {features}); }
+Output Selu(const Scope& scope, Input features) { return BuildOp(scope, "Selu", {features}); }
+Output Softplus(const Scope& scope, Input features) {
+  return BuildOp(scope, "Softplus", {features});
+}
+
+Output Relu6Grad(const Scope& scope, Input gradients, Input features) {
+  return BuildOp(scope, "Relu6Grad", {gradients, features});
+}
+Output LeakyReluGrad(const Scope& scope, Input gradients, Input features, float alpha) {
+  return BuildOp(scope, "LeakyReluGrad", {gradients, features}, AlphaAttr(alpha));
+}
+Output EluGrad(const Scope& scope, Input gradients, Input outputs) {
+  return BuildOp(scope, "EluGrad", {gradients, outputs});
+}
+Output SeluGrad(const Scope& scope, Input gradients, Input outputs) {
+  return BuildOp(scope, "SeluGrad", {gradients, outputs});
+}
+Output SoftplusGrad(const Scope& scope, Input gradients, Input features) {
+  return BuildOp(scope, "SoftplusGrad", {gradients, features});
+}
+
 Output BiasAdd(const Scope& scope, Input value, Input bias) {
   return BuildOp(scope, "BiasAdd", {value, bias});
 }
@@ -398,6 +567,104 @@ CrossEntropy SparseSoftmaxCrossEntropyWithLogits(const Scope& scope, Input featu
 
 Output SigmoidCrossEntropyWithLogits(const Scope& scope, Input logits, Input labels) {
   return BuildOp(scope, "SigmoidCrossEntropyWithLogits", {logits, labels});
+}
+
+namespace {
+
+// x (float) and rate checked for Dropout; invalid, with the error sticky,
+// if either is bad.
+Output DropoutInput(const Scope& scope, Input x, double rate) {
+  if (!scope.ok()) return Output();
+  Output out = x.ToOutput(scope);
+  if (!out.valid()) return Output();
+  if (!(rate >= 0 && rate < 1)) {
+    scope.UpdateStatus(InvalidArgumentError("Dropout: rate is ", rate, ", but must be in [0, 1)"));
+    return Output();
+  }
+  if (out.dtype() != DT_FLOAT && out.dtype() != DT_DOUBLE) {
+    scope.UpdateStatus(InvalidArgumentError("Dropout: x is ", DataTypeName(out.dtype()), " (",
+                                            out.name(), "), but must be float32 or float64"));
+    return Output();
+  }
+  return out;
+}
+
+// tf.nn.dropout's composite on a checked x, rate > 0: x scaled by
+// 1 / (1 - rate), where the uniform draw is >= rate. `uniform` is made
+// after the Mul, in TensorFlow's order.
+template <typename MakeUniform>
+Output BuildDropout(const Scope& s, Output x, double rate, MakeUniform&& make_uniform) {
+  StatusOr<Tensor> scale = internal::ScalarOfType(x.dtype(), 1.0 / (1.0 - rate));
+  StatusOr<Tensor> threshold = internal::ScalarOfType(x.dtype(), rate);
+  StatusOr<Tensor> zero = internal::ScalarOfType(x.dtype(), 0);
+  if (!scale.ok() || !threshold.ok() || !zero.ok()) {
+    s.UpdateStatus(InternalError("Dropout: no scalars of ", DataTypeName(x.dtype())));
+    return Output();
+  }
+  Output scaled = Mul(s, x, *scale);
+  Output uniform = make_uniform();
+  if (!uniform.valid()) return Output();
+  Output keep = GreaterEqual(s, uniform, *threshold);
+  return Select(s, keep, scaled, *zero);
+}
+
+// The noise shape as an int64 vector: x's shape, or attrs' with its -1s
+// taken from x's (at run time where x's are not known).
+Output NoiseShape(const Scope& s, Output x, const std::optional<std::vector<int64_t>>& noise) {
+  const PartialShape& xs = x.shape();
+  if (!noise) {
+    if (xs.IsFullyDefined()) return Const<int64_t>(s, xs.dims());
+    return Shape(s, x, DT_INT64);
+  }
+  std::vector<int64_t> dims = *noise;
+  const int rank = static_cast<int>(dims.size());
+  if (xs.known_rank() && xs.rank() != rank) {
+    s.UpdateStatus(InvalidArgumentError("Dropout: noise_shape has ", rank, " dimensions, but x is ",
+                                        xs.ToString(), " (", x.name(), ")"));
+    return Output();
+  }
+  std::vector<bool> from_x(rank, false);
+  bool runtime = false;
+  for (int d = 0; d < rank; ++d) {
+    if (dims[d] < -1) {
+      s.UpdateStatus(InvalidArgumentError("Dropout: noise_shape[", d, "] is ", dims[d],
+                                          ", but must be >= 0 or -1 (x's dimension)"));
+      return Output();
+    }
+    if (dims[d] != -1) continue;
+    if (xs.known_rank() && xs.dim(d) >= 0) {
+      dims[d] = xs.dim(d);
+    } else {
+      from_x[d] = true;
+      dims[d] = 0;
+      runtime = true;
+    }
+  }
+  Output given = Const<int64_t>(s, dims);
+  if (!runtime) return given;
+  Tensor mask(DT_BOOL, TensorShape({rank}));
+  for (int d = 0; d < rank; ++d) mask.flat<bool>()[d] = from_x[d];
+  return Select(s, Const(s, mask), Shape(s, x, DT_INT64), given);
+}
+
+}  // namespace
+
+Output Dropout(const Scope& scope, Input x, double rate, const DropoutAttrs& attrs) {
+  const Scope s = scope.NewSubScope("dropout");
+  Output in = DropoutInput(s, x, rate);
+  if (!in.valid() || rate == 0) return in;
+  return BuildDropout(s, in, rate, [&] {
+    Output shape = NoiseShape(s, in, attrs.noise_shape);
+    if (!shape.valid()) return Output();
+    return RandomUniform(s.NewSubScope("random_uniform"), shape, in.dtype(), {.seed = attrs.seed});
+  });
+}
+
+Output DropoutWithUniform(const Scope& scope, Input x, double rate, Input uniform) {
+  const Scope s = scope.NewSubScope("dropout");
+  Output in = DropoutInput(s, x, rate);
+  if (!in.valid() || rate == 0) return in;
+  return BuildDropout(s, in, rate, [&] { return uniform.ToOutput(s); });
 }
 
 }  // namespace ops

@@ -1,7 +1,8 @@
 // Neural-network op builders: activations and their gradients, BiasAdd,
-// softmax and the losses built on it.
+// softmax and the losses built on it, dropout.
 //
 //   Output h = ops::Relu(scope, ops::BiasAdd(scope, ops::MatMul(scope, x, w), b));
+//   Output d = ops::Dropout(scope, h, 0.5, {.seed = 7});
 //   auto xent = ops::SoftmaxCrossEntropyWithLogits(scope, logits, labels);
 //   Output loss = ops::Mean(scope, xent.loss);
 //
@@ -15,19 +16,44 @@
 #ifndef CKFLOW_OPS_NN_OPS_H_
 #define CKFLOW_OPS_NN_OPS_H_
 
+#include <cstdint>
+#include <optional>
+#include <vector>
+
 #include "graph/graph.h"
 #include "ops/input.h"
 
 namespace ckflow::ops {
 
-// Elementwise activations.
-Output Relu(const Scope& scope, Input features);  // max(x, 0)
-Output Sigmoid(const Scope& scope, Input x);      // 1 / (1 + exp(-x))
+// Elementwise activations (TensorFlow's ops and formulas).
+Output Relu(const Scope& scope, Input features);   // max(x, 0)
+Output Relu6(const Scope& scope, Input features);  // min(max(x, 0), 6)
+// x where x > 0, else alpha * x.
+Output LeakyRelu(const Scope& scope, Input features, float alpha = 0.2f);
+Output Elu(const Scope& scope, Input features);  // x where x >= 0, else exp(x) - 1
+// scale * x where x >= 0, else scale * alpha * (exp(x) - 1), with SELU's
+// scale 1.0507... and alpha 1.6732...
+Output Selu(const Scope& scope, Input features);
+// log(1 + exp(x)), as x for x > 13.94 (float32; 34.04 for float64) and
+// exp(x) for x < -13.94: TensorFlow's thresholds.
+Output Softplus(const Scope& scope, Input features);
+Output Sigmoid(const Scope& scope, Input x);  // 1 / (1 + exp(-x))
 Output Tanh(const Scope& scope, Input x);
 
-// Their gradients, TensorFlow's ops: `gradients` where features > 0;
-// dy * y * (1 - y) and dy * (1 - y^2) from the activation's output y.
+// Their gradients, TensorFlow's ops, equal shapes. At the kinks the choices
+// are TensorFlow's: Relu passes where features > 0; Relu6 where 0 <
+// features < 6 (nothing at 0 or 6); LeakyRelu passes all of it where
+// features > 0, alpha times it elsewhere (alpha at 0). Elu and Selu take
+// the activation's output (derivative y + 1 and y + scale * alpha where
+// y < 0; 1 and scale elsewhere, so at 0), Softplus its input (dy /
+// (1 + exp(-x))), Sigmoid and Tanh their output: dy * y * (1 - y),
+// dy * (1 - y^2).
 Output ReluGrad(const Scope& scope, Input gradients, Input features);
+Output Relu6Grad(const Scope& scope, Input gradients, Input features);
+Output LeakyReluGrad(const Scope& scope, Input gradients, Input features, float alpha = 0.2f);
+Output EluGrad(const Scope& scope, Input gradients, Input outputs);
+Output SeluGrad(const Scope& scope, Input gradients, Input outputs);
+Output SoftplusGrad(const Scope& scope, Input gradients, Input features);
 Output SigmoidGrad(const Scope& scope, Input y, Input dy);
 Output TanhGrad(const Scope& scope, Input y, Input dy);
 
@@ -56,6 +82,28 @@ CrossEntropy SparseSoftmaxCrossEntropyWithLogits(const Scope& scope, Input featu
 // tf.nn.sigmoid_cross_entropy_with_logits. Its gradient is
 // sigmoid(x) - z.
 Output SigmoidCrossEntropyWithLogits(const Scope& scope, Input logits, Input labels);
+
+struct DropoutAttrs {
+  // The op-level seed of the RandomUniform, with the graph seed as
+  // random_ops.h describes (TensorFlow 1's rule).
+  std::optional<int64_t> seed;
+  // The shape of the mask, broadcast against x (tf.nn.dropout's
+  // noise_shape); -1 takes x's dimension (TensorFlow's None). Default: x's
+  // shape.
+  std::optional<std::vector<int64_t>> noise_shape;
+};
+// tf.nn.dropout: x * 1 / (1 - rate) where a uniform [0, 1) draw is >= rate,
+// 0 elsewhere, built as TensorFlow builds it (Mul, RandomUniform,
+// GreaterEqual, SelectV2, in name scope "dropout"). Each run draws a new
+// mask; the same graph and op seeds give the same masks in every session.
+// rate 0 returns x itself. x: float32 or float64. InvalidArgument (sticky)
+// for a rate outside [0, 1) or a noise_shape of another rank than x's. The
+// gradient, through SelectV2 and Mul, is the upstream gradient scaled by
+// 1 / (1 - rate) where kept and 0 where dropped.
+Output Dropout(const Scope& scope, Input x, double rate, const DropoutAttrs& attrs = {});
+// Dropout with the uniform draw given: `uniform`, of x's dtype, broadcasts
+// against x (a placeholder fed TensorFlow's draw reproduces its masks).
+Output DropoutWithUniform(const Scope& scope, Input x, double rate, Input uniform);
 
 }  // namespace ckflow::ops
 

@@ -260,6 +260,13 @@ auto DispatchCastable(DataType dtype, Fn&& fn) -> decltype(fn(TypeTag<float>{}))
 // as Cast converts.
 StatusOr<Tensor> ScalarOfType(DataType dtype, double value);
 
+// "[4,-1]": integers as a list, for messages about shapes as given.
+std::string DimsString(const std::vector<int64_t>& dims);
+
+// Sets every element of `out` to the scalar `value` (same dtype; any
+// fixed-size type or string).
+Status FillWith(Tensor& out, const Tensor& value);
+
 // Reductions shared by the reduction ops, BiasAddGrad and SumToShapeOf.
 enum class Reduction { kSum, kMean, kMax, kMin, kProd };
 // Reduces `in` (float, double, int32 or int64) over the dimensions with

@@ -2,7 +2,6 @@
 // (grad_ops.cc), the op that undoes SumToShapeOf.
 
 #include <cstdint>
-#include <variant>
 #include <vector>
 
 #include "ops/array_ops.h"
@@ -13,13 +12,6 @@
 
 namespace ckflow::internal {
 namespace {
-
-// The value of `o` if a Const node produces it, else nullptr.
-const Tensor* ConstantValue(const Output& o) {
-  if (o.node()->type() != "Const") return nullptr;
-  const AttrValue* v = o.node()->attrs().Find("value");
-  return v == nullptr ? nullptr : std::get_if<Tensor>(v);
-}
 
 // The number of elements of `x`, as a scalar of `dtype`.
 Output NumElementsOf(const Scope& scope, Output x, DataType dtype) {

@@ -14,6 +14,7 @@ Status RegisterStandardOps(OpRegistry& registry) {
   using RegisterFn = Status (*)(OpRegistry&);
   for (RegisterFn register_group : {
            RegisterArrayOps,
+           RegisterArraySlicingOps,
            RegisterMathOps,
            RegisterComparisonOps,
            RegisterReductionOps,
@@ -21,6 +22,7 @@ Status RegisterStandardOps(OpRegistry& registry) {
            RegisterNnOps,
            RegisterConvOps,
            RegisterPoolingOps,
+           RegisterNormalizationOps,
            RegisterRandomOps,
            RegisterVariableOps,
            RegisterTrainingOps,

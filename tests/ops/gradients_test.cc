@@ -20,6 +20,7 @@
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
+#include "ops/normalization_ops.h"
 #include "ops/variable_ops.h"
 #include "ops/variables.h"
 #include "runtime/session.h"
@@ -357,6 +358,130 @@ std::vector<GradCase> NnCases() {
   return cases;
 }
 
+// An empty float64 vector: the mean and variance training ignores.
+Output Empty(const Scope& s) { return ops::Const(s, Tensor(DT_DOUBLE, TensorShape({0}))); }
+
+// The ops vision models add: activations (inputs kept off their kinks
+// with probability 1), their gradient ops, slicing and joining, global
+// average pooling, batch normalization and dropout with a fixed draw.
+std::vector<GradCase> VisionCases() {
+  std::vector<GradCase> cases;
+  struct Activation {
+    std::string name;
+    std::function<Output(const Scope&, Output)> fn;
+    double lo, hi;
+  };
+  const Activation activations[] = {
+      {"Relu6", [](const Scope& s, Output x) { return ops::Relu6(s, x); }, -1, 7},
+      {"LeakyRelu", [](const Scope& s, Output x) { return ops::LeakyRelu(s, x); }, -2, 2},
+      {"LeakyReluAlpha", [](const Scope& s, Output x) { return ops::LeakyRelu(s, x, 0.7f); }, -2,
+       2},
+      {"Elu", [](const Scope& s, Output x) { return ops::Elu(s, x); }, -2, 2},
+      {"Selu", [](const Scope& s, Output x) { return ops::Selu(s, x); }, -2, 2},
+      {"Softplus", [](const Scope& s, Output x) { return ops::Softplus(s, x); }, -3, 3},
+      {"SoftplusFarOut", [](const Scope& s, Output x) { return ops::Softplus(s, x); }, -40, 40},
+  };
+  for (const Activation& a : activations) {
+    auto fn = a.fn;
+    cases.push_back({.name = a.name,
+                     .shapes = {{2, 3}},
+                     .f = [fn](const Scope& s, const Inputs& x) { return fn(s, x[0]); },
+                     .lo = a.lo,
+                     .hi = a.hi});
+  }
+  // Second order: the gradient ops, on the activation's input or output.
+  const std::pair<std::string, std::function<Output(const Scope&, const Inputs&)>> grads[] = {
+      {"Relu6Grad", [](const Scope& s, const Inputs& x) { return ops::Relu6Grad(s, x[0], x[1]); }},
+      {"LeakyReluGrad",
+       [](const Scope& s, const Inputs& x) { return ops::LeakyReluGrad(s, x[0], x[1], 0.3f); }},
+      {"EluGrad",
+       [](const Scope& s, const Inputs& x) { return ops::EluGrad(s, x[0], ops::Elu(s, x[1])); }},
+      {"SeluGrad",
+       [](const Scope& s, const Inputs& x) { return ops::SeluGrad(s, x[0], ops::Selu(s, x[1])); }},
+      {"SoftplusGrad",
+       [](const Scope& s, const Inputs& x) { return ops::SoftplusGrad(s, x[0], x[1]); }},
+  };
+  for (const auto& [name, fn] : grads) {
+    cases.push_back({.name = name, .shapes = {{2, 3}, {2, 3}}, .f = fn});
+  }
+  cases.push_back(
+      {.name = "Slice", .shapes = {{3, 4, 2}}, .f = [](const Scope& s, const Inputs& x) {
+         return ops::Square(s, ops::Slice(s, x[0], {1, 0, 1}, {2, -1, 1}));
+       }});
+  cases.push_back(
+      {.name = "SliceInt64", .shapes = {{4, 3}}, .f = [](const Scope& s, const Inputs& x) {
+         return ops::Square(s, ops::Slice(s, x[0], ops::Const<int64_t>(s, {1, 1}),
+                                          ops::Const<int64_t>(s, {2, 2})));
+       }});
+  cases.push_back(
+      {.name = "Pad", .shapes = {{2, 3, 3, 2}}, .f = [](const Scope& s, const Inputs& x) {
+         Output paddings = ops::Const<int32_t>(s, {0, 0, 1, 2, 2, 1, 0, 0}, {4, 2});
+         return ops::Square(s, ops::Pad(s, x[0], paddings));
+       }});
+  cases.push_back({.name = "PadV2", .shapes = {{3, 2}}, .f = [](const Scope& s, const Inputs& x) {
+                     Output paddings = ops::Const<int64_t>(s, {1, 0, 0, 2}, {2, 2});
+                     return ops::Mul(s, ops::PadV2(s, x[0], paddings, 1.5),
+                                     ops::PadV2(s, x[0], paddings, 1.5));
+                   }});
+  cases.push_back({.name = "Concat",
+                   .shapes = {{2, 3}, {2, 1}, {2, 2}},
+                   .f = [](const Scope& s, const Inputs& x) {
+                     return ops::Square(s, ops::Concat(s, {x[0], x[1], x[2]}, 1));
+                   }});
+  cases.push_back(
+      {.name = "ConcatNegativeAxis",
+       .shapes = {{1, 2, 3}, {2, 2, 3}},
+       .f = [](const Scope& s, const Inputs& x) {
+         return ops::Square(s, ops::Concat(s, {x[0], x[1]}, ops::Const<int64_t>(s, -3)));
+       }});
+  cases.push_back(
+      {.name = "ConcatOneValueTwice", .shapes = {{2, 2}}, .f = [](const Scope& s, const Inputs& x) {
+         return ops::Concat(s, {x[0], ops::Square(s, x[0])}, 0);
+       }});
+  cases.push_back({.name = "GlobalAveragePool",
+                   .shapes = {{2, 3, 3, 4}},
+                   .f = [](const Scope& s, const Inputs& x) {
+                     return ops::Mean(s, ops::Square(s, x[0]), {1, 2});
+                   }});
+  cases.push_back({.name = "GlobalAveragePoolKeepDims",
+                   .shapes = {{2, 3, 3, 4}},
+                   .f = [](const Scope& s, const Inputs& x) {
+                     return ops::Mean(s, ops::Square(s, x[0]), {1, 2}, {.keep_dims = true});
+                   }});
+  // Batch normalization with respect to x, scale and offset. Training
+  // normalizes with the batch's statistics (which depend on x); inference
+  // with given ones.
+  auto constant = [](const Scope& s, std::vector<double> v) { return ops::Const<double>(s, v); };
+  cases.push_back(
+      {.name = "FusedBatchNormTraining",
+       .shapes = {{2, 3, 3, 4}, {4}, {4}},
+       .f = [](const Scope& s, const Inputs& x) {
+         return ops::FusedBatchNorm(s, x[0], x[1], x[2], Empty(s), Empty(s), {.epsilon = 1e-3f}).y;
+       }});
+  cases.push_back({.name = "FusedBatchNormTrainingAveraged",
+                   .shapes = {{2, 2, 3, 3}, {3}, {3}},
+                   .f = [constant](const Scope& s, const Inputs& x) {
+                     return ops::FusedBatchNorm(s, x[0], x[1], x[2], constant(s, {0.5, 1, 2}),
+                                                constant(s, {1, 2, 3}),
+                                                {.exponential_avg_factor = 0.01f})
+                         .y;
+                   }});
+  cases.push_back({.name = "FusedBatchNormInference",
+                   .shapes = {{2, 2, 3, 3}, {3}, {3}},
+                   .f = [constant](const Scope& s, const Inputs& x) {
+                     return ops::FusedBatchNorm(s, x[0], x[1], x[2], constant(s, {0.5, -1, 0}),
+                                                constant(s, {0.5, 2, 3}), {.is_training = false})
+                         .y;
+                   }});
+  cases.push_back({.name = "DropoutWithFixedDraw",
+                   .shapes = {{2, 3}},
+                   .f = [](const Scope& s, const Inputs& x) {
+                     Output uniform = ops::Const<double>(s, {0.1, 0.7, 0.4, 0.2, 0.9, 0.5}, {2, 3});
+                     return ops::Square(s, ops::DropoutWithUniform(s, x[0], 0.45, uniform));
+                   }});
+  return cases;
+}
+
 std::string CaseName(const ::testing::TestParamInfo<std::tuple<GradCase, Known>>& info) {
   return std::get<0>(info.param).name + "_" + KnownName(std::get<1>(info.param));
 }
@@ -377,6 +502,11 @@ INSTANTIATE_TEST_SUITE_P(Reduction, FiniteDifferenceTest,
                          CaseName);
 INSTANTIATE_TEST_SUITE_P(Nn, FiniteDifferenceTest,
                          ::testing::Combine(::testing::ValuesIn(NnCases()),
+                                            ::testing::Values(Known::kShapes, Known::kRanks,
+                                                              Known::kNothing)),
+                         CaseName);
+INSTANTIATE_TEST_SUITE_P(Vision, FiniteDifferenceTest,
+                         ::testing::Combine(::testing::ValuesIn(VisionCases()),
                                             ::testing::Values(Known::kShapes, Known::kRanks,
                                                               Known::kNothing)),
                          CaseName);
@@ -665,10 +795,21 @@ TEST(GradientRegistryTest, EveryDifferentiableFoundationOpHasAGradient) {
                            "AddN",
                            "SoftmaxCrossEntropyWithLogits",
                            "SigmoidCrossEntropyWithLogits",
+                           "Relu6",
+                           "LeakyRelu",
+                           "Elu",
+                           "Selu",
+                           "Softplus",
+                           "Slice",
+                           "Pad",
+                           "PadV2",
+                           "ConcatV2",
+                           "FusedBatchNormV3",
+                           "SelectV2",
                            "ReadVariableOp"}) {
     EXPECT_NE(StandardGradients().Find(type), nullptr) << type;
   }
-  for (const char* type : {"StopGradient", "ZerosLike", "OnesLike", "Shape"}) {
+  for (const char* type : {"StopGradient", "ZerosLike", "OnesLike", "Shape", "ConcatOffset"}) {
     EXPECT_TRUE(StandardGradients().Contains(type)) << type;
     EXPECT_EQ(StandardGradients().Find(type), nullptr) << type;
   }

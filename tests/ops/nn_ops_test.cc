@@ -1,11 +1,18 @@
 // NN ops: BiasAdd, BiasAddGrad, Softmax, LogSoftmax and the cross-entropy
 // losses against naive references (long double, unshifted, so the
-// reference shares none of the kernels' tricks).
+// reference shares none of the kernels' tricks); the activations (Relu6,
+// LeakyRelu, Elu, Selu, Softplus) and their gradient ops, TensorFlow's
+// kinks and thresholds.
 #include "ops/nn_ops.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
 
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
@@ -197,6 +204,205 @@ TEST(CrossEntropy, ShapeChecksAtBuildTime) {
   EXPECT_EQ(root.status().message(),
             "x (SoftmaxCrossEntropyWithLogits): shapes must be equal: features is [?,10] (f:0), "
             "labels is [?,9] (l:0)");
+}
+
+// ------------------------------------------------------------ activations
+
+using UnaryBuilder = std::function<Output(const Scope&, Output)>;
+using BinaryFn = std::function<Output(const Scope&, Output, Output)>;
+
+// SELU's constants.
+constexpr long double kSeluScale = 1.0507009873554804934193349852946L;
+constexpr long double kSeluAlpha = 1.6732632423543772848170429916717L;
+
+struct ActivationCase {
+  std::string name;
+  UnaryBuilder op;
+  std::function<long double(long double)> reference;
+  double lo, hi;
+};
+
+// TensorFlow's formulas, in long double.
+std::vector<ActivationCase> ActivationCases() {
+  return {
+      {"Relu6", [](const Scope& s, Output x) { return ops::Relu6(s, x); },
+       [](long double x) { return std::min(std::max(x, 0.0L), 6.0L); }, -3, 9},
+      {"LeakyRelu", [](const Scope& s, Output x) { return ops::LeakyRelu(s, x); },
+       [](long double x) { return x > 0 ? x : 0.2f * x; }, -3, 3},
+      {"LeakyReluAlpha", [](const Scope& s, Output x) { return ops::LeakyRelu(s, x, 1.5f); },
+       [](long double x) { return x > 0 ? x : 1.5L * x; }, -3, 3},
+      {"Elu", [](const Scope& s, Output x) { return ops::Elu(s, x); },
+       [](long double x) { return x < 0 ? std::expm1(x) : x; }, -5, 3},
+      {"Selu", [](const Scope& s, Output x) { return ops::Selu(s, x); },
+       [](long double x) {
+         return x < 0 ? kSeluScale * kSeluAlpha * std::expm1(x) : kSeluScale * x;
+       },
+       -5, 3},
+      {"Softplus", [](const Scope& s, Output x) { return ops::Softplus(s, x); },
+       [](long double x) { return std::log1p(std::exp(x)); }, -50, 50},
+  };
+}
+
+TEST(Activations, MatchNaiveReferences) {
+  std::mt19937 rng(35);
+  for (DataType dtype : {DT_FLOAT, DT_DOUBLE}) {
+    for (const ActivationCase& c : ActivationCases()) {
+      SCOPED_TRACE(c.name + " " + std::string(DataTypeName(dtype)));
+      // Large enough for several parallel blocks.
+      Tensor x = RandomTensor(dtype, {300, 70}, rng, c.lo, c.hi);
+      Scope root = Scope::NewRootScope();
+      Output y = c.op(root, ops::Const(root, x));
+      ASSERT_TRUE(root.ok()) << root.status();
+      CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor got, Evaluate(y));
+      std::vector<double> want;
+      for (double v : ToDoubles(x)) want.push_back(static_cast<double>(c.reference(v)));
+      // Relative: exp's float rounding.
+      const double tol = dtype == DT_FLOAT ? 2e-6 : 1e-14;
+      ExpectNear(got, x.shape(), want, tol, tol, c.name);
+    }
+  }
+}
+
+TEST(Activations, SoftplusSwitchesFormulasAtTensorFlowsThresholds) {
+  // log(epsilon) + 2: -13.94 for float32, -34.04 for float64. Beyond them
+  // softplus(x) is x (above) or exp(x) (below), exactly; just below the
+  // threshold log1p(exp(x)) would differ from exp(x) in the last bits.
+  for (DataType dtype : {DT_FLOAT, DT_DOUBLE}) {
+    const double threshold = dtype == DT_FLOAT
+                                 ? std::log(std::numeric_limits<float>::epsilon()) + 2
+                                 : std::log(std::numeric_limits<double>::epsilon()) + 2;
+    const std::vector<double> x = {-threshold + 0.5, threshold - 0.5, 100};
+    Scope root = Scope::NewRootScope();
+    CKFLOW_ASSERT_OK_AND_ASSIGN(
+        Tensor got,
+        Evaluate(ops::Softplus(root, ops::Const(root, testing::MakeTensor(dtype, {3}, x)))));
+    const Tensor xt = testing::MakeTensor(dtype, {3}, x);
+    EXPECT_EQ(got.ElementAsDouble(0), xt.ElementAsDouble(0));
+    EXPECT_EQ(got.ElementAsDouble(2), xt.ElementAsDouble(2));
+    if (dtype == DT_FLOAT) {
+      EXPECT_EQ(got.ElementAsDouble(1), static_cast<float>(std::exp(xt.flat<float>()[1])));
+    } else {
+      EXPECT_EQ(got.ElementAsDouble(1), std::exp(xt.ElementAsDouble(1)));
+    }
+  }
+}
+
+struct ActivationGradCase {
+  std::string name;
+  BinaryFn op;
+  // d activation / dx at the given second input (features or outputs).
+  std::function<long double(long double)> derivative;
+  double lo, hi;
+};
+
+std::vector<ActivationGradCase> ActivationGradCases() {
+  return {
+      {"Relu6Grad", [](const Scope& s, Output g, Output f) { return ops::Relu6Grad(s, g, f); },
+       [](long double f) { return f > 0 && f < 6 ? 1.0L : 0.0L; }, -3, 9},
+      {"LeakyReluGrad",
+       [](const Scope& s, Output g, Output f) { return ops::LeakyReluGrad(s, g, f, 0.3f); },
+       [](long double f) { return f > 0 ? 1.0L : 0.3f; }, -3, 3},
+      {"EluGrad", [](const Scope& s, Output g, Output y) { return ops::EluGrad(s, g, y); },
+       [](long double y) { return y < 0 ? y + 1 : 1.0L; }, -1, 3},
+      {"SeluGrad", [](const Scope& s, Output g, Output y) { return ops::SeluGrad(s, g, y); },
+       [](long double y) { return y < 0 ? y + kSeluScale * kSeluAlpha : kSeluScale; }, -1.7, 3},
+      {"SoftplusGrad",
+       [](const Scope& s, Output g, Output f) { return ops::SoftplusGrad(s, g, f); },
+       [](long double f) { return 1 / (1 + std::exp(-f)); }, -20, 20},
+  };
+}
+
+TEST(ActivationGradients, MatchNaiveReferences) {
+  std::mt19937 rng(36);
+  for (DataType dtype : {DT_FLOAT, DT_DOUBLE}) {
+    for (const ActivationGradCase& c : ActivationGradCases()) {
+      SCOPED_TRACE(c.name + " " + std::string(DataTypeName(dtype)));
+      Tensor g = RandomTensor(dtype, {200, 60}, rng);
+      Tensor f = RandomTensor(dtype, {200, 60}, rng, c.lo, c.hi);
+      Scope root = Scope::NewRootScope();
+      Output y = c.op(root, ops::Const(root, g), ops::Const(root, f));
+      ASSERT_TRUE(root.ok()) << root.status();
+      CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor got, Evaluate(y));
+      std::vector<double> gv = ToDoubles(g), fv = ToDoubles(f), want(gv.size());
+      for (size_t i = 0; i < gv.size(); ++i) {
+        want[i] = static_cast<double>(gv[i] * c.derivative(fv[i]));
+      }
+      const double tol = dtype == DT_FLOAT ? 2e-6 : 1e-14;
+      ExpectNear(got, g.shape(), want, tol, tol, c.name);
+    }
+  }
+}
+
+TEST(ActivationGradients, KinksFollowTensorFlow) {
+  // Relu6: nothing at 0 or 6; LeakyRelu: alpha at 0; Elu and Selu: the
+  // x >= 0 branch at an output of 0.
+  Scope root = Scope::NewRootScope();
+  Output ones = ops::Const<float>(root, {1, 1, 1, 1, 1}, {5});
+  Output at = ops::Const<float>(root, {-1, 0, 3, 6, 7}, {5});
+  struct Want {
+    Output got;
+    std::vector<double> want;
+  };
+  const Want cases[] = {
+      {ops::Relu6Grad(root, ones, at), {0, 0, 1, 0, 0}},
+      {ops::LeakyReluGrad(root, ones, at), {0.2f, 0.2f, 1, 1, 1}},
+      {ops::EluGrad(root, ones, at), {0, 1, 1, 1, 1}},
+      {ops::SeluGrad(root, ones, at),
+       {1.0507009873554804934 * 1.6732632423543772848 - 1, 1.0507009873554804934,
+        1.0507009873554804934, 1.0507009873554804934, 1.0507009873554804934}},
+  };
+  for (const Want& c : cases) {
+    CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor got, Evaluate(c.got));
+    ExpectNear(got, {5}, c.want, 1e-6, 0, c.got.name());
+  }
+}
+
+TEST(ActivationGradients, BitIdenticalUnderOneTwoAndFourThreads) {
+  std::mt19937 rng(37);
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Const(root, RandomTensor(DT_FLOAT, {1000, 300}, rng, -20, 20));
+  Output g = ops::Const(root, RandomTensor(DT_FLOAT, {1000, 300}, rng));
+  const Output outputs[] = {ops::Softplus(root, x),  ops::SoftplusGrad(root, g, x),
+                            ops::LeakyRelu(root, x), ops::LeakyReluGrad(root, g, x),
+                            ops::Elu(root, x),       ops::Relu6Grad(root, g, x)};
+  for (const Output& y : outputs) {
+    CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor one, testing::EvaluateWithThreads(y, 1));
+    for (int threads : {2, 4}) {
+      CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor many, testing::EvaluateWithThreads(y, threads));
+      testing::ExpectIdentical(many, one, y.name());
+    }
+  }
+}
+
+TEST(ActivationGradients, ShapesMustBeEqual) {
+  Scope root = Scope::NewRootScope();
+  Output g = ops::Placeholder(root.WithOpName("g"), DT_FLOAT, {.shape = {2, 3}});
+  Output f = ops::Placeholder(root.WithOpName("f"), DT_FLOAT, {.shape = {3}});
+  ops::LeakyReluGrad(root.WithOpName("lg"), g, f);
+  EXPECT_EQ(root.status().message(),
+            "lg (LeakyReluGrad): shapes must be equal: gradients is [2,3] (g:0), features is [3] "
+            "(f:0)");
+  auto leaky_grad = [](const Scope& s, ops::Input a, ops::Input b) {
+    return ops::LeakyReluGrad(s, a, b);
+  };
+  for (testing::BinaryBuilder build : {static_cast<testing::BinaryBuilder>(leaky_grad),
+                                       static_cast<testing::BinaryBuilder>(ops::Relu6Grad)}) {
+    Status s = testing::RunWithFedShapes(build, "grad", {2, 3}, {3});
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("shapes must be equal: gradients is [2,3]"), std::string::npos) << s;
+  }
+}
+
+TEST(Activations, RejectIntegersAndNonFiniteAlpha) {
+  Scope root = Scope::NewRootScope();
+  Output i = ops::Placeholder(root.WithOpName("i"), DT_INT32);
+  ops::Relu6(root.WithOpName("r"), i);
+  EXPECT_EQ(root.status().message(),
+            "r (Relu6): features is int32 (i:0), but must be one of float32, float64");
+  Scope other = Scope::NewRootScope();
+  ops::LeakyRelu(other.WithOpName("l"), ops::Const(other, 1.0f),
+                 std::numeric_limits<float>::infinity());
+  EXPECT_EQ(other.status().message(), "l (LeakyRelu): attribute alpha is inf, but must be finite");
 }
 
 }  // namespace

@@ -1,0 +1,468 @@
+// Normalization ops: FusedBatchNormV3 and FusedBatchNormGradV3 (channels
+// last), their builders, and Keras' moving-average update.
+//
+// x is viewed as [rows, channels], rows = N*H*W. Per-channel sums run in
+// double over blocks of rows (ChannelSums); everything elementwise runs in
+// the tensor's own dtype, in TensorFlow's order of operations.
+
+#include "ops/normalization_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ops/array_ops.h"
+#include "ops/cwise_internal.h"
+#include "ops/math_ops.h"
+#include "ops/standard_ops.h"
+#include "ops/variables.h"
+
+namespace ckflow {
+namespace internal {
+namespace {
+
+constexpr const char* kForwardArgs[] = {"x", "scale", "offset", "mean", "variance"};
+constexpr const char* kGradArgs[] = {
+    "y_backprop", "x", "scale", "reserve_space_1", "reserve_space_2", "reserve_space_3"};
+
+struct BatchNormAttrs {
+  float epsilon;
+  float exponential_avg_factor;
+  bool is_training;
+  // Training with a factor of 1 never reads the mean and variance inputs.
+  bool ReadsMeanAndVariance() const { return !is_training || exponential_avg_factor != 1.0f; }
+};
+
+StatusOr<BatchNormAttrs> ParseAttrs(const AttrMap& attrs) {
+  BatchNormAttrs a{.epsilon = attrs.GetOr<float>("epsilon", 1e-4f),
+                   .exponential_avg_factor = attrs.GetOr<float>("exponential_avg_factor", 1.0f),
+                   .is_training = attrs.GetOr<bool>("is_training", true)};
+  if (!std::isfinite(a.epsilon) || a.epsilon < 0) {
+    return InvalidArgumentError("attribute epsilon is ", a.epsilon,
+                                ", but must be finite and >= 0");
+  }
+  if (!std::isfinite(a.exponential_avg_factor)) {
+    return InvalidArgumentError("attribute exponential_avg_factor is ", a.exponential_avg_factor,
+                                ", but must be finite");
+  }
+  const std::string format = attrs.GetOr<std::string>("data_format", "NHWC");
+  if (format != "NHWC") {
+    return InvalidArgumentError("attribute data_format is '", format,
+                                "', but only 'NHWC' (channels last) is supported");
+  }
+  return a;
+}
+
+// ------------------------------------------------------------ shape functions
+
+// Checks the dtypes of inputs [0, n) (all the same float type), input
+// `data` of rank 4, and inputs `vectors` of rank 1 whose length is the
+// channel count (the last dimension of `data`). Returns the channel count
+// (-1 if unknown).
+StatusOr<int64_t> CheckBatchNormInputs(const InferenceContext& c, std::span<const char* const> args,
+                                       int data, const std::vector<int>& vectors) {
+  CKFLOW_RETURN_IF_ERROR(CheckDtype(c, 0, args[0], kFloatTypes));
+  for (size_t i = 1; i < args.size(); ++i) {
+    CKFLOW_RETURN_IF_ERROR(CheckSameDtype(c, 0, args[0], static_cast<int>(i), args[i]));
+  }
+  CKFLOW_RETURN_IF_ERROR(CheckRank(c, data, args[data], 4, 4));
+  const PartialShape& x = c.input_shapes[data];
+  int64_t channels = x.known_rank() ? x.dim(3) : -1;
+  int pinned_by = data;  // the input that fixed `channels`
+  for (int i : vectors) {
+    CKFLOW_RETURN_IF_ERROR(CheckRank(c, i, args[i], 1, 1));
+    const PartialShape& v = c.input_shapes[i];
+    if (!v.known_rank() || v.dim(0) < 0) continue;
+    if (channels < 0) {
+      channels = v.dim(0);
+      pinned_by = i;
+    } else if (v.dim(0) != channels) {
+      return InvalidArgumentError("channel counts differ: ", args[pinned_by], " is ",
+                                  c.input_shapes[pinned_by].ToString(), " (",
+                                  InputName(c, pinned_by), "), ", args[i], " is ", v.ToString(),
+                                  " (", InputName(c, i), ")");
+    }
+  }
+  return channels;
+}
+
+// x with its channel dimension pinned to `channels` where known.
+PartialShape WithChannels(const PartialShape& x, int64_t channels) {
+  if (!x.known_rank()) return PartialShape({-1, -1, -1, channels});
+  std::vector<int64_t> dims = x.dims();
+  dims[3] = channels;
+  return PartialShape(std::move(dims));
+}
+
+Status FusedBatchNormShapeFn(InferenceContext& c) {
+  CKFLOW_ASSIGN_OR_RETURN(BatchNormAttrs attrs, ParseAttrs(*c.attrs));
+  std::vector<int> vectors = {1, 2};
+  if (attrs.ReadsMeanAndVariance()) vectors.insert(vectors.end(), {3, 4});
+  CKFLOW_ASSIGN_OR_RETURN(int64_t channels, CheckBatchNormInputs(c, kForwardArgs, 0, vectors));
+  for (int i : {3, 4}) CKFLOW_RETURN_IF_ERROR(CheckRank(c, i, kForwardArgs[i], 1, 1));
+  const DataType dtype = c.input_types[0];
+  c.AddOutput(dtype, WithChannels(c.input_shapes[0], channels));
+  for (int i = 0; i < 4; ++i) c.AddOutput(dtype, PartialShape({channels}));
+  c.AddOutput(dtype, PartialShape({0}));
+  return OkStatus();
+}
+
+Status FusedBatchNormGradShapeFn(InferenceContext& c) {
+  CKFLOW_RETURN_IF_ERROR(ParseAttrs(*c.attrs).status());
+  CKFLOW_ASSIGN_OR_RETURN(int64_t channels, CheckBatchNormInputs(c, kGradArgs, 1, {2, 3, 4}));
+  CKFLOW_RETURN_IF_ERROR(CheckRank(c, 0, kGradArgs[0], 4, 4));
+  StatusOr<PartialShape> x = WithChannels(c.input_shapes[1], channels).Merge(c.input_shapes[0]);
+  if (!x.ok()) {
+    return InvalidArgumentError("shapes must be equal: y_backprop is ",
+                                c.input_shapes[0].ToString(), " (", InputName(c, 0), "), x is ",
+                                c.input_shapes[1].ToString(), " (", InputName(c, 1), ")");
+  }
+  const DataType dtype = c.input_types[0];
+  c.AddOutput(dtype, *x);
+  c.AddOutput(dtype, PartialShape({channels}));
+  c.AddOutput(dtype, PartialShape({channels}));
+  c.AddOutput(dtype, PartialShape({0}));
+  c.AddOutput(dtype, PartialShape({0}));
+  return OkStatus();
+}
+
+// ----------------------------------------------------------------- kernels
+
+// InvalidArgument unless `t` (input `arg`) is a vector of `channels`
+// elements, the channels of `x`.
+Status CheckChannelVector(const Tensor& t, std::string_view arg, int64_t channels,
+                          const TensorShape& x) {
+  if (t.shape() == TensorShape({channels})) return OkStatus();
+  return InvalidArgumentError(arg, " must be a vector of ", channels, " elements (the channels of ",
+                              x.ToString(), "), got ", t.shape().ToString());
+}
+
+// Rows per block of ChannelSums: ~kBlockElements elements, at most
+// kMaxBlocks blocks, and at least 4 rows a block so that the partial sums
+// never outgrow the input.
+constexpr int64_t kBlockElements = 16384;
+constexpr int64_t kMaxBlocks = 256;
+
+int64_t RowsPerBlock(int64_t rows, int64_t channels) {
+  const int64_t elements = rows * std::max<int64_t>(channels, 1);
+  int64_t blocks = std::max<int64_t>(1, elements / kBlockElements);
+  blocks = std::min({blocks, kMaxBlocks, std::max<int64_t>(1, rows / 4)});
+  return (rows + blocks - 1) / blocks;
+}
+
+// Per-channel sums over the rows of row-major [rows, channels] data, in an
+// order fixed by the shape alone: the rows are cut into blocks
+// (RowsPerBlock), each block sums its rows in order into its own partial
+// sums, and the partials are added in block order. `accumulate(begin, end,
+// sums)` adds rows [begin, end) into sums[k * channels + c], k < num_sums.
+template <typename Fn>
+std::vector<double> ChannelSums(int64_t rows, int64_t channels, int num_sums, Fn&& accumulate) {
+  const int64_t width = num_sums * channels;
+  std::vector<double> sums(width, 0.0);
+  if (rows == 0 || channels == 0) return sums;
+  const int64_t rows_per_block = RowsPerBlock(rows, channels);
+  const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
+  std::vector<double> partial(blocks * width, 0.0);
+  ParallelRange(blocks, rows_per_block * width, [&](int64_t b, int64_t e) {
+    for (int64_t block = b; block < e; ++block) {
+      accumulate(block * rows_per_block, std::min(rows, (block + 1) * rows_per_block),
+                 partial.data() + block * width);
+    }
+  });
+  ArrayMap<double> total(sums.data(), width);
+  for (int64_t block = 0; block < blocks; ++block) {
+    total += ConstArrayMap<double>(partial.data() + block * width, width);
+  }
+  return sums;
+}
+
+// Runs fn(begin, end) over row ranges of [rows, channels] data in parallel.
+template <typename Fn>
+void ForRows(int64_t rows, int64_t channels, int64_t cost_per_element, Fn&& fn) {
+  ParallelRange(rows, std::max<int64_t>(channels, 1) * cost_per_element, fn);
+}
+
+template <typename T>
+void FillNaN(Tensor* t) {
+  std::fill_n(t->flat<T>().data(), t->NumElements(), std::numeric_limits<T>::quiet_NaN());
+}
+
+template <typename T>
+void CopyVector(const Tensor& from, Tensor* to) {
+  std::copy_n(from.flat<T>().data(), to->NumElements(), to->flat<T>().data());
+}
+
+template <typename T>
+Status FusedBatchNormCompute(KernelContext& ctx, const BatchNormAttrs& attrs) {
+  const Tensor& x = ctx.input(0);
+  if (x.shape().rank() != 4) {
+    return InvalidArgumentError("x must have rank 4 (NHWC), got ", x.shape().ToString());
+  }
+  const int64_t channels = x.shape().dim(3);
+  const bool reads_moments = attrs.ReadsMeanAndVariance();
+  for (int i = 1; i < (reads_moments ? 5 : 3); ++i) {
+    CKFLOW_RETURN_IF_ERROR(CheckChannelVector(ctx.input(i), kForwardArgs[i], channels, x.shape()));
+  }
+  for (int i = 3; i < 5 && !reads_moments; ++i) {
+    if (ctx.input(i).shape().rank() != 1) {
+      return InvalidArgumentError(kForwardArgs[i], " must be a vector, got ",
+                                  ctx.input(i).shape().ToString());
+    }
+  }
+  const TensorShape vector({channels});
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x.dtype(), x.shape()));
+  Tensor* out[5];
+  for (int i = 1; i < 5; ++i) {
+    CKFLOW_ASSIGN_OR_RETURN(out[i], ctx.AllocateOutput(i, x.dtype(), vector));
+  }
+  CKFLOW_RETURN_IF_ERROR(ctx.AllocateOutput(5, x.dtype(), TensorShape({0})).status());
+  const int64_t rows = channels == 0 ? 0 : x.NumElements() / channels;
+  if (rows == 0) {
+    for (int i = 1; i < 5; ++i) FillNaN<T>(out[i]);
+    return OkStatus();
+  }
+  const T* xp = x.flat<T>().data();
+  const auto row = [&](const T* p, int64_t r) {
+    return ConstArrayMap<T>(p + r * channels, channels);
+  };
+
+  Tensor mean_t, variance_t;  // what y is normalized with
+  if (attrs.is_training) {
+    std::vector<double> sums = ChannelSums(rows, channels, 1, [&](int64_t b, int64_t e, double* s) {
+      ArrayMap<double> acc(s, channels);
+      for (int64_t r = b; r < e; ++r) acc += row(xp, r).template cast<double>();
+    });
+    Eigen::ArrayXd mean = ConstArrayMap<double>(sums.data(), channels) / static_cast<double>(rows);
+    std::vector<double> squares =
+        ChannelSums(rows, channels, 1, [&](int64_t b, int64_t e, double* s) {
+          ArrayMap<double> acc(s, channels);
+          for (int64_t r = b; r < e; ++r)
+            acc += (row(xp, r).template cast<double>() - mean).square();
+        });
+    Eigen::ArrayXd variance =
+        ConstArrayMap<double>(squares.data(), channels) / static_cast<double>(rows);
+    ArrayMap<T>(out[3]->flat<T>().data(), channels) = mean.cast<T>();
+    ArrayMap<T>(out[4]->flat<T>().data(), channels) = variance.cast<T>();
+    // Bessel's correction, rounded as TensorFlow's: n / (n - 1) in T.
+    const T adjust = static_cast<T>(rows) / static_cast<T>(rows > 1 ? rows - 1 : 1);
+    ArrayMap<T> batch_mean(out[1]->flat<T>().data(), channels);
+    ArrayMap<T> batch_variance(out[2]->flat<T>().data(), channels);
+    const ConstArrayMap<T> saved_mean(out[3]->flat<T>().data(), channels);
+    const ConstArrayMap<T> saved_variance(out[4]->flat<T>().data(), channels);
+    if (attrs.exponential_avg_factor == 1.0f) {
+      batch_mean = saved_mean;
+      batch_variance = saved_variance * adjust;
+    } else {
+      const T factor = static_cast<T>(attrs.exponential_avg_factor);
+      const T one_minus_factor = T(1) - factor;
+      const ConstArrayMap<T> old_mean(ctx.input(3).flat<T>().data(), channels);
+      const ConstArrayMap<T> old_variance(ctx.input(4).flat<T>().data(), channels);
+      batch_variance = one_minus_factor * old_variance + (factor * adjust) * saved_variance;
+      batch_mean = one_minus_factor * old_mean + factor * saved_mean;
+    }
+    mean_t = *out[3];
+    variance_t = *out[4];
+  } else {
+    mean_t = ctx.input(3);
+    variance_t = ctx.input(4);
+    // batch_mean and reserve_space_1 are the mean; the others the variance.
+    for (int i = 1; i < 5; ++i) CopyVector<T>(ctx.input(i % 2 == 1 ? 3 : 4), out[i]);
+  }
+  const ConstArrayMap<T> mean(mean_t.flat<T>().data(), channels);
+  const ConstArrayMap<T> variance(variance_t.flat<T>().data(), channels);
+  const ConstArrayMap<T> scale(ctx.input(1).flat<T>().data(), channels);
+  const ConstArrayMap<T> offset(ctx.input(2).flat<T>().data(), channels);
+  const Eigen::Array<T, Eigen::Dynamic, 1> scaling =
+      (variance + static_cast<T>(attrs.epsilon)).sqrt().inverse() * scale;
+  T* yp = y->flat<T>().data();
+  ForRows(rows, channels, 3, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      ArrayMap<T>(yp + r * channels, channels) = (row(xp, r) - mean) * scaling + offset;
+    }
+  });
+  return OkStatus();
+}
+
+template <typename T>
+Status FusedBatchNormGradCompute(KernelContext& ctx, const BatchNormAttrs& attrs) {
+  const Tensor& dy = ctx.input(0);
+  const Tensor& x = ctx.input(1);
+  if (x.shape().rank() != 4) {
+    return InvalidArgumentError("x must have rank 4 (NHWC), got ", x.shape().ToString());
+  }
+  if (dy.shape() != x.shape()) {
+    return InvalidArgumentError("shapes must be equal: y_backprop is ", dy.shape().ToString(),
+                                ", x is ", x.shape().ToString());
+  }
+  const int64_t channels = x.shape().dim(3);
+  for (int i = 2; i < 5; ++i) {
+    CKFLOW_RETURN_IF_ERROR(CheckChannelVector(ctx.input(i), kGradArgs[i], channels, x.shape()));
+  }
+  const TensorShape vector({channels});
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * dx, ctx.AllocateOutput(0, x.dtype(), x.shape()));
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * dscale, ctx.AllocateOutput(1, x.dtype(), vector));
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * doffset, ctx.AllocateOutput(2, x.dtype(), vector));
+  for (int i = 3; i < 5; ++i) {
+    CKFLOW_RETURN_IF_ERROR(ctx.AllocateOutput(i, x.dtype(), TensorShape({0})).status());
+  }
+  const int64_t rows = channels == 0 ? 0 : x.NumElements() / channels;
+  const T* dyp = dy.flat<T>().data();
+  const T* xp = x.flat<T>().data();
+  const auto row = [&](const T* p, int64_t r) {
+    return ConstArrayMap<T>(p + r * channels, channels);
+  };
+  const ConstArrayMap<T> scale(ctx.input(2).flat<T>().data(), channels);
+  const ConstArrayMap<T> mean(ctx.input(3).flat<T>().data(), channels);
+  const ConstArrayMap<T> variance(ctx.input(4).flat<T>().data(), channels);
+  const Eigen::ArrayXd mean_d = mean.template cast<double>();
+  // sums[0, C): sum(dy); sums[C, 2C): sum(dy * (x - mean)).
+  std::vector<double> sums = ChannelSums(rows, channels, 2, [&](int64_t b, int64_t e, double* s) {
+    ArrayMap<double> sum_dy(s, channels);
+    ArrayMap<double> sum_dy_xc(s + channels, channels);
+    for (int64_t r = b; r < e; ++r) {
+      const auto g = row(dyp, r).template cast<double>();
+      sum_dy += g;
+      sum_dy_xc += g * (row(xp, r).template cast<double>() - mean_d);
+    }
+  });
+  const ConstArrayMap<double> sum_dy(sums.data(), channels);
+  const ConstArrayMap<double> sum_dy_xc(sums.data() + channels, channels);
+  const Eigen::Array<T, Eigen::Dynamic, 1> inv_std =
+      (variance + static_cast<T>(attrs.epsilon)).sqrt().inverse();
+  ArrayMap<T>(doffset->flat<T>().data(), channels) = sum_dy.cast<T>();
+  ArrayMap<T>(dscale->flat<T>().data(), channels) =
+      (sum_dy_xc * inv_std.template cast<double>()).template cast<T>();
+  if (rows == 0) return OkStatus();
+  T* dxp = dx->flat<T>().data();
+  const Eigen::Array<T, Eigen::Dynamic, 1> coef1 = scale * inv_std;
+  if (!attrs.is_training) {
+    // The mean and variance were constants of the forward pass.
+    ForRows(rows, channels, 1, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r)
+        ArrayMap<T>(dxp + r * channels, channels) = row(dyp, r) * coef1;
+    });
+    return OkStatus();
+  }
+  // x_backprop = scale * rsqrt(v + eps) * [dy - mean(dy) - (x - m) * mean(dy * (x - m)) / (v +
+  // eps)]
+  const double n = static_cast<double>(rows);
+  const Eigen::Array<T, Eigen::Dynamic, 1> dy_mean = (sum_dy / n).cast<T>();
+  const Eigen::Array<T, Eigen::Dynamic, 1> coef2 =
+      inv_std.square() * (sum_dy_xc / n).template cast<T>();
+  ForRows(rows, channels, 4, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      ArrayMap<T>(dxp + r * channels, channels) =
+          coef1 * (row(dyp, r) - dy_mean - (row(xp, r) - mean) * coef2);
+    }
+  });
+  return OkStatus();
+}
+
+template <bool kGrad>
+StatusOr<Kernel> BatchNormKernel(const Node& node) {
+  CKFLOW_ASSIGN_OR_RETURN(BatchNormAttrs attrs, ParseAttrs(node.attrs()));
+  return DispatchFloat(node.output_type(0), [attrs](auto tag) -> StatusOr<Kernel> {
+    using T = typename decltype(tag)::type;
+    return Kernel([attrs](KernelContext& ctx) {
+      return kGrad ? FusedBatchNormGradCompute<T>(ctx, attrs)
+                   : FusedBatchNormCompute<T>(ctx, attrs);
+    });
+  });
+}
+
+AttrMap BatchNormAttrMap(const ops::FusedBatchNormAttrs& attrs, bool forward) {
+  AttrMap a;
+  a.Set("epsilon", attrs.epsilon);
+  if (forward) a.Set("exponential_avg_factor", attrs.exponential_avg_factor);
+  a.Set("data_format", attrs.data_format);
+  a.Set("is_training", attrs.is_training);
+  return a;
+}
+
+}  // namespace
+}  // namespace internal
+
+Status RegisterNormalizationOps(OpRegistry& r) {
+  using namespace internal;  // NOLINT: the kernels above
+  CKFLOW_RETURN_IF_ERROR(
+      RegisterOp(r, {.type = "FusedBatchNormV3",
+                     .inputs = {std::begin(kForwardArgs), std::end(kForwardArgs)},
+                     .shape_fn = FusedBatchNormShapeFn,
+                     .kernel_factory = BatchNormKernel<false>}));
+  CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "FusedBatchNormGradV3",
+                                        .inputs = {std::begin(kGradArgs), std::end(kGradArgs)},
+                                        .shape_fn = FusedBatchNormGradShapeFn,
+                                        .kernel_factory = BatchNormKernel<true>}));
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------- builders
+
+namespace ops {
+
+FusedBatchNormOutputs FusedBatchNorm(const Scope& scope, Input x, Input scale, Input offset,
+                                     Input mean, Input variance, const FusedBatchNormAttrs& attrs) {
+  if (!scope.ok()) return {};
+  Output x_out = x.ToOutput(scope);
+  Output scale_out = scale.ToOutput(scope);
+  if (!x_out.valid() || !scale_out.valid()) return {};
+  // Nodes other than the op itself: never under the scope's op name.
+  const Scope helpers = scope.NewSubScope("");
+  Output input = x_out;
+  const bool dense = x_out.shape().rank() == 2;
+  int64_t channels = -1;
+  if (dense) {
+    // [N, C] as [N, 1, 1, C]: the channel count must be known to reshape.
+    channels = x_out.shape().dim(1);
+    if (channels < 0 && scale_out.shape().rank() == 1) channels = scale_out.shape().dim(0);
+    if (channels < 0) {
+      scope.UpdateStatus(InvalidArgumentError(
+          "FusedBatchNorm: x is ", x_out.shape().ToString(), " (", x_out.name(), ") and scale is ",
+          scale_out.shape().ToString(), " (", scale_out.name(),
+          "): a rank-2 x needs its channel count known when the graph is built"));
+      return {};
+    }
+    input = Reshape(helpers, x_out, Const<int64_t>(helpers, {-1, 1, 1, channels}));
+  }
+  Node* node =
+      internal::BuildNode(scope, "FusedBatchNormV3", {input, scale_out, offset, mean, variance},
+                          internal::BatchNormAttrMap(attrs, true));
+  if (node == nullptr) return {};
+  FusedBatchNormOutputs out{Output(node, 0), Output(node, 1), Output(node, 2),
+                            Output(node, 3), Output(node, 4), Output(node, 5)};
+  if (dense) out.y = Reshape(helpers, out.y, Const<int64_t>(helpers, {-1, channels}));
+  return out;
+}
+
+FusedBatchNormGradOutputs FusedBatchNormGrad(const Scope& scope, Input y_backprop, Input x,
+                                             Input scale, Input reserve_space_1,
+                                             Input reserve_space_2, Input reserve_space_3,
+                                             const FusedBatchNormAttrs& attrs) {
+  Node* node =
+      internal::BuildNode(scope, "FusedBatchNormGradV3",
+                          {y_backprop, x, scale, reserve_space_1, reserve_space_2, reserve_space_3},
+                          internal::BatchNormAttrMap(attrs, false));
+  if (node == nullptr) return {};
+  return {Output(node, 0), Output(node, 1), Output(node, 2)};
+}
+
+Output AssignMovingAverage(const Scope& scope, const Variable& variable, Input value,
+                           double momentum) {
+  if (!scope.ok()) return Output();
+  Scope s = scope.NewSubScope("AssignMovingAvg");
+  StatusOr<Tensor> decay = internal::ScalarOfType(variable.dtype(), 1.0 - momentum);
+  if (!decay.ok()) {
+    scope.UpdateStatus(decay.status().WithContext("AssignMovingAverage"));
+    return Output();
+  }
+  Output v = value.ToOutput(s);
+  if (v.valid() && v.dtype() != variable.dtype()) v = Cast(s, v, variable.dtype());
+  Output delta = Mul(s, Sub(s, variable.Read(s), v), *decay);
+  return variable.AssignSub(s, delta);
+}
+
+}  // namespace ops
+}  // namespace ckflow

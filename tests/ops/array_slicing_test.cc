@@ -1,0 +1,417 @@
+// Slice, Pad, PadV2, ConcatV2 and ConcatOffset against naive references
+// (explicit multi-indices), over dtypes; bit-identical under 1, 2 and 4
+// threads; their build- and run-time errors. (Their gradients are checked
+// against finite differences in gradients_test.cc.)
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/array_ops.h"
+#include "tests/ops/op_test_util.h"
+#include "tests/test_util.h"
+
+namespace ckflow {
+namespace {
+
+using testing::Evaluate;
+using testing::ExpectNear;
+using testing::RandomTensor;
+using testing::ToDoubles;
+
+using Dims = std::vector<int64_t>;
+
+// The multi-index of flat index i in `dims` (row-major).
+Dims Unflatten(int64_t i, const Dims& dims) {
+  Dims index(dims.size());
+  for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
+    index[d] = i % dims[d];
+    i /= dims[d];
+  }
+  return index;
+}
+
+int64_t Flatten(const Dims& index, const Dims& dims) {
+  int64_t f = 0;
+  for (size_t d = 0; d < dims.size(); ++d) f = f * dims[d] + index[d];
+  return f;
+}
+
+int64_t Count(const Dims& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+const DataType kDtypes[] = {DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_BOOL};
+
+TEST(Slice, MatchesNaiveReference) {
+  struct Case {
+    Dims shape, begin, size;
+  };
+  const Case cases[] = {
+      {{5}, {1}, {3}},
+      {{4, 6}, {1, 2}, {2, -1}},
+      {{3, 4, 5}, {0, 1, 0}, {3, 2, 5}},   // the inner dimensions whole
+      {{3, 4, 5}, {2, 0, 4}, {1, -1, 1}},  // one column
+      {{2, 3, 4, 5}, {1, 1, 1, 1}, {1, 2, 3, 4}},
+      {{3, 4}, {3, 0}, {0, 4}},          // empty
+      {{300, 200}, {7, 3}, {250, 190}},  // parallel
+      {{}, {}, {}},                      // a scalar
+  };
+  std::mt19937 rng(61);
+  for (DataType dtype : kDtypes) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(TensorShape(c.shape).ToString() + " " + std::string(DataTypeName(dtype)));
+      Tensor x = RandomTensor(dtype, TensorShape(c.shape), rng, -100, 100);
+      Dims out(c.shape.size());
+      for (size_t d = 0; d < out.size(); ++d) {
+        out[d] = c.size[d] == -1 ? c.shape[d] - c.begin[d] : c.size[d];
+      }
+      std::vector<double> xv = ToDoubles(x), want(Count(out));
+      for (int64_t i = 0; i < Count(out); ++i) {
+        Dims index = Unflatten(i, out);
+        for (size_t d = 0; d < index.size(); ++d) index[d] += c.begin[d];
+        want[i] = xv[Flatten(index, c.shape)];
+      }
+      Scope root = Scope::NewRootScope();
+      Output y = ops::Slice(root, ops::Const(root, x), Tensor::FromVector(c.begin),
+                            Tensor::FromVector(c.size));
+      ASSERT_TRUE(root.ok()) << root.status();
+      EXPECT_EQ(y.shape(), PartialShape(out));
+      CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor got, Evaluate(y));
+      ExpectNear(got, TensorShape(out), want, 0, 0, "Slice");
+    }
+  }
+}
+
+// Pad's reference: every output element is the input's or the constant.
+std::vector<double> NaivePad(const std::vector<double>& x, const Dims& shape,
+                             const std::vector<int64_t>& paddings, double constant, Dims* out) {
+  out->resize(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    (*out)[d] = shape[d] + paddings[2 * d] + paddings[2 * d + 1];
+  }
+  std::vector<double> want(Count(*out));
+  for (int64_t i = 0; i < Count(*out); ++i) {
+    Dims index = Unflatten(i, *out);
+    bool inside = true;
+    for (size_t d = 0; d < index.size(); ++d) {
+      index[d] -= paddings[2 * d];
+      inside = inside && index[d] >= 0 && index[d] < shape[d];
+    }
+    want[i] = inside ? x[Flatten(index, shape)] : constant;
+  }
+  return want;
+}
+
+TEST(Pad, MatchesNaiveReference) {
+  struct Case {
+    Dims shape;
+    std::vector<int64_t> paddings;  // row-major [rank, 2]
+  };
+  const Case cases[] = {
+      {{3}, {1, 2}},
+      {{2, 3}, {0, 0, 1, 1}},
+      {{2, 4, 4, 3}, {0, 0, 1, 1, 2, 0, 0, 0}},  // spatial padding of NHWC
+      {{2, 3, 4}, {1, 0, 0, 2, 3, 1}},
+      {{0, 3}, {1, 1, 0, 0}},                       // empty input, non-empty output
+      {{64, 30, 30, 8}, {0, 0, 2, 2, 2, 2, 0, 0}},  // parallel
+      {{}, {}},
+  };
+  std::mt19937 rng(62);
+  for (DataType dtype : kDtypes) {
+    for (const Case& c : cases) {
+      for (bool v2 : {false, true}) {
+        SCOPED_TRACE(TensorShape(c.shape).ToString() + (v2 ? " PadV2 " : " Pad ") +
+                     std::string(DataTypeName(dtype)));
+        Tensor x = RandomTensor(dtype, TensorShape(c.shape), rng, -100, 100);
+        const double constant = v2 ? 1 : 0;
+        Dims out;
+        std::vector<double> want = NaivePad(ToDoubles(x), c.shape, c.paddings, constant, &out);
+        Scope root = Scope::NewRootScope();
+        Tensor paddings =
+            Tensor::FromVector(c.paddings, TensorShape({static_cast<int64_t>(c.shape.size()), 2}));
+        Output in = ops::Const(root, x);
+        Output y = v2 ? ops::PadV2(root, in, paddings,
+                                   ops::Const(root, testing::MakeTensor(dtype, {}, {constant})))
+                      : ops::Pad(root, in, paddings);
+        ASSERT_TRUE(root.ok()) << root.status();
+        EXPECT_EQ(y.shape(), PartialShape(out));
+        CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor got, Evaluate(y));
+        ExpectNear(got, TensorShape(out), want, 0, 0, "Pad");
+      }
+    }
+  }
+}
+
+TEST(Concat, MatchesNaiveReference) {
+  struct Case {
+    std::vector<Dims> shapes;
+    int64_t axis;
+  };
+  const Case cases[] = {
+      {{{2}, {3}}, 0},
+      {{{2, 3}, {4, 3}}, 0},
+      {{{2, 3}, {2, 1}, {2, 4}}, 1},
+      {{{2, 3}, {2, 1}, {2, 4}}, -1},
+      {{{2, 3, 4}, {2, 0, 4}, {2, 2, 4}}, -2},  // an empty piece
+      {{{2, 2, 2, 3}, {2, 2, 2, 5}}, 3},        // channels
+      {{{200, 50}, {200, 70}}, 1},              // parallel
+  };
+  std::mt19937 rng(63);
+  for (DataType dtype : kDtypes) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE("axis " + std::to_string(c.axis) + " " + std::string(DataTypeName(dtype)));
+      const int rank = static_cast<int>(c.shapes[0].size());
+      const int axis = static_cast<int>(c.axis < 0 ? c.axis + rank : c.axis);
+      Scope root = Scope::NewRootScope();
+      std::vector<Output> values;
+      std::vector<std::vector<double>> xs;
+      Dims out = c.shapes[0];
+      out[axis] = 0;
+      for (const Dims& shape : c.shapes) {
+        Tensor x = RandomTensor(dtype, TensorShape(shape), rng, -100, 100);
+        xs.push_back(ToDoubles(x));
+        values.push_back(ops::Const(root, x));
+        out[axis] += shape[axis];
+      }
+      std::vector<double> want(Count(out));
+      for (int64_t i = 0; i < Count(out); ++i) {
+        Dims index = Unflatten(i, out);
+        size_t k = 0;
+        while (index[axis] >= c.shapes[k][axis]) index[axis] -= c.shapes[k++][axis];
+        want[i] = xs[k][Flatten(index, c.shapes[k])];
+      }
+      Output y = ops::Concat(root, values, ops::Const(root, c.axis));
+      ASSERT_TRUE(root.ok()) << root.status();
+      EXPECT_EQ(y.shape(), PartialShape(out));
+      CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor got, Evaluate(y));
+      ExpectNear(got, TensorShape(out), want, 0, 0, "Concat");
+    }
+  }
+}
+
+TEST(Concat, OneValueIsItsIdentity) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Const<float>(root, {1, 2, 3});
+  Output y = ops::Concat(root, {x}, 0);
+  ASSERT_TRUE(root.ok()) << root.status();
+  EXPECT_EQ(y.node()->type(), "Identity");
+  CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor got, Evaluate(y));
+  EXPECT_EQ(ToDoubles(got), (std::vector<double>{1, 2, 3}));
+}
+
+TEST(ConcatOffset, GivesWhereEachValueStarts) {
+  for (DataType dtype : {DT_INT32, DT_INT64}) {
+    Scope root = Scope::NewRootScope();
+    auto shape = [&](std::vector<double> dims) {
+      return ops::Const(root, testing::MakeTensor(dtype, {3}, dims));
+    };
+    std::vector<Output> offsets =
+        ops::ConcatOffset(root, -2, {shape({2, 3, 5}), shape({2, 4, 5}), shape({2, 1, 5})});
+    ASSERT_TRUE(root.ok()) << root.status();
+    testing::Evaluator eval(root.graph());
+    CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> got, eval.Run({}, offsets));
+    EXPECT_EQ(got[0].dtype(), dtype);
+    EXPECT_EQ(ToDoubles(got[0]), (std::vector<double>{0, 0, 0}));
+    EXPECT_EQ(ToDoubles(got[1]), (std::vector<double>{0, 3, 0}));
+    EXPECT_EQ(ToDoubles(got[2]), (std::vector<double>{0, 7, 0}));
+  }
+}
+
+TEST(SlicingAndJoining, BitIdenticalUnderOneTwoAndFourThreads) {
+  std::mt19937 rng(64);
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Const(root, RandomTensor(DT_FLOAT, {32, 28, 28, 16}, rng));
+  const Output outputs[] = {
+      ops::Pad(root, x, ops::Const<int32_t>(root, {0, 0, 1, 1, 1, 1, 0, 0}, {4, 2})),
+      ops::Slice(root, x, {0, 1, 2, 0}, {-1, 26, 20, 8}),
+      ops::Concat(root, {x, x, x}, 3),
+  };
+  ASSERT_TRUE(root.ok()) << root.status();
+  for (const Output& y : outputs) {
+    CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor one, testing::EvaluateWithThreads(y, 1));
+    for (int threads : {2, 4}) {
+      CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor many, testing::EvaluateWithThreads(y, threads));
+      testing::ExpectIdentical(many, one, y.name());
+    }
+  }
+}
+
+// ----------------------------------------------------------------- errors
+
+struct ErrorCase {
+  std::string name;
+  std::function<Output(const Scope&)> build;  // builds the op named "op"
+  std::string message;
+};
+
+TEST(SlicingAndJoining, BuildErrorsNameTheInputAndDimension) {
+  auto x = [](const Scope& s, PartialShape shape) {
+    return ops::Placeholder(s.WithOpName("x"), DT_FLOAT, {.shape = shape});
+  };
+  const ErrorCase cases[] = {
+      {"SliceBeginLength",
+       [&](const Scope& s) {
+         return ops::Slice(s.WithOpName("op"), x(s, {2, 3}), {0}, {1, 1});
+       },
+       "op (Slice): begin is [1] (Const:0), but must have one element per dimension of "
+       "input, [2,3] (x:0)"},
+      {"SliceOutOfRange",
+       [&](const Scope& s) {
+         return ops::Slice(s.WithOpName("op"), x(s, {2, 3}), {1, 2}, {1, 2});
+       },
+       "op (Slice): input (x:0): begin[1] = 2 and size[1] = 2 do not fit dimension 1 of the "
+       "input, [2,3]: need 0 <= begin <= 3 and 0 <= begin + size <= 3 (size -1: to the end)"},
+      {"SliceNegativeBegin",
+       [&](const Scope& s) {
+         return ops::Slice(s.WithOpName("op"), x(s, {2, 3}), {-1, 0}, {1, 1});
+       },
+       "op (Slice): input (x:0): begin[0] = -1 and size[0] = 1 do not fit dimension 0 of the "
+       "input, [2,3]: need 0 <= begin <= 2 and 0 <= begin + size <= 2 (size -1: to the end)"},
+      {"SliceSizeBelowMinusOne",
+       [&](const Scope& s) {
+         return ops::Slice(s.WithOpName("op"), x(s, {2, -1}), {0, 0}, {1, -2});
+       },
+       "op (Slice): size[1] = -2 (Const_1:0) is negative (only -1, to the end, is allowed)"},
+      {"SliceMixedIndexTypes",
+       [&](const Scope& s) {
+         return ops::Slice(s.WithOpName("op"), x(s, {2, 3}), {0, 0},
+                           ops::Const<int64_t>(s, {1, 1}));
+       },
+       "op (Slice): dtype mismatch: begin is int32 (Const_1:0), size is int64 (Const:0)"},
+      {"PadShape",
+       [&](const Scope& s) {
+         return ops::Pad(s.WithOpName("op"), x(s, {2, 3}),
+                         ops::Const<int32_t>(s, {1, 1, 1}, {3, 1}));
+       },
+       "op (Pad): paddings is [3,1] (Const:0), but must be [rank, 2] for input [2,3] (x:0)"},
+      {"PadRows",
+       [&](const Scope& s) {
+         return ops::Pad(s.WithOpName("op"), x(s, {2, 3}), ops::Const<int32_t>(s, {1, 1}, {1, 2}));
+       },
+       "op (Pad): paddings is [1,2] (Const:0), but must be [rank, 2] for input [2,3] (x:0)"},
+      {"PadNegative",
+       [&](const Scope& s) {
+         return ops::Pad(s.WithOpName("op"), x(s, {2, 3}),
+                         ops::Const<int32_t>(s, {0, 0, 1, -1}, {2, 2}));
+       },
+       "op (Pad): paddings (Const:0) row 1 is [1,-1], but paddings must not be negative"},
+      {"PadV2ConstantDtype",
+       [&](const Scope& s) {
+         return ops::PadV2(s.WithOpName("op"), x(s, {2, 3}),
+                           ops::Const<int32_t>(s, {0, 0, 1, 1}, {2, 2}), 1.0);
+       },
+       "op (PadV2): dtype mismatch: input is float32 (x:0), constant_values is float64 "
+       "(Const_1:0)"},
+      {"ConcatRanks",
+       [&](const Scope& s) {
+         return ops::Concat(s.WithOpName("op"), {x(s, {2, 3}), ops::Const<float>(s, {1, 2})}, 0);
+       },
+       "op (ConcatV2): ranks differ: values[0] is [2,3] (x:0), values[1] is [2] (Const:0)"},
+      {"ConcatOffAxis",
+       [&](const Scope& s) {
+         return ops::Concat(
+             s.WithOpName("op"),
+             {x(s, {2, 3}), ops::Placeholder(s.WithOpName("y"), DT_FLOAT, {.shape = {3, 4}})}, 1);
+       },
+       "op (ConcatV2): values[1] is [3,4] (y:0), but values[0] is [2,3] (x:0): dimension 0 "
+       "differs off the concatenation axis 1"},
+      {"ConcatAxisOutOfRange",
+       [&](const Scope& s) {
+         Output y = ops::Placeholder(s.WithOpName("y"), DT_FLOAT, {.shape = {2, 3}});
+         return ops::Concat(s.WithOpName("op"), {x(s, {2, 3}), y}, 2);
+       },
+       "op (ConcatV2): axis (Const:0) 2 is out of range for rank 2 (must be in [-2, 2))"},
+      {"ConcatScalars",
+       [&](const Scope& s) {
+         return ops::Concat(s.WithOpName("op"), {ops::Const(s, 1.0f), ops::Const(s, 2.0f)}, 0);
+       },
+       "op (ConcatV2): cannot concatenate scalars: values[0] is [] (Const:0)"},
+      {"ConcatDtypes",
+       [&](const Scope& s) {
+         return ops::Concat(s.WithOpName("op"), {x(s, {2}), ops::Const<int32_t>(s, {1})}, 0);
+       },
+       "op (ConcatV2): dtype mismatch: values[0] is float32 (x:0), values[1] is int32 "
+       "(Const:0)"},
+  };
+  for (const ErrorCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    Scope root = Scope::NewRootScope();
+    Output y = c.build(root);
+    EXPECT_FALSE(y.valid());
+    EXPECT_EQ(root.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(root.status().message(), c.message);
+  }
+}
+
+struct RunErrorCase {
+  std::string name;
+  std::function<Output(const Scope&, Output)> build;  // on a placeholder of unknown shape
+  TensorShape fed;
+  std::string message;
+};
+
+TEST(SlicingAndJoining, RunTimeErrorsNameTheInputAndDimension) {
+  const RunErrorCase cases[] = {
+      {"Slice",
+       [](const Scope& s, Output x) {
+         return ops::Slice(s, x, {0, 1}, {2, -1});
+       },
+       {1, 3},
+       "op (Slice): begin[0] = 0 and size[0] = 2 do not fit dimension 0 of the input, [1,3]: "
+       "need 0 <= begin <= 1 and 0 <= begin + size <= 1 (size -1: to the end)"},
+      {"SliceRank",
+       [](const Scope& s, Output x) {
+         return ops::Slice(s, x, {0, 1}, {1, 1});
+       },
+       {4},
+       "op (Slice): begin [0,1] and size [1,1] must have one element per dimension of the "
+       "input, [4]"},
+      {"Pad",
+       [&](const Scope& s, Output x) {
+         return ops::Pad(s, x, Tensor::FromVector<int32_t>({0, 0, 1, 1}, TensorShape({2, 2})));
+       },
+       {2, 3, 4},
+       "op (Pad): paddings is [2,2], but must be [rank, 2] for input [2,3,4]"},
+      {"Concat",
+       [](const Scope& s, Output x) {
+         return ops::Concat(s, {x, ops::Const<float>(s.NewSubScope(""), {1, 2}, {1, 2})}, 0);
+       },
+       {1, 3},
+       "op (ConcatV2): values[1] is [1,2], but values[0] is [1,3]: shapes must be equal but for "
+       "axis 0"},
+      {"ConcatAxis",
+       [](const Scope& s, Output x) {
+         return ops::Concat(s, {x, x}, -3);
+       },
+       {1, 3},
+       "op (ConcatV2): axis -3 is out of range for rank 2 (must be in [-2, 2))"},
+  };
+  for (const RunErrorCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    Scope root = Scope::NewRootScope();
+    Output x = ops::Placeholder(root, DT_FLOAT);
+    Output y = c.build(root.WithOpName("op"), x);
+    ASSERT_TRUE(root.ok()) << root.status();
+    Status s = Evaluate(y, {{x, Tensor(DT_FLOAT, c.fed)}}).status();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.message(), c.message);
+  }
+}
+
+TEST(Pad, NegativeFedPaddingsFailAtRunTime) {
+  Scope root = Scope::NewRootScope();
+  Output p = ops::Placeholder(root, DT_INT64);
+  Output y = ops::Pad(root.WithOpName("op"), ops::Const<float>(root, {1, 2}), p);
+  ASSERT_TRUE(root.ok()) << root.status();
+  Status s = Evaluate(y, {{p, Tensor::FromVector<int64_t>({0, -3}, TensorShape({1, 2}))}}).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "op (Pad): paddings row 0 is [0,-3], but paddings must not be negative");
+}
+
+}  // namespace
+}  // namespace ckflow
