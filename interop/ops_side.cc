@@ -1,17 +1,20 @@
-// ckflow's side of the op judges (interop/test_window_ops.py is TensorFlow's):
-// runs one named op on tensors from a values file and writes its output and
-// the gradients of its inputs.
+// ckflow's side of the op judges (interop/test_window_ops.py and
+// interop/test_nn_ops.py are TensorFlow's): runs one named op on tensors from
+// a values file and writes its outputs and the gradients of its inputs.
 //
 //   interop_ops --op Conv2D --in IN --out OUT [--strides 1,2,2,1]
 //               [--padding SAME] [--explicit-paddings ...] [--dilations ...]
-//               [--ksize 1,2,2,1]
+//               [--ksize 1,2,2,1] [--epsilon E] [--exponential-avg-factor F]
+//               [--is-training BOOL] [--alpha A]
 //
-// IN holds the op's inputs by argument name ("input" and "filter" for the
-// convolutions, "input" for MaxPool, "value" for AvgPool) and "dy", the
-// gradient flowing into the op's output. OUT gets "y", the output, and
-// "d_<arg>" for each input: AddGradients of y with grad_ys {dy}, so the
-// gradient ops are the ones ckflow registers for the op. Ops are looked up
-// in one table keyed by op type; an op family adds its rows there.
+// IN holds the op's inputs by TensorFlow's argument names ("input" and
+// "filter" for the convolutions, "x", "scale", ... for FusedBatchNormV3; a
+// list argument as "values_0", "values_1", ...) and "dy", the gradient
+// flowing into the op's first output. OUT gets "y", the first output, "y1",
+// "y2", ... the others, and "d_<arg>" for each input that has a gradient:
+// AddGradients of y with grad_ys {dy}, so the gradient ops are the ones
+// ckflow registers for the op. Ops are looked up in one table keyed by op
+// type; an op family adds its rows there.
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <cstdio>
@@ -24,6 +27,8 @@
 #include "ops/array_ops.h"
 #include "ops/conv_ops.h"
 #include "ops/gradients.h"
+#include "ops/nn_ops.h"
+#include "ops/normalization_ops.h"
 #include "ops/pooling_ops.h"
 #include "runtime/session.h"
 
@@ -36,12 +41,27 @@ struct Attrs {
   std::vector<int64_t> dilations = {1, 1, 1, 1};
   std::vector<int64_t> explicit_paddings;
   std::string padding = "VALID";
+  float epsilon = 1e-4f;
+  float exponential_avg_factor = 1.0f;
+  bool is_training = true;
+  float alpha = 0.2f;
 };
 
 struct OpRunner {
-  std::vector<std::string> args;  // input names, in the op's order
-  std::function<Output(const Scope&, const std::vector<Output>&, const Attrs&)> build;
+  // Input names, in the op's order; "values*" is a list argument, as many
+  // "values_<i>" as the file holds.
+  std::vector<std::string> args;
+  // The op's outputs; the gradient flows into the first.
+  std::function<std::vector<Output>(const Scope&, const std::vector<Output>&, const Attrs&)>
+      build;
 };
+
+template <Output (*kFn)(const Scope&, ops::Input)>
+OpRunner Activation() {
+  return {{"features"}, [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
+            return std::vector<Output>{kFn(s, x[0])};
+          }};
+}
 
 ops::Conv2DAttrs ConvAttrs(const Attrs& a) {
   return {.strides = a.strides,
@@ -59,22 +79,63 @@ const std::map<std::string, OpRunner>& Runners() {
       {"Conv2D",
        {{"input", "filter"},
         [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
-          return ops::Conv2D(s, x[0], x[1], ConvAttrs(a));
+          return std::vector<Output>{ops::Conv2D(s, x[0], x[1], ConvAttrs(a))};
         }}},
       {"DepthwiseConv2dNative",
        {{"input", "filter"},
         [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
-          return ops::DepthwiseConv2dNative(s, x[0], x[1], ConvAttrs(a));
+          return std::vector<Output>{ops::DepthwiseConv2dNative(s, x[0], x[1], ConvAttrs(a))};
         }}},
       {"MaxPool",
        {{"input"},
         [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
-          return ops::MaxPool(s, x[0], PoolAttrs(a));
+          return std::vector<Output>{ops::MaxPool(s, x[0], PoolAttrs(a))};
         }}},
       {"AvgPool",
        {{"value"},
         [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
-          return ops::AvgPool(s, x[0], PoolAttrs(a));
+          return std::vector<Output>{ops::AvgPool(s, x[0], PoolAttrs(a))};
+        }}},
+      {"FusedBatchNormV3",
+       {{"x", "scale", "offset", "mean", "variance"},
+        [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
+          ops::FusedBatchNormOutputs bn =
+              ops::FusedBatchNorm(s, x[0], x[1], x[2], x[3], x[4],
+                                  {.epsilon = a.epsilon,
+                                   .exponential_avg_factor = a.exponential_avg_factor,
+                                   .is_training = a.is_training});
+          return std::vector<Output>{bn.y, bn.batch_mean, bn.batch_variance, bn.reserve_space_1,
+                                     bn.reserve_space_2};
+        }}},
+      {"Relu6", Activation<ops::Relu6>()},
+      {"Elu", Activation<ops::Elu>()},
+      {"Selu", Activation<ops::Selu>()},
+      {"Softplus", Activation<ops::Softplus>()},
+      {"LeakyRelu",
+       {{"features"},
+        [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
+          return std::vector<Output>{ops::LeakyRelu(s, x[0], a.alpha)};
+        }}},
+      {"Pad",
+       {{"input", "paddings"},
+        [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
+          return std::vector<Output>{ops::Pad(s, x[0], x[1])};
+        }}},
+      {"PadV2",
+       {{"input", "paddings", "constant_values"},
+        [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
+          return std::vector<Output>{ops::PadV2(s, x[0], x[1], x[2])};
+        }}},
+      {"Slice",
+       {{"input", "begin", "size"},
+        [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
+          return std::vector<Output>{ops::Slice(s, x[0], x[1], x[2])};
+        }}},
+      {"ConcatV2",
+       {{"values*", "axis"},
+        [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
+          return std::vector<Output>{
+              ops::Concat(s, std::vector<Output>(x.begin(), x.end() - 1), x.back())};
         }}},
   };
   return *runners;
@@ -87,26 +148,43 @@ Status Run(const std::string& op, const std::string& in, const std::string& out,
   CKFLOW_ASSIGN_OR_RETURN(NamedTensors given, ReadValues(in));
   std::map<std::string, Tensor> by_name(given.begin(), given.end());
   Scope root = Scope::NewRootScope();
+  std::vector<std::string> names;  // of xs
   std::vector<Output> xs;
+  auto add = [&](const std::string& name) -> Status {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) return InvalidArgumentError(in, ": no tensor '", name, "'");
+    names.push_back(name);
+    xs.push_back(ops::Const(root.WithOpName(name), it->second));
+    return OkStatus();
+  };
   for (const std::string& arg : runner->second.args) {
-    auto it = by_name.find(arg);
-    if (it == by_name.end()) return InvalidArgumentError(in, ": no tensor '", arg, "'");
-    xs.push_back(ops::Const(root.WithOpName(arg), it->second));
+    if (!arg.ends_with("*")) {
+      CKFLOW_RETURN_IF_ERROR(add(arg));
+      continue;
+    }
+    const std::string list = arg.substr(0, arg.size() - 1);
+    for (int i = 0; i == 0 || by_name.count(list + "_" + std::to_string(i)); ++i) {
+      CKFLOW_RETURN_IF_ERROR(add(list + "_" + std::to_string(i)));
+    }
   }
   auto dy = by_name.find("dy");
   if (dy == by_name.end()) return InvalidArgumentError(in, ": no tensor 'dy'");
-  Output y = runner->second.build(root.WithOpName(op), xs, attrs);
+  std::vector<Output> ys = runner->second.build(root.WithOpName(op), xs, attrs);
   CKFLOW_RETURN_IF_ERROR(root.status());
   CKFLOW_ASSIGN_OR_RETURN(std::vector<Output> grads,
-                          AddGradients(root, {y}, xs, {ops::Const(root, dy->second)}));
-  std::vector<Output> fetches = {y};
-  fetches.insert(fetches.end(), grads.begin(), grads.end());
+                          AddGradients(root, {ys[0]}, xs, {ops::Const(root, dy->second)}));
+  std::vector<Output> fetches = ys;
+  std::vector<std::string> keys = {"y"};
+  for (size_t i = 1; i < ys.size(); ++i) keys.push_back("y" + std::to_string(i));
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (!grads[i].valid()) continue;  // an integer input (paddings, axis, ...)
+    fetches.push_back(grads[i]);
+    keys.push_back("d_" + names[i]);
+  }
   CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(root.graph()));
   CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> values, session->Run({}, fetches));
-  NamedTensors written = {{"y", values[0]}};
-  for (size_t i = 0; i < xs.size(); ++i) {
-    written.emplace_back("d_" + runner->second.args[i], values[i + 1]);
-  }
+  NamedTensors written;
+  for (size_t i = 0; i < values.size(); ++i) written.emplace_back(keys[i], values[i]);
   return WriteValues(out, written);
 }
 
@@ -120,13 +198,18 @@ int main(int argc, char** argv) {
   Attrs attrs;
   app.add_option("--op", op, "the op type")->required();
   app.add_option("--in", in, "values file: the inputs by argument name, and dy")->required();
-  app.add_option("--out", out, "values file to write: y and d_<arg> per input")->required();
+  app.add_option("--out", out, "values file to write: y, y1, ... and d_<arg> per input")->required();
   app.add_option("--strides", attrs.strides, "strides")->delimiter(',');
   app.add_option("--ksize", attrs.ksize, "ksize (pooling)")->delimiter(',');
   app.add_option("--dilations", attrs.dilations, "dilations (convolutions)")->delimiter(',');
   app.add_option("--explicit-paddings", attrs.explicit_paddings, "with --padding EXPLICIT")
       ->delimiter(',');
   app.add_option("--padding", attrs.padding, "SAME, VALID or EXPLICIT");
+  app.add_option("--epsilon", attrs.epsilon, "FusedBatchNormV3's epsilon");
+  app.add_option("--exponential-avg-factor", attrs.exponential_avg_factor,
+                 "FusedBatchNormV3's exponential_avg_factor");
+  app.add_option("--is-training", attrs.is_training, "FusedBatchNormV3's is_training");
+  app.add_option("--alpha", attrs.alpha, "LeakyRelu's alpha");
   CLI11_PARSE(app, argc, argv);
   ckflow::Status status = Run(op, in, out, attrs);
   if (!status.ok()) {

@@ -21,8 +21,7 @@ import pytest
 import tensorflow as tf
 
 import values
-
-TOLERANCE = {"float32": 1e-5, "float64": 1e-12}
+from compare import TOLERANCE, assert_close
 
 
 def conv(name, op, input, filter, strides=(1, 1, 1, 1), padding="VALID", dilations=(1, 1, 1, 1),
@@ -107,13 +106,6 @@ def tf_run(op, inputs, attrs, dy):
 def output_shape(op, inputs, attrs):
     xs = {k: tf.constant(v) for k, v in inputs.items()}
     return getattr(tf.raw_ops, op)(**xs, **attrs).shape
-
-
-def assert_close(got, want, tolerance, what):
-    assert got.shape == want.shape, f"{what}: shape {got.shape}, TensorFlow's {want.shape}"
-    scale = max(float(np.max(np.abs(want))), 1e-30) if want.size else 1.0
-    err = float(np.max(np.abs(got - want))) if want.size else 0.0
-    assert err <= tolerance * scale, f"{what}: max |ckflow - TensorFlow| = {err}, scale {scale}"
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
