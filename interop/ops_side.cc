@@ -52,8 +52,7 @@ struct OpRunner {
   // "values_<i>" as the file holds.
   std::vector<std::string> args;
   // The op's outputs; the gradient flows into the first.
-  std::function<std::vector<Output>(const Scope&, const std::vector<Output>&, const Attrs&)>
-      build;
+  std::function<std::vector<Output>(const Scope&, const std::vector<Output>&, const Attrs&)> build;
 };
 
 template <Output (*kFn)(const Scope&, ops::Input)>
@@ -198,7 +197,8 @@ int main(int argc, char** argv) {
   Attrs attrs;
   app.add_option("--op", op, "the op type")->required();
   app.add_option("--in", in, "values file: the inputs by argument name, and dy")->required();
-  app.add_option("--out", out, "values file to write: y, y1, ... and d_<arg> per input")->required();
+  app.add_option("--out", out, "values file to write: y, y1, ... and d_<arg> per input")
+      ->required();
   app.add_option("--strides", attrs.strides, "strides")->delimiter(',');
   app.add_option("--ksize", attrs.ksize, "ksize (pooling)")->delimiter(',');
   app.add_option("--dilations", attrs.dilations, "dilations (convolutions)")->delimiter(',');

@@ -62,7 +62,7 @@ Status RegisterNnGradients(GradientRegistry& r);          // activations, BiasAd
 Status RegisterConvGradients(GradientRegistry& r);        // Conv2D, DepthwiseConv2dNative
 Status RegisterPoolingGradients(GradientRegistry& r);     // MaxPool, AvgPool
 Status RegisterNormalizationGradients(GradientRegistry& r);  // FusedBatchNormV3
-Status RegisterVariableGradients(GradientRegistry& r);    // ReadVariableOp
+Status RegisterVariableGradients(GradientRegistry& r);       // ReadVariableOp
 
 }  // namespace ckflow::internal
 

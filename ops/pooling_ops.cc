@@ -251,11 +251,11 @@ Status AvgPoolGradCompute(KernelContext& ctx, const WindowAttrs& attrs) {
     cols[ow] = w1 - w0;
   }
   // The output rows (or columns) whose windows hold input row i.
-  auto outputs_of = [](int64_t i, int64_t stride, int64_t pad, int64_t window, int64_t out) {
+  auto outputs_of = [](int64_t i, int64_t stride, int64_t pad, int64_t window, int64_t size) {
     const int64_t last = (i + pad) / stride;  // i + pad >= 0 and start <= i
     const int64_t t = i + pad - window + 1;   // start + window > i
     const int64_t first = t <= 0 ? 0 : (t + stride - 1) / stride;
-    return std::pair<int64_t, int64_t>{first, std::min(out, last + 1)};
+    return std::pair<int64_t, int64_t>{first, std::min(size, last + 1)};
   };
   const T* gr = grad.flat<T>().data();
   T* din = out->flat<T>().data();

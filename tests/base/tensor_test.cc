@@ -34,7 +34,9 @@ TEST(TensorShape, InlineAndHeapDimsBehaveAlike) {
 
     TensorShape copy = made;
     EXPECT_EQ(copy, made);
-    if (rank > 0) EXPECT_NE(copy.dims().data(), made.dims().data());  // not shared
+    if (rank > 0) {
+      EXPECT_NE(copy.dims().data(), made.dims().data());  // not shared
+    }
     TensorShape assigned({9});
     assigned = copy;
     EXPECT_EQ(assigned, made);
@@ -95,7 +97,9 @@ TEST(Tensor, EveryBufferSizeIsAlignedAndWritableToItsEnd) {
           << DataTypeName(dtype) << "[" << n << "]";
       if (dtype == DT_STRING) {
         for (int64_t i = 0; i < n; ++i) t.flat<std::string>()[i] = "value " + std::to_string(i);
-        if (n > 0) EXPECT_EQ(t.flat<std::string>()[n - 1], "value " + std::to_string(n - 1));
+        if (n > 0) {
+          EXPECT_EQ(t.flat<std::string>()[n - 1], "value " + std::to_string(n - 1));
+        }
       } else {
         // Under ASan a write past the block fails here.
         std::memset(t.raw_data(), 0xab, t.TotalBytes());
