@@ -3,7 +3,7 @@ cmake_minimum_required(VERSION 3.20)
 # (STYLE.md: every create, write, sync, rename, remove, list and stat goes
 # through FileSystem). Run by ctest as FileLayer.OnlyTheFileSystemTouchesTheDisk:
 #   cmake -DSOURCE_DIR=<repo> -P tests/file_layer_check.cmake
-set(layers base graph ops runtime bundle checkpoint)
+set(layers base graph data ops runtime bundle checkpoint)
 # The POSIX FileSystem itself; everything else (base/atomic_file.cc included)
 # goes through it.
 set(allowed base/file_system.cc)

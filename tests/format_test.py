@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-FOLDERS = ["base", "bundle", "graph", "ops", "runtime", "checkpoint", "workloads", "tools",
+FOLDERS = ["base", "bundle", "graph", "data", "ops", "runtime", "checkpoint", "workloads", "tools",
            "examples", "bench", "tests", "interop", "distributed"]
 
 

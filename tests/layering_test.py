@@ -15,11 +15,12 @@ ALLOWED = {
     "base": set(),
     "bundle": {"base"},
     "graph": {"base"},
-    "ops": {"base", "bundle", "graph"},
-    "runtime": {"base", "graph", "ops"},
-    "checkpoint": {"base", "bundle", "graph", "ops", "runtime"},
-    "distributed": {"base", "bundle", "graph", "ops", "runtime", "checkpoint"},
-    "workloads": {"base", "bundle", "graph", "ops", "runtime", "checkpoint"},
+    "data": {"base", "graph"},
+    "ops": {"base", "bundle", "graph", "data"},
+    "runtime": {"base", "graph", "data", "ops"},
+    "checkpoint": {"base", "bundle", "graph", "data", "ops", "runtime"},
+    "distributed": {"base", "bundle", "graph", "data", "ops", "runtime", "checkpoint"},
+    "workloads": {"base", "bundle", "graph", "data", "ops", "runtime", "checkpoint"},
 }
 LIBRARY = set(ALLOWED)
 # Folders that use the library and that the library never includes.
