@@ -55,6 +55,10 @@ Status SaveWeights(const std::shared_ptr<Trackable>& root, const std::string& pa
                                    "'): the object owns no variables yet (call the model once so "
                                    "its layers build)");
   }
+  // Keras' save_weights writes through tf.train.Checkpoint(root=model),
+  // whose root lists itself as the dependency "root": the same edge here
+  // makes the object graph Keras', node for node.
+  graph.nodes[0].children.emplace_back("root", 0);
   if (&graph.values[0].attribute.handle.node()->graph() != &session.graph()) {
     return InvalidArgumentError("SaveWeights('", path,
                                 "'): the object's variables are not in the session's graph");

@@ -16,7 +16,9 @@
 namespace ckflow {
 
 // Keras-style weights of one object (usually a Model) with that object as
-// the root of the object graph: no save_counter, exactly `path` written.
+// the root of the object graph: no save_counter, exactly `path` written. As
+// Keras' save_weights (a tf.train.Checkpoint(root=model)), the root also
+// lists itself as its child "root".
 // Because the root differs, these files do not match Checkpoint{model}
 // (TensorFlow warns about the same). Synchronous only: InvalidArgument for
 // options.async. FailedPrecondition if the object owns no variables yet;

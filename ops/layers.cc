@@ -1,10 +1,14 @@
 #include "ops/layers.h"
 
+#include <cctype>
+#include <optional>
 #include <set>
+#include <span>
 #include <string_view>
 #include <utility>
 
 #include "ops/initializers.h"
+#include "ops/layers_internal.h"
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 
@@ -23,6 +27,35 @@ void CollectVariables(const Trackable& object, std::set<const Trackable*>& seen,
   }
 }
 
+// The training flag of the layer call being built on a graph (Keras' call
+// context): set by each Layer::operator() for the time of its Build and
+// Call, so the layers it calls inherit it.
+struct LayerCallContext : GraphAttachment {
+  int depth = 0;  // layer calls in progress
+  bool training = false;
+};
+
+// Enters a layer call: resolves its training flag and restores the outer
+// call's on leaving.
+class CallFrame {
+ public:
+  CallFrame(LayerCallContext& context, std::optional<bool> training)
+      : context_(context), outer_training_(context.training) {
+    context_.training = training.value_or(context_.depth > 0 && context_.training);
+    ++context_.depth;
+  }
+  ~CallFrame() {
+    --context_.depth;
+    context_.training = outer_training_;
+  }
+  CallFrame(const CallFrame&) = delete;
+  CallFrame& operator=(const CallFrame&) = delete;
+
+ private:
+  LayerCallContext& context_;
+  const bool outer_training_;
+};
+
 }  // namespace
 
 // ---------------------------------------------------------------- Layer
@@ -30,7 +63,7 @@ void CollectVariables(const Trackable& object, std::set<const Trackable*>& seen,
 Layer::Layer(std::string type_name, std::string name)
     : type_name_(std::move(type_name)), name_(std::move(name)) {}
 
-Output Layer::operator()(const Scope& scope, Output input) {
+Output Layer::operator()(const Scope& scope, Output input, std::optional<bool> training) {
   if (!scope.ok()) return Output();
   const std::string context = "layer '" + name_ + "'";
   if (!input.valid()) {
@@ -42,6 +75,7 @@ Output Layer::operator()(const Scope& scope, Output input) {
     return Output();
   }
   Scope layer_scope = scope.NewSubScope(name_);
+  CallFrame frame(scope.graph().Attachment<LayerCallContext>(), training);
   if (!built_) {
     Status s = Build(layer_scope, input);
     if (!s.ok()) {
@@ -59,6 +93,10 @@ Output Layer::operator()(const Scope& scope, Output input) {
 }
 
 Status Layer::Build(const Scope&, const Output&) { return OkStatus(); }
+
+bool Layer::training(const Scope& scope) {
+  return scope.graph().Attachment<LayerCallContext>().training;
+}
 
 std::shared_ptr<Variable> Layer::AddWeight(const Scope& scope, const std::string& name,
                                            DataType dtype, const TensorShape& shape,
@@ -101,6 +139,53 @@ std::vector<std::shared_ptr<Variable>> Layer::non_trainable_variables() const {
   return out;
 }
 
+// ------------------------------------------------------ shared checks
+
+namespace internal {
+
+Status CheckFloatInput(const Output& input) {
+  if (input.dtype() != DT_FLOAT && input.dtype() != DT_DOUBLE) {
+    return InvalidArgumentError("expects a float32 or float64 input, got ", input.name(), " of ",
+                                DataTypeName(input.dtype()));
+  }
+  return OkStatus();
+}
+
+Status CheckImageInput(const Output& input) {
+  const PartialShape& shape = input.shape();
+  if (shape.rank() != 4 || shape.dim(3) < 0) {
+    return InvalidArgumentError(
+        "expects an input [batch, rows, cols, channels] with known channels, got ", input.name(),
+        " of shape ", shape.ToString());
+  }
+  return CheckFloatInput(input);
+}
+
+Status CheckPositive(const Size2D& size, std::string_view what) {
+  if (size.rows <= 0 || size.cols <= 0) {
+    return InvalidArgumentError(what, " must be positive, got (", size.rows, ", ", size.cols, ")");
+  }
+  return OkStatus();
+}
+
+StatusOr<std::string> OpPadding(std::string_view padding) {
+  std::string upper(padding);
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (upper != "VALID" && upper != "SAME") {
+    return InvalidArgumentError("padding must be \"valid\" or \"same\", got \"", padding, "\"");
+  }
+  return upper;
+}
+
+StatusOr<TensorShape> WeightShape(std::initializer_list<int64_t> dims) {
+  StatusOr<TensorShape> shape =
+      TensorShape::Make(std::span<const int64_t>(dims.begin(), dims.size()));
+  if (!shape.ok()) return Status(shape.status()).WithContext("weight shape");
+  return shape;
+}
+
+}  // namespace internal
+
 // ---------------------------------------------------------------- Dense
 
 Dense::Dense(int64_t units, DenseOptions options)
@@ -117,10 +202,7 @@ Status Dense::Build(const Scope& scope, const Output& input) {
     return InvalidArgumentError("expects an input [batch, features] with known features, got ",
                                 input.name(), " of shape ", shape.ToString());
   }
-  if (input.dtype() != DT_FLOAT && input.dtype() != DT_DOUBLE) {
-    return InvalidArgumentError("expects a float32 or float64 input, got ", input.name(), " of ",
-                                DataTypeName(input.dtype()));
-  }
+  CKFLOW_RETURN_IF_ERROR(internal::CheckFloatInput(input));
   const Initializer& kernel_init =
       options_.kernel_initializer ? options_.kernel_initializer : initializers::GlorotUniform();
   kernel_ =

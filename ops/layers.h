@@ -34,6 +34,18 @@
 // ("dense/kernel") and its ops; later calls open a fresh scope for their ops
 // and reuse the variables.
 //
+// The training flag (Keras' `training=`): a call may say whether it builds
+// the training computation (Dropout drops, BatchNormalization normalizes
+// with the batch's statistics and updates its moving ones) or the inference
+// one. An explicit value wins; a call that gives none inherits the value of
+// the layer call it is made inside (a model's Call calling its layers), as
+// Keras' call context does; a call outside any other is inference (false),
+// as Keras outside fit(). The value of the call being built is kept with the
+// graph (not in a global), and a layer's Build and Call read it with
+// training(scope). A graph-mode program that needs both computations calls
+// the model twice, (*model)(scope, x, true) and (*model)(scope, x, false):
+// the second call reuses the variables the first created.
+//
 // Errors: a call returns an invalid Output and leaves the error sticky in
 // the scope, prefixed with the layer's name.
 //
@@ -45,6 +57,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,11 +72,23 @@ namespace ckflow {
 // ops::Tanh (their builders have this signature).
 using Activation = std::function<Output(const Scope& scope, Output x)>;
 
+// (rows, columns) of a 2-D window, stride or dilation: Keras' "an integer
+// or a tuple of 2 integers". Size2D(3) is (3, 3); {3, 5} is (3, 5).
+struct Size2D {
+  Size2D(int64_t both) : rows(both), cols(both) {}  // NOLINT: Keras' int form
+  Size2D(int64_t r, int64_t c) : rows(r), cols(c) {}
+  int64_t rows;
+  int64_t cols;
+};
+
 class Layer : public Trackable {
  public:
   // Builds the layer if this is its first call, then adds its ops to
-  // `scope`'s graph applied to `input`.
-  Output operator()(const Scope& scope, Output input);
+  // `scope`'s graph applied to `input`: the training computation if
+  // `training` is true, the inference one if false, and if it is not given,
+  // the one of the layer call this call is made inside (inference outside
+  // any).
+  Output operator()(const Scope& scope, Output input, std::optional<bool> training = std::nullopt);
 
   // The name given at construction; the graph uses it, made unique, as the
   // layer's name scope.
@@ -86,6 +111,10 @@ class Layer : public Trackable {
   virtual Status Build(const Scope& scope, const Output& input);
   // The layer's computation. `scope` is the call's name scope.
   virtual Output Call(const Scope& scope, Output input) = 0;
+
+  // Whether the call being built on `scope`'s graph is a training call (see
+  // the top of this file). REQUIRES: called from Build or Call.
+  static bool training(const Scope& scope);
 
   // A variable `name` of `dtype` and `shape` in the layer's name scope,
   // initialized by `initializer` and tracked as the child `name`. Null, and

@@ -46,6 +46,28 @@ Output SoftmaxCrossEntropyWithLogits(const Scope& scope, Output labels, Output l
   return ops::Mean(s, ops::SoftmaxCrossEntropyWithLogits(s, logits, labels).loss);
 }
 
+Output SparseSoftmaxCrossEntropyWithLogits(const Scope& scope, Output labels, Output logits) {
+  if (!scope.ok()) return Output();
+  if (!labels.valid() || !logits.valid()) {
+    scope.UpdateStatus(
+        InvalidArgumentError("SparseSoftmaxCrossEntropyWithLogits: labels or logits are invalid"));
+    return Output();
+  }
+  const PartialShape& l = labels.shape();
+  const PartialShape& z = logits.shape();
+  if (l.known_rank() && z.known_rank() &&
+      (l.rank() != 1 || z.rank() != 2 ||
+       (l.dim(0) >= 0 && z.dim(0) >= 0 && l.dim(0) != z.dim(0)))) {
+    scope.UpdateStatus(InvalidArgumentError("SparseSoftmaxCrossEntropyWithLogits: labels ",
+                                            labels.name(), " are ", l.ToString(), " but logits ",
+                                            logits.name(), " are ", z.ToString(),
+                                            "; they must be [batch] and [batch, classes]"));
+    return Output();
+  }
+  Scope s = scope.NewSubScope("sparse_softmax_cross_entropy_loss");
+  return ops::Mean(s, ops::SparseSoftmaxCrossEntropyWithLogits(s, logits, labels).loss);
+}
+
 Output SigmoidCrossEntropyWithLogits(const Scope& scope, Output labels, Output logits) {
   if (!CheckPair(scope, "SigmoidCrossEntropyWithLogits", labels, "logits", logits)) {
     return Output();

@@ -319,5 +319,102 @@ TEST_F(LayersTest, ModelVariablesAreDeduplicatedAndSplitByTrainability) {
   EXPECT_EQ(model->variables().size(), 3u);
 }
 
+// Records the training flag it sees in each Build and Call.
+class FlagProbe : public Layer {
+ public:
+  explicit FlagProbe(std::vector<std::string>* seen) : Layer("FlagProbe", "probe"), seen_(seen) {}
+
+ protected:
+  Status Build(const Scope& scope, const Output&) override {
+    seen_->push_back(std::string("build:") + (training(scope) ? "train" : "infer"));
+    return OkStatus();
+  }
+  Output Call(const Scope& scope, Output x) override {
+    seen_->push_back(training(scope) ? "train" : "infer");
+    return x;
+  }
+
+ private:
+  std::vector<std::string>* seen_;
+};
+
+// Calls `inherits` with no flag and `infers` with training=false, as a
+// user's Model whose Call(scope, x) knows nothing of the flag.
+class TwoProbes : public Model {
+ public:
+  explicit TwoProbes(std::vector<std::string>* seen) {
+    inherits_ = Track("inherits", std::make_shared<FlagProbe>(seen));
+    infers_ = Track("infers", std::make_shared<FlagProbe>(seen));
+  }
+
+ protected:
+  Output Call(const Scope& scope, Output x) override {
+    return (*infers_)(scope, (*inherits_)(scope, x), false);
+  }
+
+ private:
+  std::shared_ptr<FlagProbe> inherits_, infers_;
+};
+
+TEST_F(LayersTest, ACallOutsideAnyOtherIsInferenceUnlessToldSo) {
+  std::vector<std::string> seen;
+  auto probe = std::make_shared<FlagProbe>(&seen);
+  (*probe)(root_, Input(2));
+  (*probe)(root_, Input(2), true);
+  (*probe)(root_, Input(2), false);
+  ASSERT_TRUE(root_.ok()) << root_.status();
+  EXPECT_THAT(seen, ElementsAre("build:infer", "infer", "train", "infer"));
+}
+
+TEST_F(LayersTest, LayersCalledInsideACallInheritItsFlagUnlessGivenOne) {
+  std::vector<std::string> seen;
+  auto model = std::make_shared<TwoProbes>(&seen);
+  (*model)(root_, Input(2), true);
+  EXPECT_THAT(seen, ElementsAre("build:train", "train", "build:infer", "infer"));
+  seen.clear();
+  (*model)(root_, Input(2));
+  EXPECT_THAT(seen, ElementsAre("infer", "infer"));
+  seen.clear();
+  (*model)(root_, Input(2), true);
+  EXPECT_THAT(seen, ElementsAre("train", "infer"));
+  ASSERT_TRUE(root_.ok()) << root_.status();
+}
+
+TEST_F(LayersTest, TheFlagEndsWithItsCall) {
+  std::vector<std::string> seen;
+  auto model = std::make_shared<TwoProbes>(&seen);
+  auto after = std::make_shared<FlagProbe>(&seen);
+  (*model)(root_, Input(2), true);
+  seen.clear();
+  (*after)(root_, Input(2));
+  EXPECT_THAT(seen, ElementsAre("build:infer", "infer"));
+}
+
+TEST_F(LayersTest, TheFlagBelongsToTheGraphBeingBuilt) {
+  // A training call on one graph whose Call builds a layer on another: the
+  // other graph has no call in progress, so its layer infers.
+  class CallsElsewhere : public Model {
+   public:
+    CallsElsewhere(Scope other, std::vector<std::string>* seen)
+        : other_(std::move(other)), probe_(std::make_shared<FlagProbe>(seen)) {}
+
+   protected:
+    Output Call(const Scope&, Output x) override {
+      (*probe_)(other_, ops::Placeholder(other_, DT_FLOAT, {.shape = {-1, 2}}));
+      return x;
+    }
+
+   private:
+    Scope other_;
+    std::shared_ptr<FlagProbe> probe_;
+  };
+  std::vector<std::string> seen;
+  Scope other = Scope::NewRootScope();
+  auto model = std::make_shared<CallsElsewhere>(other, &seen);
+  (*model)(root_, Input(2), true);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_THAT(seen, ElementsAre("build:infer", "infer"));
+}
+
 }  // namespace
 }  // namespace ckflow
