@@ -15,7 +15,6 @@
 // for x uniform in [-1, 1]^4. A progress bar on stderr shows the step, the
 // loss of the current batch and the steps per second.
 #include <CLI/CLI.hpp>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -26,6 +25,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_management.h"
+#include "examples/progress_bar.h"
 #include "examples/regress_model.h"
 #include "ops/array_ops.h"
 #include "ops/layers.h"
@@ -39,6 +39,7 @@ namespace {
 
 using namespace ckflow;  // NOLINT: an example reads better without prefixes
 
+using examples::ProgressBar;
 using examples::Regress;
 
 // Batches of (x, y) drawn from the function above.
@@ -64,32 +65,6 @@ class SyntheticData {
   std::mt19937 rng_;
   std::uniform_real_distribution<float> uniform_{-1.0f, 1.0f};
   std::normal_distribution<float> noise_{0.0f, 0.01f};
-};
-
-// "[##########..........] step 500/1000  loss 0.0123  4321 steps/s" on one
-// line of stderr, redrawn at most every 100 ms.
-class ProgressBar {
- public:
-  explicit ProgressBar(int64_t total) : total_(total) {}
-
-  void Update(int64_t step, float loss) {
-    auto now = std::chrono::steady_clock::now();
-    if (step != total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
-    last_draw_ = now;
-    const double seconds = std::chrono::duration<double>(now - start_).count();
-    const int filled = static_cast<int>(kWidth * step / total_);
-    std::fprintf(stderr, "\r[%s%s] step %lld/%lld  loss %.5f  %.0f steps/s",
-                 std::string(filled, '#').c_str(), std::string(kWidth - filled, '.').c_str(),
-                 static_cast<long long>(step), static_cast<long long>(total_), loss,
-                 seconds > 0 ? static_cast<double>(step) / seconds : 0.0);
-    if (step == total_) std::fputc('\n', stderr);
-  }
-
- private:
-  static constexpr int kWidth = 30;
-  const int64_t total_;
-  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::time_point last_draw_;
 };
 
 Status Train(int64_t steps, const std::string& dir, int64_t save_every) {
