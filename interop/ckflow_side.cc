@@ -36,7 +36,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -88,61 +87,6 @@ class Regress : public Model {
  private:
   std::shared_ptr<Dense> input_transform_, hidden_, out_;
 };
-
-// Every variable reachable from `root`, with the checkpoint key its value is
-// saved under: breadth first, as the object graph is numbered, so a shared
-// object gets its first path; slots keyed by variable and optimizer path.
-std::vector<std::pair<std::string, std::shared_ptr<Variable>>> VariablesByKey(
-    const std::shared_ptr<Trackable>& root) {
-  std::vector<std::pair<std::string, std::shared_ptr<Variable>>> out;
-  std::map<const Trackable*, std::string> seen = {{root.get(), ""}};
-  std::deque<std::shared_ptr<Trackable>> queue = {root};
-  std::vector<std::pair<std::string, std::shared_ptr<Trackable>>> visited;
-  while (!queue.empty()) {
-    std::shared_ptr<Trackable> node = queue.front();
-    queue.pop_front();
-    const std::string& path = seen[node.get()];
-    visited.emplace_back(path, node);
-    for (const auto& [name, child] : node->Children()) {
-      if (child == nullptr || seen.count(child.get())) continue;
-      seen[child.get()] = (path.empty() ? "" : path + "/") + EscapeLocalName(name);
-      queue.push_back(child);
-    }
-  }
-  for (const auto& [path, node] : visited) {
-    if (auto v = std::dynamic_pointer_cast<Variable>(node))
-      out.emplace_back(path + kValueSuffix, v);
-  }
-  for (const auto& [opt_path, node] : visited) {
-    auto owner = std::dynamic_pointer_cast<SlotOwner>(node);
-    if (owner == nullptr) continue;
-    for (const auto& [var_path, var_node] : visited) {
-      if (std::dynamic_pointer_cast<Variable>(var_node) == nullptr) continue;
-      for (const std::string& slot_name : owner->SlotNames()) {
-        auto slot = std::dynamic_pointer_cast<Variable>(owner->GetSlot(*var_node, slot_name));
-        if (slot == nullptr) continue;
-        out.emplace_back(var_path + "/.OPTIMIZER_SLOT/" + opt_path + "/" +
-                             EscapeLocalName(slot_name) + kValueSuffix,
-                         slot);
-      }
-    }
-  }
-  return out;
-}
-
-Status DumpValues(Session& session, const std::shared_ptr<Trackable>& root,
-                  const std::string& path) {
-  auto vars = VariablesByKey(root);
-  std::vector<Output> fetches;
-  for (const auto& [key, v] : vars) fetches.push_back(v->value());
-  CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> values, session.Run({}, fetches));
-  NamedTensors named;
-  for (size_t i = 0; i < vars.size(); ++i) named.emplace_back(vars[i].first, values[i]);
-  return WriteValues(path, named);
-}
-
-// A group member other than rank 0 reports nothing: rank 0 speaks for all.
-thread_local bool quiet = false;
 
 void Report(const std::string& name, const std::string& value) {
   if (!quiet) std::printf("%s: %s\n", name.c_str(), value.c_str());

@@ -26,19 +26,30 @@ def _program(*parts):
 
 
 class Ckflow:
-    """Runs the ckflow programs; .side(...) parses their "name: value" lines."""
+    """Runs the ckflow programs; .side(...) and .cnn(...) parse their
+    "name: value" lines."""
 
     def __init__(self):
         self.side_program = _program("interop", "interop_ckflow")
+        self.cnn_program = _program("interop", "interop_cnn")
+        self.example_program = _program("examples", "fashion_mnist")
         self.cli_program = _program("tools", "ckflow")
         self.ops_program = _program("interop", "interop_ops")
 
     def side(self, *args, check=True):
+        return self._report(self.side_program, args, check)
+
+    def cnn(self, *args, check=True):
+        """Runs interop_cnn (interop/cnn_side.cc) as side() runs interop_ckflow."""
+        return self._report(self.cnn_program, args, check)
+
+    def _report(self, program, args, check):
         proc = subprocess.run(
-            [self.side_program, *map(str, args)], capture_output=True, text=True, check=False
+            [program, *map(str, args)], capture_output=True, text=True, check=False
         )
         if check and proc.returncode != 0:
-            raise AssertionError(f"interop_ckflow {' '.join(map(str, args))}:\n{proc.stderr}")
+            name = os.path.basename(program)
+            raise AssertionError(f"{name} {' '.join(map(str, args))}:\n{proc.stderr}")
         report = {}
         for line in proc.stdout.splitlines():
             name, _, value = line.partition(": ")

@@ -62,6 +62,22 @@ def make_data(path, rows=64, seed=7):
     return x, y
 
 
+def add_variable(out, path, var, optimizer):
+    """out[key] = variable for `var` at object path `path` and for each of
+    its slots in `optimizer` (checkpointed as "optimizer")."""
+    out[path + SUFFIX] = var
+    for slot in optimizer.get_slot_names():
+        slot_var = optimizer.get_slot(var, slot)
+        if slot_var is not None:
+            out[f"{path}/.OPTIMIZER_SLOT/optimizer/{slot}{SUFFIX}"] = slot_var
+
+
+def add_non_slot_variables(out, optimizer):
+    """out[key] = variable for the optimizer's own (Adam's beta powers)."""
+    for (name, _), var in optimizer._non_slot_dict.items():
+        out[f"optimizer/{name}{SUFFIX}"] = var
+
+
 def regress_variables(model, optimizer, checkpoint):
     """{checkpoint key: variable}, written out by hand from the object graph
     TensorFlow saves (the ckflow side walks its objects instead)."""
@@ -69,15 +85,8 @@ def regress_variables(model, optimizer, checkpoint):
     for child in ("input_transform", "hidden", "out"):
         layer = getattr(model, child)
         for weight in ("kernel", "bias"):
-            var = getattr(layer, weight)
-            path = f"model/{child}/{weight}"
-            out[path + SUFFIX] = var
-            for slot in optimizer.get_slot_names():
-                slot_var = optimizer.get_slot(var, slot)
-                if slot_var is not None:
-                    out[f"{path}/.OPTIMIZER_SLOT/optimizer/{slot}{SUFFIX}"] = slot_var
-    for (name, _), var in optimizer._non_slot_dict.items():
-        out[f"optimizer/{name}{SUFFIX}"] = var
+            add_variable(out, f"model/{child}/{weight}", getattr(layer, weight), optimizer)
+    add_non_slot_variables(out, optimizer)
     if checkpoint is not None and checkpoint.save_counter is not None:
         out["save_counter" + SUFFIX] = checkpoint.save_counter
     return out

@@ -2,11 +2,20 @@
 
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <sstream>
 
+#include "bundle/bundle_format.h"
+
 namespace ckflow::interop {
+namespace {
+
+constexpr char kValueSuffix[] = "/.ATTRIBUTES/VARIABLE_VALUE";
+
+}  // namespace
 
 Status WriteValues(const std::string& path, const NamedTensors& values) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -76,6 +85,56 @@ StatusOr<NamedTensors> ReadValues(const std::string& path) {
     values.emplace_back(key, std::move(t));
   }
   return values;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Variable>>> VariablesByKey(
+    const std::shared_ptr<Trackable>& root) {
+  std::vector<std::pair<std::string, std::shared_ptr<Variable>>> out;
+  std::map<const Trackable*, std::string> seen = {{root.get(), ""}};
+  std::deque<std::shared_ptr<Trackable>> queue = {root};
+  std::vector<std::pair<std::string, std::shared_ptr<Trackable>>> visited;
+  while (!queue.empty()) {
+    std::shared_ptr<Trackable> node = queue.front();
+    queue.pop_front();
+    const std::string& path = seen[node.get()];
+    visited.emplace_back(path, node);
+    for (const auto& [name, child] : node->Children()) {
+      if (child == nullptr || seen.count(child.get())) continue;
+      seen[child.get()] = (path.empty() ? "" : path + "/") + EscapeLocalName(name);
+      queue.push_back(child);
+    }
+  }
+  for (const auto& [path, node] : visited) {
+    if (auto v = std::dynamic_pointer_cast<Variable>(node))
+      out.emplace_back(path + kValueSuffix, v);
+  }
+  for (const auto& [opt_path, node] : visited) {
+    auto owner = std::dynamic_pointer_cast<SlotOwner>(node);
+    if (owner == nullptr) continue;
+    for (const auto& [var_path, var_node] : visited) {
+      if (std::dynamic_pointer_cast<Variable>(var_node) == nullptr) continue;
+      for (const std::string& slot_name : owner->SlotNames()) {
+        auto slot = std::dynamic_pointer_cast<Variable>(owner->GetSlot(*var_node, slot_name));
+        if (slot == nullptr) continue;
+        out.emplace_back(var_path + "/.OPTIMIZER_SLOT/" + opt_path + "/" +
+                             EscapeLocalName(slot_name) + kValueSuffix,
+                         slot);
+      }
+    }
+  }
+  return out;
+}
+
+Status DumpValues(Session& session, const std::shared_ptr<Trackable>& root, const std::string& path,
+                  const NamedTensors& extra) {
+  auto vars = VariablesByKey(root);
+  std::vector<Output> fetches;
+  for (const auto& [key, v] : vars) fetches.push_back(v->value());
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> values, session.Run({}, fetches));
+  NamedTensors named;
+  for (size_t i = 0; i < vars.size(); ++i) named.emplace_back(vars[i].first, values[i]);
+  named.insert(named.end(), extra.begin(), extra.end());
+  return WriteValues(path, named);
 }
 
 }  // namespace ckflow::interop
