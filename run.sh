@@ -31,7 +31,7 @@ CTEST=/usr/bin/ctest
 PACKAGES=(build-essential cmake ninja-build ccache pkg-config python3
   libeigen3-dev libprotobuf-dev protobuf-compiler libtbb-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libleveldb-dev libsnappy-dev libisal-dev libcli11-dev clang-format
+  libleveldb-dev libsnappy-dev libisal-dev libcli11-dev zlib1g-dev clang-format
   openmpi-bin libopenmpi-dev)
 
 install_packages() {
@@ -79,7 +79,8 @@ venv=build/venv
 # bench_run NAME [VAR=VALUE...] CMD...: runs one and records its command,
 # time and exit in $results/runs.jsonl; a failure is recorded, not fatal,
 # and its figures read "not run". Roughly, on 2 cores: peers 8 min,
-# checkpoint_bench 3, train_bench 4, the rest a minute or two each.
+# checkpoint_bench 3, train_bench 4, cnn_bench and cnn_peers 2 each, the
+# rest a minute or two each.
 bench_run() { "$PYTHON" bench/report.py run "$results" "$@"; }
 # gbench NAME ARGS...: a Google Benchmark binary of build/release/bench.
 gbench() {
@@ -107,6 +108,9 @@ run_benchmarks() {
     --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
     --benchmark_out="$results/train_bench.json" --benchmark_out_format=json
   bench_run train_peers "$py" bench/train_step_peers.py --json "$results/train_peers.json"
+  bench_run cnn_bench CKFLOW_BENCH_DIR=/dev/shm "$bin/cnn_bench" --benchmark_out="$results/cnn_bench.json" \
+    --benchmark_out_format=json --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+  bench_run cnn_peers "$py" bench/cnn_peers.py --json "$results/cnn_peers.json"
   gbench session_bench
   gbench gemm_isa_bench
   gbench conv_bench
@@ -227,11 +231,12 @@ case "$cmd" in
     "$PYTHON" bench/report.py reliability "$results"
     ;;
   interop)
-    install_packages "${PACKAGES[@]}" python3-venv
+    install_packages "${PACKAGES[@]}" python3-venv dataset-fashion-mnist
     make_venv "$venv" interop/requirements.txt
     configure build/release -DCMAKE_BUILD_TYPE=Release -DCKFLOW_BUILD_TESTS=OFF \
       -DCKFLOW_BUILD_BENCH=OFF -DCKFLOW_BUILD_INTEROP=ON
-    "$CMAKE" --build build/release -j "$JOBS" --target interop_ckflow interop_ops ckflow_cli regress
+    "$CMAKE" --build build/release -j "$JOBS" --target interop_ckflow interop_ops interop_cnn \
+      ckflow_cli regress fashion_mnist
     CKFLOW_BUILD="$ROOT/build/release" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
       interop "$@"
     ;;

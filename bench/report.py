@@ -627,6 +627,72 @@ def topic_train_step(r):
                    ["train_bench", "train_peers"], ("train_step.png", draw) if g else None)
 
 
+def topic_cnn(r):
+    intro = (
+        "The Fashion-MNIST example's CNN (`examples/fashion_mnist_model.h`: two blocks of "
+        "Conv2D, BatchNormalization, ReLU and MaxPooling2D, then Flatten, Dropout, Dense(128) and "
+        "Dense(10); Adam), ms per step (lower is faster): the training step on a batch of 64 and "
+        "the inference path on a batch of 256, ckflow's through `Session::Run` with the "
+        "session's inter- and intra-op threads both 1, then 2 (`cnn_bench`); TensorFlow the same "
+        "tf_keras layers in a TF1 graph run by a `tf.compat.v1.Session` configured with the same "
+        "threads, PyTorch eager with `torch.set_num_threads` and `set_num_interop_threads` "
+        "(`bench/cnn_peers.py`). Only the step is timed (its batch is made before). The peers "
+        "run in processes of their own after ckflow's, on the same machine in the same run; "
+        "ckflow's speed is the peer's time over ckflow's (> 1: ckflow is faster). Then building "
+        "the graph, and the example's checkpoint (model, moving statistics, Adam's slots) saved "
+        "and restored, per variable.")
+    g = r.gbench("cnn_bench")
+    peers = get(r.json("cnn_peers"), "results") or {}
+    tf = f" {get(r.json('cnn_peers'), 'tensorflow')}" if get(r.json("cnn_peers"), "tensorflow") else ""
+    pt = f" {get(r.json('cnn_peers'), 'torch')}" if get(r.json("cnn_peers"), "torch") else ""
+    columns = [("train", 1), ("train", 2), ("inference", 1), ("inference", 2)]
+    headers = ["", "train step, 1 thread", "train step, 2 threads", "inference, 1 thread",
+               "inference, 2 threads"]
+
+    def ckflow_ms(kind, t):
+        name = "BM_CnnTrainStep" if kind == "train" else "BM_CnnInference"
+        e = g.get(f"{name}/threads:{t}")
+        return ms(seconds_of(e)) if e else None
+
+    def peer_ms(peer, kind, t):
+        return get(peers.get(peer, {}).get(str(t)), f"{kind}_ms" if kind == "train" else
+                   "inference_ms")
+
+    rows, series = [], []
+    for label, f in (("**ckflow** (`Session::Run`)", lambda k, t: (ckflow_ms(k, t), None)),
+                     (f"TensorFlow{tf} graph (`tf.compat.v1.Session`)",
+                      lambda k, t: (peer_ms("tf_graph", k, t),
+                                    divide(peer_ms("tf_graph", k, t), ckflow_ms(k, t)))),
+                     (f"PyTorch{pt} (eager)",
+                      lambda k, t: (peer_ms("torch", k, t),
+                                    divide(peer_ms("torch", k, t), ckflow_ms(k, t))))):
+        cells = [Cell(*f(k, t)[:1], "ms", f(k, t)[1]) for k, t in columns]
+        rows.append([label] + cells)
+        series.append((plot_name(label), [c.value for c in cells]))
+    build = g.get("BM_CnnBuildGraph")
+    tf_build = get(peers.get("tf_graph", {}).get("1"), "build_s")
+    save = g.get("BM_CnnCheckpoint/restore:0")
+    restore = g.get("BM_CnnCheckpoint/restore:1")
+    extra = table(["", "ckflow", "peer"], [
+        [f"building the graph and its session ({num(get(build, 'nodes'))} nodes)",
+         Cell(ms(seconds_of(build)) if build else None, "ms"),
+         Cell(tf_build * 1e3 if tf_build is not None else None, "ms",
+              divide(tf_build * 1e3 if tf_build is not None else None,
+                     ms(seconds_of(build)) if build else None), f" (TensorFlow{tf})")],
+        [f"checkpoint save, `Checkpoint::Write` ({num(get(save, 'variables'))} variables)",
+         with_unit(get(save, "us_per_variable"), "µs per variable"), NOT_RUN],
+        ["checkpoint restore, `Restore` + `InitializeOrRestore`",
+         with_unit(get(restore, "us_per_variable"), "µs per variable"), NOT_RUN],
+    ])
+
+    def draw(path):
+        return bar_plot(path, "Fashion-MNIST CNN: ms per step (lower is faster)", headers[1:],
+                        series, "ms per step (log scale)")
+
+    return Section("Fashion-MNIST CNN", intro, table(headers, rows) + "\n\n" + extra,
+                   ["cnn_bench", "cnn_peers"], ("cnn_step.png", draw) if g else None)
+
+
 def all_cores(r):
     cores = get(r.json("machine"), "cores")
     return f"all cores ({cores})" if cores else "all cores"
@@ -802,7 +868,8 @@ def topic_conv(r):
 
 
 TOPICS = [topic_restore, topic_save, topic_small, topic_async, topic_fresh, topic_memory,
-          topic_train_step, topic_session, topic_eager, topic_mpi, topic_isa, topic_conv]
+          topic_train_step, topic_cnn, topic_session, topic_eager, topic_mpi, topic_isa,
+          topic_conv]
 
 
 # ------------------------------------------------------------------ machine
