@@ -213,10 +213,11 @@ StatusOr<Tensor> Read(ByteSource& source) {
   uint64_t bytes = type->width;
   for (int i = 0; i < rank; ++i) {
     dims[i] = BigEndian32(&header[4 * i]);
-    if (dims[i] != 0 && bytes > std::numeric_limits<int64_t>::max() / dims[i]) {
+    if (dims[i] != 0 &&
+        bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max() / dims[i])) {
       return DataLossError("the dims' byte count overflows at dimension ", i);
     }
-    bytes *= dims[i];
+    bytes *= static_cast<uint64_t>(dims[i]);
   }
   CKFLOW_ASSIGN_OR_RETURN(TensorShape shape, TensorShape::Make(dims));
   CKFLOW_ASSIGN_OR_RETURN(Tensor t, ReadElements(source, type->dtype, shape, bytes));

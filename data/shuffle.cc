@@ -1,5 +1,6 @@
 #include "data/shuffle.h"
 
+#include <cstddef>
 #include <numeric>
 #include <utility>
 

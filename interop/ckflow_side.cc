@@ -88,6 +88,9 @@ class Regress : public Model {
   std::shared_ptr<Dense> input_transform_, hidden_, out_;
 };
 
+// A group member other than rank 0 reports nothing: rank 0 speaks for all.
+thread_local bool quiet = false;
+
 void Report(const std::string& name, const std::string& value) {
   if (!quiet) std::printf("%s: %s\n", name.c_str(), value.c_str());
 }

@@ -68,7 +68,8 @@ Output BatchNormalization::Call(const Scope& scope, Output input) {
       scope.UpdateStatus(scalar.status());
       return Output();
     }
-    return ops::Fill(scope, ops::Const<int64_t>(scope, {channels}), ops::Const(scope, *scalar));
+    return ops::Fill(scope, ops::Const(scope, std::vector<int64_t>{channels}),
+                     ops::Const(scope, *scalar));
   };
   Output gamma = gamma_ != nullptr ? gamma_->Read(scope) : constant(1.0);
   Output beta = beta_ != nullptr ? beta_->Read(scope) : constant(0.0);

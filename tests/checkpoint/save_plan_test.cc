@@ -139,7 +139,9 @@ TEST_P(SavePlanChangeTest, InvalidatesThePlan) {
   EXPECT_GT(internal::NumFullObjectGraphBuilds(), builds) << change;
   EXPECT_NE(FilesOf(after).at(".index"), FilesOf(dir + "/cached").at(".index")) << change;
   const std::set<std::string> keys = KeysOf(after);
-  if (!expected_key.empty()) EXPECT_TRUE(keys.count(expected_key)) << change;
+  if (!expected_key.empty()) {
+    EXPECT_TRUE(keys.count(expected_key)) << change;
+  }
   if (!gone_key.empty()) {
     EXPECT_FALSE(keys.count(gone_key)) << change;
     EXPECT_TRUE(KeysOf(dir + "/cached").count(gone_key)) << change;
@@ -154,8 +156,8 @@ TEST_P(SavePlanChangeTest, InvalidatesThePlan) {
 
 INSTANTIATE_TEST_SUITE_P(Changes, SavePlanChangeTest,
                          ::testing::Values("dependency", "variable", "slot", "expired reference"),
-                         [](const auto& info) {
-                           std::string name = info.param;
+                         [](const auto& param_info) {
+                           std::string name = param_info.param;
                            for (char& c : name) {
                              if (c == ' ') c = '_';
                            }

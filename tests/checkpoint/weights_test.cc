@@ -60,7 +60,48 @@ TEST(WeightsTest, AKerasCnnSavesKerasObjectGraph) {
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::string tree,
                               RenderObjectGraph(*reader, ObjectGraphFormat::kTree));
-  EXPECT_EQ(tree, "");
+  // Node for node what tf_keras' save_weights writes for the same Sequential
+  // (interop/test_fashion_mnist.py compares the two files' object graphs).
+  EXPECT_EQ(tree, R"((root)
+  layer_with_weights-0
+    kernel  float32[3,3,1,32]  layer_with_weights-0/kernel/.ATTRIBUTES/VARIABLE_VALUE
+    bias  float32[32]  layer_with_weights-0/bias/.ATTRIBUTES/VARIABLE_VALUE
+  layer-0 -> layer_with_weights-0
+  layer_with_weights-1
+    axis
+    gamma  float32[32]  layer_with_weights-1/gamma/.ATTRIBUTES/VARIABLE_VALUE
+    beta  float32[32]  layer_with_weights-1/beta/.ATTRIBUTES/VARIABLE_VALUE
+    moving_mean  float32[32]  layer_with_weights-1/moving_mean/.ATTRIBUTES/VARIABLE_VALUE
+    moving_variance  float32[32]  layer_with_weights-1/moving_variance/.ATTRIBUTES/VARIABLE_VALUE
+  layer-1 -> layer_with_weights-1
+  layer-2
+  layer-3
+  layer_with_weights-2
+    kernel  float32[3,3,32,64]  layer_with_weights-2/kernel/.ATTRIBUTES/VARIABLE_VALUE
+    bias  float32[64]  layer_with_weights-2/bias/.ATTRIBUTES/VARIABLE_VALUE
+  layer-4 -> layer_with_weights-2
+  layer_with_weights-3
+    axis
+    gamma  float32[64]  layer_with_weights-3/gamma/.ATTRIBUTES/VARIABLE_VALUE
+    beta  float32[64]  layer_with_weights-3/beta/.ATTRIBUTES/VARIABLE_VALUE
+    moving_mean  float32[64]  layer_with_weights-3/moving_mean/.ATTRIBUTES/VARIABLE_VALUE
+    moving_variance  float32[64]  layer_with_weights-3/moving_variance/.ATTRIBUTES/VARIABLE_VALUE
+  layer-5 -> layer_with_weights-3
+  layer-6
+  layer-7
+  layer-8
+  layer-9
+  layer_with_weights-4
+    kernel  float32[1600,128]  layer_with_weights-4/kernel/.ATTRIBUTES/VARIABLE_VALUE
+    bias  float32[128]  layer_with_weights-4/bias/.ATTRIBUTES/VARIABLE_VALUE
+  layer-10 -> layer_with_weights-4
+  layer_with_weights-5
+    kernel  float32[128,10]  layer_with_weights-5/kernel/.ATTRIBUTES/VARIABLE_VALUE
+    bias  float32[10]  layer_with_weights-5/bias/.ATTRIBUTES/VARIABLE_VALUE
+  layer-11 -> layer_with_weights-5
+  root -> (root)
+31 objects, 16 values
+)");
 }
 
 TEST(WeightsTest, ACnnLoadedBeforeItIsBuiltComputesWhatTheSavedOneDid) {

@@ -126,7 +126,7 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvCase{"validDilated2x1", {3, 2, 1, 1, 2, 1, false}, false, true},
                       ConvCase{"sameNoBias", {3, 3, 1, 1, 1, 1, true}, false, false},
                       ConvCase{"oneByOne", {1, 1, 1, 1, 1, 1, false}, true, true}),
-    [](const ::testing::TestParamInfo<ConvCase>& info) { return info.param.name; });
+    [](const ::testing::TestParamInfo<ConvCase>& param_info) { return param_info.param.name; });
 
 TEST(Conv2DTest, CreatesKerasVariablesOnItsFirstCall) {
   Scope root = Scope::NewRootScope();
@@ -203,7 +203,9 @@ TEST(Conv2DTest, BadInputsAndArgumentsAreStickyErrorsNamingTheLayer) {
     Output y = (*c.layer)(root, x);
     EXPECT_FALSE(y.valid()) << c.name;
     EXPECT_THAT(root.status(), StatusIs(StatusCode::kInvalidArgument, c.message)) << c.name;
-    EXPECT_FALSE(c.layer->built()) << c.name;
+    // A bad argument fails the build; a window larger than the input fails
+    // the op after the build made the variables (built, as in Keras).
+    EXPECT_EQ(c.layer->built(), c.name == "window_too_large") << c.name;
   }
 }
 

@@ -238,7 +238,9 @@ TEST(EagerOptimizerTest, AKeptLossKeepsNoValueItCameFrom) {
   const uintptr_t buffer = kernel_buffer();
   for (int i = 0; i < 3; ++i) {
     step();
-    if (kInPlace) EXPECT_EQ(kernel_buffer(), buffer) << "step " << i << " copied the variable";
+    if (kInPlace) {
+      EXPECT_EQ(kernel_buffer(), buffer) << "step " << i << " copied the variable";
+    }
   }
   for (const Output& loss : losses) {
     EXPECT_TRUE(loss.node()->has_values());  // its own value stays

@@ -72,7 +72,7 @@ TEST(MaxPooling2DTest, IsTheWindowMaximumWithStridesDefaultingToThePoolSize) {
 }
 
 TEST(MaxPooling2DTest, SamePaddingWithOtherStrides) {
-  auto pool = MaxPooling2D::Make({.pool_size = {3, 2}, .strides = {2, 1}, .padding = "same"});
+  auto pool = MaxPooling2D::Make({.pool_size = {3, 2}, .strides = Size2D(2, 1), .padding = "same"});
   const Tensor x = FilledTensor({1, 7, 5, 2}, 22);
   CKFLOW_ASSERT_OK_AND_ASSIGN(auto run, RunLayer(*pool, x));
   EXPECT_EQ(run.output.shape(), TensorShape({1, 4, 5, 2}));
