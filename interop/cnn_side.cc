@@ -4,8 +4,9 @@
 // evaluated, beside the same tf_keras model.
 //
 //   interop_cnn train --data DIR --initial P --steps N --trajectory T
-//                     [--batch B] [--seed S] [--dropout R]
-//       Builds the model and Adam (TF1 semantics, learning rate 1e-3),
+//                     [--batch B] [--seed S] [--dropout R] [--optimizer sgd]
+//       Builds the model and Adam (TF1 semantics, learning rate 1e-3; or
+//       gradient descent, learning rate kSgdLearningRate),
 //       initializes them, saves the model's initial weights with SaveWeights
 //       to P (TensorFlow starts from them), then trains N steps on the
 //       batches of epoch 0 of ShuffledIndices(n, S, 0), B images each, as
@@ -48,7 +49,11 @@ struct Options {
   int64_t batch = 64;
   uint64_t seed = 1;
   double dropout = 0;
+  std::string optimizer = "adam";
 };
+
+// tf_cnn_side.py's SGD_LEARNING_RATE.
+constexpr float kSgdLearningRate = 0.05f;
 
 void Report(const std::string& name, const std::string& value) {
   std::printf("%s: %s\n", name.c_str(), value.c_str());
@@ -68,7 +73,18 @@ Status Train(const Options& o) {
   Output images = ops::Placeholder(root, DT_FLOAT, {.shape = {-1, 28, 28, 1}});
   Output labels = ops::Placeholder(root, DT_INT32, {.shape = {-1}});
   auto model = examples::FashionMnistModel(o.dropout);
-  auto optimizer = Adam::Make({.learning_rate = 1e-3f});
+  // Adam's first steps move every weight by about its learning rate,
+  // whatever the size of its gradient, so a gradient that is rounding noise
+  // (the bias before a BatchNormalization) moves as far as a real one; plain
+  // gradient descent keeps noise as small as it is.
+  std::shared_ptr<Optimizer> optimizer;
+  if (o.optimizer == "adam") {
+    optimizer = Adam::Make({.learning_rate = 1e-3f});
+  } else if (o.optimizer == "sgd") {
+    optimizer = GradientDescent::Make(kSgdLearningRate);
+  } else {
+    return InvalidArgumentError("--optimizer must be adam or sgd, got '", o.optimizer, "'");
+  }
   Output loss =
       losses::SparseSoftmaxCrossEntropyWithLogits(root, labels, (*model)(root, images, true));
   Output train_op = optimizer->Minimize(root, loss);
@@ -139,6 +155,7 @@ int main(int argc, char** argv) {
   train->add_option("--batch", o.batch, "images per step");
   train->add_option("--seed", o.seed, "the graph's seed and the shuffle's");
   train->add_option("--dropout", o.dropout, "the Dropout layer's rate");
+  train->add_option("--optimizer", o.optimizer, "adam (TF1's, 1e-3) or sgd (gradient descent)");
   CLI::App* evaluate = app.add_subcommand("evaluate", "load Keras weights, print the accuracy");
   evaluate->add_option("--data", o.data, "the data set's directory");
   evaluate->add_option("--weights", o.weights, "LoadWeights from this prefix")->required();

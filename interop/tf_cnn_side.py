@@ -93,11 +93,15 @@ def variables(net, optimizer):
     return out
 
 
+SGD_LEARNING_RATE = 0.05  # interop/cnn_side.cc's kSgdLearningRate
+
+
 def train_graph(initial, x, y, order, steps, batch, dropout=0.0, trajectory=False,
-                threads=None):
+                threads=None, optimizer="adam"):
     """The model in a TF1 graph, its weights loaded from `initial` (a
     SaveWeights/save_weights prefix) or left as Keras initializes them
-    (initial=None), trained by tf.compat.v1.train.AdamOptimizer(1e-3) on
+    (initial=None), trained by tf.compat.v1.train.AdamOptimizer(1e-3) (or
+    GradientDescentOptimizer(SGD_LEARNING_RATE) for optimizer="sgd") on
     `steps` batches of `order` (lists of indices into x, y), the moving
     statistics updated in each step (the training call's model.updates,
     run with the step as a TF1 graph must). Returns {"loss": per step,
@@ -118,7 +122,10 @@ def train_graph(initial, x, y, order, steps, batch, dropout=0.0, trajectory=Fals
         updates = list(net.updates)  # the moving statistics' (this call's only)
         loss = tf.reduce_mean(
             tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
-        optimizer = tf.compat.v1.train.AdamOptimizer(1e-3)
+        if optimizer == "sgd":
+            optimizer = tf.compat.v1.train.GradientDescentOptimizer(SGD_LEARNING_RATE)
+        else:
+            optimizer = tf.compat.v1.train.AdamOptimizer(1e-3)
         train_op = tf.group(optimizer.minimize(loss), *updates)
         predictions = tf.argmax(net(images, training=False), axis=1, output_type=tf.int32)
         session = tf.compat.v1.Session(graph=graph, config=config)
@@ -145,7 +152,7 @@ def train_graph(initial, x, y, order, steps, batch, dropout=0.0, trajectory=Fals
         return correct / len(test_x)
 
     def save(prefix):
-        with session.as_default():
+        with graph.as_default(), session.as_default():
             net.save_weights(prefix)
 
     results["accuracy"] = accuracy
