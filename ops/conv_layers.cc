@@ -5,7 +5,6 @@
 #include "ops/conv_ops.h"
 #include "ops/initializers.h"
 #include "ops/layers_internal.h"
-#include "ops/nn_ops.h"
 
 namespace ckflow {
 namespace {
@@ -29,14 +28,6 @@ ops::Conv2DAttrs WindowAttrs(const Size2D& strides, const std::string& padding,
   return {.strides = {1, strides.rows, strides.cols, 1},
           .padding = padding,
           .dilations = {1, dilation_rate.rows, dilation_rate.cols, 1}};
-}
-
-// y + bias, then the activation: the tail of both layers' Call.
-Output BiasAndActivation(const Scope& scope, Output y, const std::shared_ptr<Variable>& bias,
-                         const Activation& activation) {
-  if (bias != nullptr) y = ops::BiasAdd(scope, y, bias->Read(scope));
-  if (activation) y = activation(scope, y);
-  return y;
 }
 
 }  // namespace
@@ -76,7 +67,7 @@ Status Conv2D::Build(const Scope& scope, const Output& input) {
 Output Conv2D::Call(const Scope& scope, Output input) {
   Output y = ops::Conv2D(scope, input, kernel_->Read(scope),
                          WindowAttrs(options_.strides, padding_, options_.dilation_rate));
-  return BiasAndActivation(scope, y, bias_, options_.activation);
+  return internal::BiasAndActivation(scope, y, bias_, options_.activation);
 }
 
 // ------------------------------------------------------ DepthwiseConv2D
@@ -120,7 +111,7 @@ Output DepthwiseConv2D::Call(const Scope& scope, Output input) {
   Output y =
       ops::DepthwiseConv2dNative(scope, input, depthwise_kernel_->Read(scope),
                                  WindowAttrs(options_.strides, padding_, options_.dilation_rate));
-  return BiasAndActivation(scope, y, bias_, options_.activation);
+  return internal::BiasAndActivation(scope, y, bias_, options_.activation);
 }
 
 }  // namespace ckflow

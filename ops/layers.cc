@@ -177,6 +177,13 @@ StatusOr<std::string> OpPadding(std::string_view padding) {
   return upper;
 }
 
+Output BiasAndActivation(const Scope& scope, Output y, const std::shared_ptr<Variable>& bias,
+                         const Activation& activation) {
+  if (bias != nullptr) y = ops::BiasAdd(scope, y, bias->Read(scope));
+  if (activation) y = activation(scope, y);
+  return y;
+}
+
 StatusOr<TensorShape> WeightShape(std::initializer_list<int64_t> dims) {
   StatusOr<TensorShape> shape =
       TensorShape::Make(std::span<const int64_t>(dims.begin(), dims.size()));
@@ -216,10 +223,8 @@ Status Dense::Build(const Scope& scope, const Output& input) {
 }
 
 Output Dense::Call(const Scope& scope, Output input) {
-  Output y = ops::MatMul(scope, input, kernel_->Read(scope));
-  if (bias_ != nullptr) y = ops::BiasAdd(scope, y, bias_->Read(scope));
-  if (options_.activation) y = options_.activation(scope, y);
-  return y;
+  return internal::BiasAndActivation(scope, ops::MatMul(scope, input, kernel_->Read(scope)), bias_,
+                                     options_.activation);
 }
 
 // ----------------------------------------------------------- Sequential

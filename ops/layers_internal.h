@@ -8,6 +8,7 @@
 #define CKFLOW_OPS_LAYERS_INTERNAL_H_
 
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -32,6 +33,10 @@ StatusOr<std::string> OpPadding(std::string_view padding);
 // The shape of a weight from sizes a user gave; InvalidArgument if one is
 // negative or their product overflows.
 StatusOr<TensorShape> WeightShape(std::initializer_list<int64_t> dims);
+// y + bias (if any), then the activation (if any): the tail of Dense's,
+// Conv2D's and DepthwiseConv2D's Call.
+Output BiasAndActivation(const Scope& scope, Output y, const std::shared_ptr<Variable>& bias,
+                         const Activation& activation);
 // `initializer`, or `fallback` where it is empty.
 inline Initializer OrDefault(const Initializer& initializer, Initializer fallback) {
   return initializer ? initializer : std::move(fallback);
