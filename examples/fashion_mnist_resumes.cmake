@@ -2,16 +2,9 @@
 # slice in DATA (256 images: 8 steps of 32 per epoch), saves, evaluates and
 # saves its weights; a second run resumes from the latest checkpoint and
 # finishes the two epochs.
-file(REMOVE_RECURSE ${DIR})
-foreach(run 1 2)
-  execute_process(COMMAND ${PROGRAM} --data ${DATA} --dir ${DIR} --epochs 2 --batch 32
-                          --save-every 2 --max-steps 5 --threads 2
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "run ${run} failed (${rc}):\n${out}\n${err}")
-  endif()
-  set(out${run} "${out}")
-endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/run_twice.cmake)
+run_twice(${PROGRAM} --data ${DATA} --dir ${DIR} --epochs 2 --batch 32 --save-every 2
+          --max-steps 5 --threads 2)
 if(NOT out1 MATCHES "no checkpoint: initialized at step 0" OR NOT out1 MATCHES "trained to step 5,"
    OR NOT out1 MATCHES "test accuracy 0\\.[0-9][0-9][0-9][0-9]\n$")
   message(FATAL_ERROR "first run:\n${out1}")

@@ -2,15 +2,8 @@
 # restores on creation and continues: its step and save_counter go on, and
 # its model, restored as the layers build, gives exactly the loss the first
 # run ended with.
-file(REMOVE_RECURSE ${DIR})
-foreach(run 1 2)
-  execute_process(COMMAND ${REGRESS} --steps 60 --dir ${DIR}
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "run ${run} failed (${rc}):\n${out}\n${err}")
-  endif()
-  set(out${run} "${out}")
-endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/run_twice.cmake)
+run_twice(${REGRESS} --steps 60 --dir ${DIR})
 if(NOT out1 MATCHES "no checkpoint: starting at step 0" OR NOT out1 MATCHES "step 60,"
    OR NOT out1 MATCHES "save_counter 1\\)")
   message(FATAL_ERROR "first run:\n${out1}")

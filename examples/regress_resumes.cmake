@@ -1,14 +1,7 @@
 # cmake -P script: the regress example trains, saves (asynchronously) and a
 # second run resumes from its latest checkpoint.
-file(REMOVE_RECURSE ${DIR})
-foreach(run 1 2)
-  execute_process(COMMAND ${REGRESS} --steps 60 --save-every 25 --dir ${DIR}
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "run ${run} failed (${rc}):\n${out}\n${err}")
-  endif()
-  set(out${run} "${out}")
-endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/run_twice.cmake)
+run_twice(${REGRESS} --steps 60 --save-every 25 --dir ${DIR})
 if(NOT out1 MATCHES "no checkpoint: initialized at step 0" OR NOT out1 MATCHES "global step 60,")
   message(FATAL_ERROR "first run:\n${out1}")
 endif()
