@@ -30,11 +30,10 @@ Run with the bench venv's python (./run.sh bench does):
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
-from train_step_peers import time_steps
+from train_step_peers import run_child, time_steps
 
 PEERS = ["tf_graph", "torch"]
 THREADS = [1, 2]
@@ -144,14 +143,9 @@ def main():
     results, versions = {}, {}
     for peer in args.peers.split(","):
         for threads in THREADS:
-            cmd = [sys.executable, os.path.abspath(__file__), "--child", peer, "--threads",
-                   str(threads), "--seconds", str(args.seconds)]
-            done = subprocess.run(cmd, capture_output=True, text=True)
-            if done.returncode != 0:
-                print(f"cnn_peers.py: {peer} on {threads} threads failed:\n{done.stderr}",
-                      file=sys.stderr)
+            result = run_child(__file__, peer, threads, args.seconds)
+            if result is None:
                 continue
-            result = json.loads(done.stdout.strip().splitlines()[-1])
             versions["torch" if peer == "torch" else "tensorflow"] = result.pop("version")
             results.setdefault(peer, {})[str(threads)] = result
             print(f"{peer}, {threads} thread{'s' if threads > 1 else ''}: " +

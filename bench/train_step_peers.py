@@ -48,6 +48,20 @@ def glorot(rng, fan_in, fan_out):
     return rng.uniform(-limit, limit, (fan_in, fan_out)).astype("float32")
 
 
+def run_child(script, peer, threads, seconds):
+    """The JSON object `script --child PEER --threads N --seconds S` prints
+    last, run in a process of its own (both frameworks fix their thread
+    pools when they start); None, with the reason on stderr, if it fails."""
+    cmd = [sys.executable, os.path.abspath(script), "--child", peer, "--threads", str(threads),
+           "--seconds", str(seconds)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"{os.path.basename(script)}: {peer} on {threads} threads failed:\n{done.stderr}",
+              file=sys.stderr)
+        return None
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def time_steps(step, seconds):
     """Median ms per step over blocks of steps, after a warm-up."""
     for _ in range(20):
@@ -190,14 +204,9 @@ def main():
     steps, versions = {}, {}
     for peer in args.peers.split(","):
         for key, threads in (("1", 1), ("all", cores)):
-            cmd = [sys.executable, os.path.abspath(__file__), "--child", peer, "--threads",
-                   str(threads), "--seconds", str(args.seconds)]
-            done = subprocess.run(cmd, capture_output=True, text=True)
-            if done.returncode != 0:
-                print(f"train_step_peers.py: {peer} on {threads} threads failed:\n{done.stderr}",
-                      file=sys.stderr)
+            result = run_child(__file__, peer, threads, args.seconds)
+            if result is None:
                 continue
-            result = json.loads(done.stdout.strip().splitlines()[-1])
             steps.setdefault(peer, {})[key] = {"ms": result["ms"], "threads": threads}
             versions["torch" if peer == "torch" else "tensorflow"] = result["version"]
             print(f"{peer}, {threads} thread{'s' if threads > 1 else ''}: "
