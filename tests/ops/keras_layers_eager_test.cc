@@ -23,6 +23,7 @@
 #include "ops/pooling_layers.h"
 #include "runtime/session.h"
 #include "tests/ops/layer_test_util.h"
+#include "tests/ops/op_test_util.h"
 
 namespace ckflow {
 namespace {
@@ -90,20 +91,11 @@ TEST(KerasLayersEagerTest, ACnnTrainsEagerlyAsThroughASession) {
 
   const auto graph_vars = graph_model->variables();
   const auto eager_vars = eager_model->variables();
-  ASSERT_EQ(graph_vars.size(), eager_vars.size());
   // Conv2D's, DepthwiseConv2D's and Dense's kernel and bias; each BatchNormalization's four.
   ASSERT_EQ(graph_vars.size(), 14u);
-  for (size_t i = 0; i < graph_vars.size(); ++i) {
-    SCOPED_TRACE(graph_vars[i]->name());
-    EXPECT_EQ(graph_vars[i]->name(), eager_vars[i]->name());
-    Tensor g = (*session->Run({}, {graph_vars[i]->value()}))[0];
-    Tensor e = eager_vars[i]->value().value();
-    ASSERT_EQ(g.shape(), e.shape());
-    for (int64_t k = 0; k < g.NumElements(); ++k) {
-      const float a = g.flat<float>()[k], b = e.flat<float>()[k];
-      EXPECT_LE(std::abs(a - b), 1e-5f * std::max(std::abs(a), 1e-2f)) << k;
-    }
-  }
+  testing::ExpectSameVariables(
+      graph_vars, [&](const Variable& v) { return (*session->Run({}, {v.value()}))[0]; },
+      eager_vars, 1e-5f, 1e-2f);
 
   // The inference path reads the moving statistics in both.
   Tensor g = (*session->Run({{x, batches[0].first}}, {inference}))[0];

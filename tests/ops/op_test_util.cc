@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <tbb/global_control.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -202,6 +203,24 @@ void ExpectNear(const Tensor& actual, const TensorShape& shape, const std::vecto
         (std::isnan(a) && std::isnan(e)) || a == e || std::abs(a - e) <= atol + rtol * std::abs(e);
     if (!ok && reported++ < 5) {
       ADD_FAILURE() << what << ": element " << i << " is " << a << ", expected " << e;
+    }
+  }
+}
+
+void ExpectSameVariables(const std::vector<std::shared_ptr<Variable>>& graph_vars,
+                         const std::function<Tensor(const Variable&)>& read,
+                         const std::vector<std::shared_ptr<Variable>>& eager_vars, float rtol,
+                         float floor) {
+  ASSERT_EQ(graph_vars.size(), eager_vars.size());
+  for (size_t i = 0; i < graph_vars.size(); ++i) {
+    SCOPED_TRACE(graph_vars[i]->name());
+    EXPECT_EQ(graph_vars[i]->name(), eager_vars[i]->name());
+    const Tensor g = read(*graph_vars[i]);
+    const Tensor e = eager_vars[i]->value().value();
+    ASSERT_EQ(g.shape(), e.shape());
+    for (int64_t k = 0; k < g.NumElements(); ++k) {
+      const float a = g.flat<float>()[k], b = e.flat<float>()[k];
+      EXPECT_LE(std::abs(a - b), rtol * std::max(std::abs(a), floor)) << k;
     }
   }
 }

@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <utility>
@@ -87,6 +88,13 @@ void ExpectNear(const Tensor& actual, const TensorShape& shape, const std::vecto
                 double rtol, double atol, const std::string& what);
 // Expects bit-identical tensors (dtype, shape, bytes).
 void ExpectIdentical(const Tensor& a, const Tensor& b, const std::string& what);
+// Expects a graph-mode model's float32 variables (their values read by
+// `read`, e.g. from a session) and the same model's trained eagerly to pair
+// up by name, in order, with elements within `rtol` * max(|graph|, floor).
+void ExpectSameVariables(const std::vector<std::shared_ptr<Variable>>& graph_vars,
+                         const std::function<Tensor(const Variable&)>& read,
+                         const std::vector<std::shared_ptr<Variable>>& eager_vars, float rtol,
+                         float floor);
 
 }  // namespace ckflow::testing
 
