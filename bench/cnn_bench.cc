@@ -24,7 +24,6 @@
 //
 // CKFLOW_BENCH_DIR: where checkpoints are written (default: a temp dir).
 #include <benchmark/benchmark.h>
-#include <stdlib.h>
 
 #include <chrono>
 #include <cstdint>
@@ -44,6 +43,7 @@
 #include "ops/optimizers.h"
 #include "ops/variables.h"
 #include "runtime/session.h"
+#include "workloads/scratch_dir.h"
 
 namespace ckflow {
 namespace {
@@ -151,21 +151,14 @@ void BM_CnnBuildGraph(benchmark::State& state) {
 }
 BENCHMARK(BM_CnnBuildGraph)->Unit(benchmark::kMillisecond);
 
-std::string BenchDir() {
-  const char* dir = std::getenv("CKFLOW_BENCH_DIR");
-  std::string base = dir != nullptr ? dir : "/tmp";
-  char tmpl[4096];
-  std::snprintf(tmpl, sizeof(tmpl), "%s/cnn_bench.XXXXXX", base.c_str());
-  if (mkdtemp(tmpl) == nullptr) {
-    std::perror("cnn_bench: mkdtemp");
-    std::abort();
-  }
-  return tmpl;
-}
-
 void BM_CnnCheckpoint(benchmark::State& state) {
   const bool restore = state.range(0) == 1;
-  const std::string prefix = BenchDir() + "/ckpt";
+  const workloads::ScratchDir dir("cnn_bench");
+  if (dir.path().empty()) {
+    state.SkipWithError("cannot create a directory for the checkpoints");
+    return;
+  }
+  const std::string prefix = dir.path() + "/ckpt";
   CnnProgram trained;
   Checkpoint checkpoint(
       trained.root,

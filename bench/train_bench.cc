@@ -27,7 +27,6 @@
 //     eager_vs_graph  eager time / session time (target: <= 1.5)
 //     cpu_per_wall    as above, of the eager steps
 #include <benchmark/benchmark.h>
-#include <stdlib.h>
 #include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
 #include <time.h>
@@ -39,7 +38,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
-#include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -64,6 +62,7 @@
 #include "ops/optimizers.h"
 #include "ops/variables.h"
 #include "runtime/session.h"
+#include "workloads/scratch_dir.h"
 
 namespace ckflow {
 namespace {
@@ -475,12 +474,12 @@ void BM_TrainLoop(benchmark::State& state) {
   const bool async = state.range(1) != 0;
   const int every = static_cast<int>(state.range(2));
   const int steps = LoopSteps(state.range(0) == 0 ? 500 : 2000);
-  const char* base = std::getenv("CKFLOW_BENCH_DIR");
-  std::string dir = std::string(base != nullptr ? base : "/tmp") + "/ckflow-loop-XXXXXX";
-  if (::mkdtemp(dir.data()) == nullptr) {
+  const workloads::ScratchDir scratch("ckflow-loop");
+  if (scratch.path().empty()) {
     state.SkipWithError("cannot create a directory for the checkpoints");
     return;
   }
+  const std::string& dir = scratch.path();
   SessionModel model(spec);
   const std::pair<Tensor, Tensor> batch = BatchFor(spec);
   const Tensor& x = batch.first;
@@ -535,7 +534,6 @@ void BM_TrainLoop(benchmark::State& state) {
     }
   }
   Check(checkpoint.Sync());
-  std::filesystem::remove_all(dir);
   state.counters["p50_ms"] = Percentile(with, 0.5) * 1e3;
   state.counters["p99_ms"] = Percentile(with, 0.99) * 1e3;
   state.counters["base_p50_ms"] = Percentile(without, 0.5) * 1e3;
