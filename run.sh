@@ -137,7 +137,9 @@ cmd=${1:-help}
 shift || true
 case "$cmd" in
   demo)
-    install_packages "${PACKAGES[@]}"
+    # The data set too: the README's Fashion-MNIST commands run the example
+    # this build makes.
+    install_packages "${PACKAGES[@]}" dataset-fashion-mnist
     release_build -DCKFLOW_BUILD_BENCH=OFF
     if [ -x build/release/examples/regress ]; then
       build/release/examples/regress --dir runs/regress "$@"
