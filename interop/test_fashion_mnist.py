@@ -2,9 +2,10 @@
 the same CNN as a tf_keras Sequential (interop/tf_cnn_side.py) against
 ckflow's (interop/cnn_side.cc and the example itself).
 
-  - The same numbers: from ckflow's initial weights, the same 50 batches, the
-    loss and every variable (moving statistics and Adam's slots included)
-    agree after each Adam step.
+  - The same numbers: from ckflow's initial weights, on the same batches,
+    the loss and every variable (moving statistics and Adam's slots
+    included) follow TensorFlow's float64 run of the model step by step, at
+    least as closely as TensorFlow's float32 run does.
   - The same model file: SaveWeights writes Keras' keys and object graph,
     node for node.
   - Keras loads ckflow: the example's weights load into the Keras model
@@ -84,42 +85,93 @@ def keras_accuracy(net, test_set):
                         return_dict=True)["accuracy"]
 
 
-# (1) From the same weights, on the same batches, 50 steps of Adam give the
-# same loss and variables. Dropout's rate is 0 on both sides (its masks
-# come from different generators); the layer is still there, so the keys
-# are the example's. Summation orders differ (oneDNN's convolutions and
-# batch norm against ckflow's), so values agree to a relative 1e-4 of each
-# variable's largest magnitude at that step, not bit for bit.
-@pytest.mark.xfail(strict=True, reason=(
-    "open: at the first step the loss and the dense layers' gradients agree within 1e-5, but "
-    "the gradients of the convolutions and the BatchNormalization parameters differ from "
-    "TensorFlow's by up to 0.7%, more than summation order explains; Adam's first steps, "
-    "about +-lr per weight whatever the gradient's size, then spread it"))
-def test_fifty_adam_steps_agree(tmp_path, ckflow, train_set):
-    steps = 50
+# (1) From the same weights, on the same batches, the same training steps.
+# TensorFlow's float32 run is not the judge of "the same numbers": its fused
+# batch norm and oneDNN convolutions round differently from any other
+# float32 code, and this network magnifies rounding (batch norm's backprop
+# subtracts two nearly equal means; Adam turns a gradient of noise into a
+# step of +-lr). TensorFlow's own float32 run is 7e-3 (SGD) and 2e-2 (Adam)
+# away from its float64 run after one step, and 2e-2 (L2) after 50, whether
+# batch norm is fused or not. The judge is the float64 run of the same
+# model: ckflow's float32 must follow it at least as closely as
+# TensorFlow's float32 does, and (where rounding has not yet grown, in the
+# first SGD steps) within 1e-4 of every variable.
+#
+# The convolutions' biases feed batch norm, which subtracts each channel's
+# mean, so their exact gradient is 0: in float32 they move by rounding
+# alone (by +-lr a step under Adam), in float64 they stay near 1e-15. They
+# are checked apart.
+CONV_BIASES = ("model/layer_with_weights-0/bias/", "model/layer_with_weights-2/bias/")
+
+
+def trajectories(tmp_path, ckflow, train_set, steps, optimizer, dtypes):
+    """ckflow's and TensorFlow's (one per dtype) variables after each step,
+    as {key: float64 array}, from ckflow's initial weights, dropout off (its
+    masks come from different generators; the layer stays, so the keys are
+    the example's)."""
     ck = ckflow.cnn("train", "--data", tf_cnn_side.DATA, "--initial", tmp_path / "initial",
                     "--steps", steps, "--trajectory", tmp_path / "ck", "--batch", BATCH,
-                    "--seed", SEED, "--dropout", 0)
+                    "--seed", SEED, "--dropout", 0, "--optimizer", optimizer)
     assert ck["steps"] == str(steps), ck
     order = list(tf_cnn_side.batches(len(train_set[1]), BATCH, SEED, 1))[:steps]
     indices = values.as_array(values.read(str(tmp_path / "ck.indices"))["indices"])
     np.testing.assert_array_equal(indices, order[0])  # the same shuffle
 
-    tf_run = tf_cnn_side.train_graph(str(tmp_path / "initial"), *train_set, order, steps, BATCH,
-                                     dropout=0.0, trajectory=True)
-    worst = {}
+    def as_arrays(dump):
+        return {k: values.as_array(v).astype(np.float64) for k, v in dump.items()}
+
+    ours = [as_arrays(values.read(str(tmp_path / f"ck.{step + 1}"))) for step in range(steps)]
+    theirs = {}
+    for dtype in dtypes:
+        run = tf_cnn_side.train_graph(str(tmp_path / "initial"), *train_set, order, steps, BATCH,
+                                      optimizer=optimizer, dtype=dtype, trajectory=True)
+        theirs[dtype] = [as_arrays(dump) for dump in run["trajectory"]]
+        assert sorted(theirs[dtype][0]) == sorted(ours[0]), set(theirs[dtype][0]) ^ set(ours[0])
+    return ours, theirs
+
+
+def judged(keys):
+    return [k for k in keys if not k.startswith(CONV_BIASES)]
+
+
+def relative(a, b):
+    """Per key, the largest difference relative to b's largest magnitude."""
+    return {k: float(np.max(np.abs(a[k] - b[k]))) / (float(np.max(np.abs(b[k]))) or 1.0)
+            for k in judged(b)}
+
+
+def distance(a, b):
+    """|a - b| / |b| over all judged values at once (L2)."""
+    keys = judged(b)
+    diff = sum(float(np.sum((a[k] - b[k]) ** 2)) for k in keys)
+    return (diff / sum(float(np.sum(b[k] ** 2)) for k in keys)) ** 0.5
+
+
+def test_fifty_adam_steps_follow_tensorflow_float64(tmp_path, ckflow, train_set):
+    steps = 50
+    ours, theirs = trajectories(tmp_path, ckflow, train_set, steps, "adam",
+                                ["float32", "float64"])
+    exact, tf32 = theirs["float64"], theirs["float32"]
     for step in range(steps):
-        got = values.read(str(tmp_path / f"ck.{step + 1}"))
-        want = tf_run["trajectory"][step]
-        assert sorted(got) == sorted(want), (step, sorted(set(got) ^ set(want)))
-        for key in want:
-            a = values.as_array(got[key]).astype(np.float64)
-            b = values.as_array(want[key]).astype(np.float64)
-            scale = float(np.max(np.abs(b))) or 1.0
-            worst[key] = max(worst.get(key, 0.0), float(np.max(np.abs(a - b))) / scale)
-    bad = {k: v for k, v in worst.items() if v > 1e-4}
-    assert not bad, f"relative differences over 1e-4: {bad}"
-    assert tf_run["loss"][-1] < tf_run["loss"][0]  # it trained
+        ck_gap, tf_gap = distance(ours[step], exact[step]), distance(tf32[step], exact[step])
+        assert ck_gap <= tf_gap, (step + 1, ck_gap, tf_gap)
+    # One step: every value (the slots and moving statistics included)
+    # within 1e-3 of float64, where TensorFlow's float32 is 2e-2 away.
+    worst = relative(ours[0], exact[0])
+    assert max(worst.values()) < 1e-3, {k: v for k, v in worst.items() if v >= 1e-3}
+    assert exact[-1]["loss"] < exact[0]["loss"]  # it trained
+
+
+def test_sgd_steps_match_tensorflow_float64(tmp_path, ckflow, train_set):
+    steps = 5
+    ours, theirs = trajectories(tmp_path, ckflow, train_set, steps, "sgd", ["float64"])
+    for step in range(steps):
+        worst = relative(ours[step], theirs["float64"][step])
+        assert max(worst.values()) < 1e-4, (step + 1, {k: v for k, v in worst.items()
+                                                       if v >= 1e-4})
+        for key in ours[step]:
+            if key.startswith(CONV_BIASES):  # 0 but for rounding
+                assert np.max(np.abs(ours[step][key])) < 1e-4, (step + 1, key)
 
 
 # (2) SaveWeights of the CNN writes exactly the keys, shapes and object

@@ -17,23 +17,36 @@ DATA = "/usr/share/datasets/fashion-mnist"
 M64 = (1 << 64) - 1
 
 
-def model(dropout=0.25):
-    """The example's model, layer for layer."""
+def model(dropout=0.25, dtype="float32"):
+    """The example's model, layer for layer. In float64 (the reference the
+    float32 runs are measured against) batch norm is Keras' unfused one, as
+    FusedBatchNormV3 has no float64 kernel."""
     layers = keras.layers
+    kw = {"dtype": dtype}
+    norm = {"fused": False} if dtype == "float64" else {}
     return keras.Sequential([
-        layers.Conv2D(32, 3),
-        layers.BatchNormalization(),
-        layers.ReLU(),
-        layers.MaxPooling2D(),
-        layers.Conv2D(64, 3),
-        layers.BatchNormalization(),
-        layers.ReLU(),
-        layers.MaxPooling2D(),
-        layers.Flatten(),
-        layers.Dropout(dropout),
-        layers.Dense(128, activation="relu"),
-        layers.Dense(10),
+        layers.Conv2D(32, 3, **kw),
+        layers.BatchNormalization(**norm, **kw),
+        layers.ReLU(**kw),
+        layers.MaxPooling2D(**kw),
+        layers.Conv2D(64, 3, **kw),
+        layers.BatchNormalization(**norm, **kw),
+        layers.ReLU(**kw),
+        layers.MaxPooling2D(**kw),
+        layers.Flatten(**kw),
+        layers.Dropout(dropout, **kw),
+        layers.Dense(128, activation="relu", **kw),
+        layers.Dense(10, **kw),
     ])
+
+
+def initial_weights(prefix):
+    """The weights of a SaveWeights/save_weights prefix, in Keras' order
+    (get_weights), read through a float32 model."""
+    net = model()
+    net(tf.zeros([1, 28, 28, 1]))
+    net.load_weights(prefix).assert_consumed()
+    return net.get_weights()
 
 
 def read_idx(path):
@@ -97,7 +110,7 @@ SGD_LEARNING_RATE = 0.05  # interop/cnn_side.cc's kSgdLearningRate
 
 
 def train_graph(initial, x, y, order, steps, batch, dropout=0.0, trajectory=False,
-                threads=None, optimizer="adam"):
+                threads=None, optimizer="adam", dtype="float32"):
     """The model in a TF1 graph, its weights loaded from `initial` (a
     SaveWeights/save_weights prefix) or left as Keras initializes them
     (initial=None), trained by tf.compat.v1.train.AdamOptimizer(1e-3) (or
@@ -107,16 +120,20 @@ def train_graph(initial, x, y, order, steps, batch, dropout=0.0, trajectory=Fals
     run with the step as a TF1 graph must). Returns {"loss": per step,
     "trajectory": per step a dump of every variable and the loss (with
     trajectory=True), "accuracy": f(test_x, test_y) of the inference path,
-    "save": f(prefix) running save_weights}."""
+    "save": f(prefix) running save_weights}. With dtype="float64" the whole
+    model runs in float64, the initial weights widened from the file."""
     results = {"loss": [], "trajectory": []}
     config = None
     if threads:
         config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads,
                                           inter_op_parallelism_threads=threads)
+    widened = None
+    if initial is not None and dtype != "float32":
+        widened = [value.astype(dtype) for value in initial_weights(initial)]
     graph = tf.Graph()
     with graph.as_default():
-        net = model(dropout)
-        images = tf.compat.v1.placeholder(tf.float32, [None, 28, 28, 1])
+        net = model(dropout, dtype)
+        images = tf.compat.v1.placeholder(dtype, [None, 28, 28, 1])
         labels = tf.compat.v1.placeholder(tf.int32, [None])
         logits = net(images, training=True)
         updates = list(net.updates)  # the moving statistics' (this call's only)
@@ -130,18 +147,21 @@ def train_graph(initial, x, y, order, steps, batch, dropout=0.0, trajectory=Fals
         predictions = tf.argmax(net(images, training=False), axis=1, output_type=tf.int32)
         session = tf.compat.v1.Session(graph=graph, config=config)
         session.run(tf.compat.v1.global_variables_initializer())
-        if initial is not None:
+        if widened is not None:
+            session.run([var.assign(value) for var, value in zip(net.weights, widened)])
+        elif initial is not None:
             with session.as_default():
                 net.load_weights(initial).assert_consumed().run_restore_ops(session)
         by_key = variables(net, optimizer)
         for step in range(steps):
             idx = order[step]
-            value, _ = session.run([loss, train_op], {images: x[idx], labels: y[idx]})
+            value, _ = session.run([loss, train_op], {images: x[idx].astype(dtype),
+                                                      labels: y[idx]})
             results["loss"].append(float(value))
             if trajectory:
                 fetched = session.run({k: v.read_value() for k, v in by_key.items()})
                 dump = {k: values.entry(by_key[k].dtype.base_dtype, fetched[k]) for k in by_key}
-                dump["loss"] = values.entry(tf.float32, np.float32(value))
+                dump["loss"] = values.entry(tf.as_dtype(dtype), np.array(value, dtype))
                 results["trajectory"].append(dump)
 
     def accuracy(test_x, test_y):
