@@ -37,6 +37,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -274,20 +275,20 @@ void Im2Col(const WindowGeometry& g, const T* in, int64_t m0, int64_t m1, T* pat
     for (int64_t kh = 0; kh < g.window_h; ++kh, patches += tap_row) {
       const int64_t ih = ih0 + kh * g.dilation_h;
       if (ih < 0 || ih >= g.in_h) {
-        std::fill_n(patches, tap_row, T(0));
+        Vec<T>(patches, tap_row).setZero();
         continue;
       }
       const T* src = image + ih * g.in_w * c;
       if (inside_w) {
-        std::copy_n(src + iw0 * c, tap_row, patches);
+        Vec<T>(patches, tap_row) = ConstVec<T>(src + iw0 * c, tap_row);
         continue;
       }
       for (int64_t kw = 0; kw < g.window_w; ++kw) {
         const int64_t iw = iw0 + kw * g.dilation_w;
         if (iw < 0 || iw >= g.in_w) {
-          std::fill_n(patches + kw * c, c, T(0));
+          Vec<T>(patches + kw * c, c).setZero();
         } else {
-          std::copy_n(src + iw * c, c, patches + kw * c);
+          Vec<T>(patches + kw * c, c) = ConstVec<T>(src + iw * c, c);
         }
       }
     }
@@ -339,13 +340,15 @@ void Conv2DForward(const WindowGeometry& g, int64_t out_depth, const T* in, cons
   const ConstMatMap<T> f(filter, k, out_depth);
   ParallelRange(blocks.count(), 2 * blocks.max_pixels() * k * out_depth,
                 [&](int64_t b0, int64_t b1) {
-                  std::vector<T> patches(pointwise ? 0 : blocks.max_pixels() * k);
+                  // Written before read: no zero fill.
+                  const auto patches = std::make_unique_for_overwrite<T[]>(
+                      pointwise ? 0 : blocks.max_pixels() * k);
                   for (int64_t b = b0; b < b1; ++b) {
                     const auto [m0, m1] = blocks.Pixels(b);
                     const T* lhs = in + m0 * k;
                     if (!pointwise) {
-                      Im2Col(g, in, m0, m1, patches.data());
-                      lhs = patches.data();
+                      Im2Col(g, in, m0, m1, patches.get());
+                      lhs = patches.get();
                     }
                     MatMap<T>(out + m0 * out_depth, m1 - m0, out_depth).noalias() =
                         ConstMatMap<T>(lhs, m1 - m0, k) * f;
@@ -375,12 +378,12 @@ void Conv2DInputGradient(const WindowGeometry& g, int64_t out_depth, const T* fi
   const ConvBlocks blocks(g, k * static_cast<int64_t>(sizeof(T)), NonOverlappingRows(g));
   const int64_t cost = 2 * blocks.max_pixels() * k * out_depth;
   auto run = [&](int64_t b0, int64_t b1, auto&& block_of) {
-    std::vector<T> patches(blocks.max_pixels() * k);
+    const auto patches = std::make_unique_for_overwrite<T[]>(blocks.max_pixels() * k);
     for (int64_t i = b0; i < b1; ++i) {
       const auto [m0, m1] = blocks.Pixels(block_of(i));
-      MatMap<T>(patches.data(), m1 - m0, k).noalias() =
+      MatMap<T>(patches.get(), m1 - m0, k).noalias() =
           ConstMatMap<T>(dout + m0 * out_depth, m1 - m0, out_depth) * f.transpose();
-      Col2ImAdd(g, patches.data(), m0, m1, din);
+      Col2ImAdd(g, patches.get(), m0, m1, din);
     }
   };
   if (!blocks.partial_images()) {
@@ -430,7 +433,8 @@ void Conv2DFilterGradient(const WindowGeometry& g, int64_t out_depth, const T* i
   std::vector<T> partials(groups > 1 ? groups * size : 0);
   const int64_t group_cost = 2 * blocks.max_pixels() * size * blocks.count() / groups;
   ParallelRange(groups, group_cost, [&](int64_t g0, int64_t g1) {
-    std::vector<T> patches(pointwise ? 0 : blocks.max_pixels() * k);
+    const auto patches =
+        std::make_unique_for_overwrite<T[]>(pointwise ? 0 : blocks.max_pixels() * k);
     for (int64_t group = g0; group < g1; ++group) {
       MatMap<T> acc(groups > 1 ? partials.data() + group * size : dfilter, k, out_depth);
       const int64_t first = group * blocks.count() / groups;
@@ -439,8 +443,8 @@ void Conv2DFilterGradient(const WindowGeometry& g, int64_t out_depth, const T* i
         const auto [m0, m1] = blocks.Pixels(b);
         const T* lhs = in + m0 * k;
         if (!pointwise) {
-          Im2Col(g, in, m0, m1, patches.data());
-          lhs = patches.data();
+          Im2Col(g, in, m0, m1, patches.get());
+          lhs = patches.get();
         }
         const auto product = ConstMatMap<T>(lhs, m1 - m0, k).transpose() *
                              ConstMatMap<T>(dout + m0 * out_depth, m1 - m0, out_depth);

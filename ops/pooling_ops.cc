@@ -17,6 +17,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -175,6 +176,45 @@ Status PoolCompute(KernelContext& ctx, const WindowAttrs& attrs) {
   return OkStatus();
 }
 
+// MaxPoolGrad of one image's block of `width` channels: each output
+// pixel's gradient goes to its window's first maximum, channel by channel.
+// The window's taps are compared and blended over the whole block at once
+// (no branch per channel), so the loop vectorizes when the pixel index has
+// the float's width: Index is int32_t unless an image has 2^31 pixels.
+template <typename T, typename Index>
+void MaxPoolGradBlock(const WindowGeometry& g, const T* image, const T* grad, int64_t width,
+                      T* dimage) {
+  const int64_t depth = g.depth;
+  alignas(64) T best[kChannelBlock];
+  alignas(64) Index arg[kChannelBlock];
+  for (int64_t oh = 0; oh < g.out_h; ++oh) {
+    const auto [h0, h1] = WindowRange(oh, g.stride_h, g.pad_top, g.window_h, g.in_h);
+    for (int64_t ow = 0; ow < g.out_w; ++ow) {
+      const auto [w0, w1] = WindowRange(ow, g.stride_w, g.pad_left, g.window_w, g.in_w);
+      if (h0 >= h1 || w0 >= w1) continue;  // no input under the window
+      const Index first = static_cast<Index>(h0 * g.in_w + w0);
+      const T* v0 = image + first * depth;
+      for (int64_t c = 0; c < width; ++c) {
+        best[c] = v0[c];
+        arg[c] = first;
+      }
+      for (int64_t h = h0; h < h1; ++h) {
+        for (int64_t w = (h == h0 ? w0 + 1 : w0); w < w1; ++w) {
+          const Index pixel = static_cast<Index>(h * g.in_w + w);
+          const T* v = image + pixel * depth;
+          for (int64_t c = 0; c < width; ++c) {
+            const bool larger = best[c] < v[c];  // a later tap wins only if larger
+            best[c] = larger ? v[c] : best[c];
+            arg[c] = larger ? pixel : arg[c];
+          }
+        }
+      }
+      const T* gr = grad + (oh * g.out_w + ow) * depth;
+      for (int64_t c = 0; c < width; ++c) dimage[arg[c] * depth + c] += gr[c];
+    }
+  }
+}
+
 template <typename T>
 Status MaxPoolGradCompute(KernelContext& ctx, const WindowAttrs& attrs) {
   const Tensor& input = ctx.input(0);
@@ -194,35 +234,17 @@ Status MaxPoolGradCompute(KernelContext& ctx, const WindowAttrs& attrs) {
   const int64_t cost = g.out_h * g.out_w * std::min(g.window_h, g.in_h) *
                        std::min(g.window_w, g.in_w) * std::min(depth, kChannelBlock);
   ParallelRange(g.batch * blocks, cost, [&](int64_t t0, int64_t t1) {
-    std::vector<T> best(kChannelBlock);
-    std::vector<int64_t> arg(kChannelBlock);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t n = t / blocks;
       const int64_t c0 = (t % blocks) * kChannelBlock;
-      const int64_t width = std::min(kChannelBlock, depth - c0);
-      const T* image = in + n * g.in_h * g.in_w * depth + c0;
-      T* dimage = din + n * g.in_h * g.in_w * depth + c0;
-      for (int64_t oh = 0; oh < g.out_h; ++oh) {
-        const auto [h0, h1] = WindowRange(oh, g.stride_h, g.pad_top, g.window_h, g.in_h);
-        for (int64_t ow = 0; ow < g.out_w; ++ow) {
-          const auto [w0, w1] = WindowRange(ow, g.stride_w, g.pad_left, g.window_w, g.in_w);
-          bool first = true;
-          for (int64_t h = h0; h < h1; ++h) {
-            for (int64_t w = w0; w < w1; ++w) {
-              const int64_t pixel = h * g.in_w + w;
-              const T* v = image + pixel * depth;
-              for (int64_t c = 0; c < width; ++c) {
-                if (first || best[c] < v[c]) {
-                  best[c] = v[c];
-                  arg[c] = pixel;
-                }
-              }
-              first = false;
-            }
-          }
-          const T* gr = grad + ((n * g.out_h + oh) * g.out_w + ow) * depth + c0;
-          for (int64_t c = 0; c < width; ++c) dimage[arg[c] * depth + c] += gr[c];
-        }
+      const int64_t offset = n * g.in_h * g.in_w * depth + c0;
+      const T* grad_image = grad + n * g.out_h * g.out_w * depth + c0;
+      if (g.in_h * g.in_w <= std::numeric_limits<int32_t>::max()) {
+        MaxPoolGradBlock<T, int32_t>(g, in + offset, grad_image,
+                                     std::min(kChannelBlock, depth - c0), din + offset);
+      } else {
+        MaxPoolGradBlock<T, int64_t>(g, in + offset, grad_image,
+                                     std::min(kChannelBlock, depth - c0), din + offset);
       }
     }
   });
