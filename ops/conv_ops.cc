@@ -275,20 +275,20 @@ void Im2Col(const WindowGeometry& g, const T* in, int64_t m0, int64_t m1, T* pat
     for (int64_t kh = 0; kh < g.window_h; ++kh, patches += tap_row) {
       const int64_t ih = ih0 + kh * g.dilation_h;
       if (ih < 0 || ih >= g.in_h) {
-        Vec<T>(patches, tap_row).setZero();
+        std::fill_n(patches, tap_row, T(0));
         continue;
       }
       const T* src = image + ih * g.in_w * c;
       if (inside_w) {
-        Vec<T>(patches, tap_row) = ConstVec<T>(src + iw0 * c, tap_row);
+        std::copy_n(src + iw0 * c, tap_row, patches);
         continue;
       }
       for (int64_t kw = 0; kw < g.window_w; ++kw) {
         const int64_t iw = iw0 + kw * g.dilation_w;
         if (iw < 0 || iw >= g.in_w) {
-          Vec<T>(patches + kw * c, c).setZero();
+          std::fill_n(patches + kw * c, c, T(0));
         } else {
-          Vec<T>(patches + kw * c, c) = ConstVec<T>(src + iw * c, c);
+          std::copy_n(src + iw * c, c, patches + kw * c);
         }
       }
     }
