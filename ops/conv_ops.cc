@@ -341,8 +341,8 @@ void Conv2DForward(const WindowGeometry& g, int64_t out_depth, const T* in, cons
   ParallelRange(blocks.count(), 2 * blocks.max_pixels() * k * out_depth,
                 [&](int64_t b0, int64_t b1) {
                   // Written before read: no zero fill.
-                  const auto patches = std::make_unique_for_overwrite<T[]>(
-                      pointwise ? 0 : blocks.max_pixels() * k);
+                  const auto patches =
+                      std::make_unique_for_overwrite<T[]>(pointwise ? 0 : blocks.max_pixels() * k);
                   for (int64_t b = b0; b < b1; ++b) {
                     const auto [m0, m1] = blocks.Pixels(b);
                     const T* lhs = in + m0 * k;
