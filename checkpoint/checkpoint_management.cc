@@ -6,6 +6,7 @@
 #include "base/logging.h"
 #include "bundle/bundle_format.h"
 #include "bundle/checkpoint_state.h"
+#include "checkpoint/checkpoint_health.h"
 #include "checkpoint/checkpoint_internal.h"
 #include "checkpoint/save_files_internal.h"
 #include "checkpoint/save_sequence_internal.h"
@@ -284,8 +285,36 @@ StatusOr<std::optional<std::string>> CheckpointManager::RestoreOrInitialize() {
   return RestoreOrInitialize(*session);
 }
 
+std::optional<std::string> CheckpointManager::NewestWholeCheckpoint() {
+  skipped_on_restore_.clear();
+  std::vector<std::string> candidates;
+  {
+    MutexLock lock(&mu_);
+    if (latest_) candidates.push_back(*latest_);
+    for (auto it = active_.rbegin(); it != active_.rend(); ++it) {
+      if (it->first != latest_) candidates.push_back(it->first);
+    }
+  }
+  if (options_.verify == CheckpointVerify::kNone) {
+    return candidates.empty() ? std::nullopt : std::optional<std::string>(candidates.front());
+  }
+  for (const std::string& path : candidates) {
+    Status why = CheckCheckpoint(path, options_.verify, checkpoint_.file_system());
+    if (why.ok()) return path;
+    Log(LogSeverity::kWarning, "CheckpointManager: skipping checkpoint '" + path +
+                                   "', which is not whole: " + why.ToString());
+    skipped_on_restore_.push_back({path, std::move(why)});
+  }
+  if (!skipped_on_restore_.empty()) {
+    Log(LogSeverity::kWarning, "CheckpointManager: no whole checkpoint in '" + directory_ + "' (" +
+                                   std::to_string(skipped_on_restore_.size()) +
+                                   " skipped); initializing instead");
+  }
+  return std::nullopt;
+}
+
 StatusOr<std::optional<std::string>> CheckpointManager::RestoreOrInitialize(Session& session) {
-  if (std::optional<std::string> latest = latest_checkpoint()) {
+  if (std::optional<std::string> latest = NewestWholeCheckpoint()) {
     CKFLOW_ASSIGN_OR_RETURN(LoadStatus status, checkpoint_.Restore(*latest));
     CKFLOW_RETURN_IF_ERROR(status.InitializeOrRestore(session));
     if (options_.checkpoint_interval.has_value()) {

@@ -17,6 +17,7 @@
 #include "base/status.h"
 #include "bundle/checkpoint_state.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_health.h"
 #include "checkpoint/checkpoint_options.h"
 #include "runtime/session.h"
 
@@ -98,6 +99,10 @@ class CheckpointManager {
     // checkpoint (e.g. restoring a pretrained checkpoint from elsewhere).
     // Unset: every variable of the checkpoint's objects is initialized.
     std::function<Status(Session&)> init_fn;
+    // How RestoreOrInitialize checks a checkpoint is whole before it
+    // restores it (checkpoint_health.h); kNone restores the newest and
+    // fails if it is damaged, as TensorFlow does.
+    CheckpointVerify verify = CheckpointVerify::kFiles;
   };
 
   // InvalidArgument if max_to_keep <= 0, or checkpoint_interval is set
@@ -127,6 +132,12 @@ class CheckpointManager {
   // path, taking last_checkpoint_step from the step counter; else runs
   // init_fn (or initializes every variable of the checkpoint's objects) and
   // returns nullopt. Errors of the restore or init_fn as they come.
+  //
+  // Unlike TensorFlow, a newest checkpoint that is not whole (see
+  // Options::verify) is skipped, with a warning saying why, for the newest
+  // managed one that is; with none whole it initializes, and says so.
+  // skipped_on_restore() lists what was skipped. A whole checkpoint that
+  // does not fit the program (a missing key, another shape) still fails.
   StatusOr<std::optional<std::string>> RestoreOrInitialize(Session& session);
   // Both for a checkpoint built in an eager scope, with no Session (as
   // Checkpoint::Save); FailedPrecondition in graph mode.
@@ -134,6 +145,8 @@ class CheckpointManager {
                              bool check_interval = true);
   StatusOr<std::optional<std::string>> RestoreOrInitialize();
 
+  // The checkpoints the last RestoreOrInitialize skipped, newest first.
+  const std::vector<SkippedCheckpoint>& skipped_on_restore() const { return skipped_on_restore_; }
   // The managed checkpoints, oldest first.
   std::vector<std::string> checkpoints() const;
   // What went wrong after the last save's commit point (deleting old
@@ -157,6 +170,9 @@ class CheckpointManager {
   CheckpointStateData StateOf(const std::optional<std::string>& latest,
                               const std::vector<std::pair<std::string, double>>& active,
                               double last_preserved) const;
+  // RestoreOrInitialize's choice: the newest managed checkpoint that is
+  // whole (Options::verify); skipped ones go to skipped_on_restore_.
+  std::optional<std::string> NewestWholeCheckpoint() CKFLOW_EXCLUDES(mu_);
   // Deletes checkpoint `path` if it is this manager's to delete (in its
   // directory, named by its naming); else warns and keeps it.
   Status DeleteManaged(const std::string& path) const;
@@ -177,7 +193,8 @@ class CheckpointManager {
   // A save started since the last complete one (it may have failed, or be
   // writing) or a sweep failed: the next save sweeps first.
   bool debris_possible_ CKFLOW_GUARDED_BY(mu_) = true;
-  std::optional<int64_t> last_checkpoint_step_;  // read and set by the caller's thread
+  std::optional<int64_t> last_checkpoint_step_;        // read and set by the caller's thread
+  std::vector<SkippedCheckpoint> skipped_on_restore_;  // the caller's thread
 };
 
 }  // namespace ckflow

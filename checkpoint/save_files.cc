@@ -77,6 +77,31 @@ bool IsDebrisName(const CheckpointNaming& naming, std::string_view name) {
   return ConsumeBundleFileSuffix(&name) && IsTempSuffix(name);
 }
 
+bool IsDebrisIn(const CheckpointNaming& naming, const std::string& name,
+                const std::set<std::string>& present) {
+  // A data file under a final name whose index is missing: a merge that
+  // died between its renames (the index goes last). Never a checkpoint.
+  if (std::optional<std::string> prefix = OrphanDataPrefix(naming, name)) {
+    return !present.count(*prefix + ".index");
+  }
+  return IsDebrisName(naming, name);
+}
+
+StatusOr<std::vector<std::string>> ListSaveDebris(FileSystem* fs, const std::string& dir,
+                                                  const CheckpointNaming& naming) {
+  StatusOr<std::vector<std::string>> names = fs->ListDir(dir);
+  if (!names.ok()) {
+    if (IsNotFound(names.status())) return std::vector<std::string>();
+    return names.status();
+  }
+  const std::set<std::string> present(names->begin(), names->end());
+  std::vector<std::string> debris;
+  for (const std::string& name : *names) {
+    if (IsDebrisIn(naming, name, present)) debris.push_back(name);
+  }
+  return debris;
+}
+
 StatusOr<DebrisRemoved> RemoveSaveDebris(FileSystem* fs, const std::string& dir,
                                          const CheckpointNaming& naming) {
   DebrisRemoved removed;
@@ -110,15 +135,8 @@ StatusOr<DebrisRemoved> RemoveSaveDebris(FileSystem* fs, const std::string& dir,
     }
   }
   for (const std::string& name : *names) {
-    if (!present.count(name)) continue;
+    if (!present.count(name) || !IsDebrisIn(naming, name, present)) continue;
     const std::string path = JoinPath(dir, name);
-    // A data file under a final name whose index is missing: a merge that
-    // died between its renames (the index goes last). Never a checkpoint.
-    if (std::optional<std::string> prefix = OrphanDataPrefix(naming, name)) {
-      if (!present.count(*prefix + ".index")) remove_file(path);
-      continue;
-    }
-    if (!IsDebrisName(naming, name)) continue;
     if (!name.ends_with("_temp")) {
       remove_file(path);
       continue;

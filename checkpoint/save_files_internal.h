@@ -24,8 +24,10 @@
 #define CKFLOW_CHECKPOINT_SAVE_FILES_INTERNAL_H_
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/file_system.h"
 #include "base/status.h"
@@ -44,6 +46,17 @@ struct CheckpointNaming {
 // Whether `name`, an entry of the checkpoint directory, is debris of a save
 // under `naming` (see above); a `_temp` directory counts.
 bool IsDebrisName(const CheckpointNaming& naming, std::string_view name);
+
+// Whether `name` is debris of a save under `naming` in a directory holding
+// the names `present`: IsDebrisName, or a data file under its final name
+// whose checkpoint has no index.
+bool IsDebrisIn(const CheckpointNaming& naming, const std::string& name,
+                const std::set<std::string>& present);
+
+// The names in `dir` that RemoveSaveDebris would remove (or put back under
+// their own name), touching nothing; empty if `dir` does not exist.
+StatusOr<std::vector<std::string>> ListSaveDebris(FileSystem* fs, const std::string& dir,
+                                                  const CheckpointNaming& naming);
 
 struct DebrisRemoved {
   int files = 0;

@@ -78,9 +78,11 @@ Status Train(int64_t steps, const std::string& dir, int64_t save_every) {
       Variable::Create(root, "global_step", ops::Const<int64_t>(root, 0), {.trainable = false});
 
   // Restore before the model is built: nothing exists yet, so the restore is
-  // deferred until the layers and slots are created below.
+  // deferred until the layers and slots are created below. The newest
+  // checkpoint that is whole: a damaged one (a file lost or cut short) is
+  // skipped, with a warning saying why, for the one before.
   Checkpoint checkpoint(root, {{"optimizer", optimizer}, {"model", model}, {"step", global_step}});
-  const std::optional<std::string> latest = LatestCheckpoint(dir);
+  const std::optional<std::string> latest = LatestGoodCheckpoint(dir);
   CKFLOW_ASSIGN_OR_RETURN(LoadStatus status, checkpoint.Restore(latest));
 
   Output loss = losses::MeanSquaredError(root, y, (*model)(root, x));

@@ -4,6 +4,7 @@
 //   ckflow tree PATH [--json]                 the object graph as a tree
 //   ckflow dot PATH                           the object graph as Graphviz DOT
 //   ckflow verify PATH                        read everything, check every CRC
+//   ckflow fsck DIR [--checksums] [--repair]  a checkpoint directory's health
 //   ckflow diff A B                           keys, dtypes, shapes, values
 //   ckflow bench restore|save [--size 1GiB]   checkpoint GB/s beside raw I/O
 //
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
       ckflow::tools::AddInspectCommand(app), ckflow::tools::AddTreeCommand(app),
       ckflow::tools::AddDotCommand(app),     ckflow::tools::AddVerifyCommand(app),
       ckflow::tools::AddDiffCommand(app),    ckflow::tools::AddBenchCommand(app),
+      ckflow::tools::AddFsckCommand(app),
   };
   try {
     app.parse(argc, argv);

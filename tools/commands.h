@@ -4,8 +4,8 @@
 // run it once the command line is parsed. A new subcommand (e.g. `bench`) is
 // one more Add function in its own file and one line in ckflow_main.cc.
 //
-// Exit codes: 0 success; 1 the checkpoint is bad or differs (verify, diff);
-// 2 a usage or file-system error.
+// Exit codes: 0 success; 1 the checkpoint is bad or differs (verify, diff,
+// fsck); 2 a usage or file-system error.
 
 #ifndef CKFLOW_TOOLS_COMMANDS_H_
 #define CKFLOW_TOOLS_COMMANDS_H_
@@ -33,6 +33,7 @@ Command AddDotCommand(CLI::App& app);
 Command AddVerifyCommand(CLI::App& app);
 Command AddDiffCommand(CLI::App& app);
 Command AddBenchCommand(CLI::App& app);
+Command AddFsckCommand(CLI::App& app);
 
 inline constexpr int kExitBad = 1;
 inline constexpr int kExitError = 2;

@@ -609,6 +609,19 @@ ChildResult RunChild(const std::string& args, const std::string& prefix = "") {
   return r;
 }
 
+// What `ckflow fsck --checksums` checks: every checkpoint whole, the state
+// file right, nothing left behind.
+void ExpectFsckClean(const std::string& dir) {
+  StatusOr<CheckpointDirectoryHealth> health =
+      CheckCheckpointDirectory(dir, {.verify = CheckpointVerify::kChecksums});
+  ASSERT_TRUE(health.ok()) << health.status();
+  std::string report;
+  for (const CheckpointHealth& c : health->checkpoints) report += c.status.ToString() + "\n";
+  for (const std::string& p : health->state_problems) report += p + "\n";
+  for (const std::string& d : health->debris) report += d + "\n";
+  EXPECT_TRUE(health->clean()) << report;
+}
+
 class CrashPointTest : public ::testing::TestWithParam<std::string> {};
 
 // The child is killed before, and after, each step of the file layer in a
@@ -652,6 +665,7 @@ TEST_P(CrashPointTest, KilledAtEveryStepOfASave) {
       ASSERT_EQ(next.rc, 0) << next.out;
       EXPECT_EQ(LatestCheckpoint(dir), Ckpt(dir, 4));
       ASSERT_EQ(Join(testing::StrayFiles(dir)), "") << "mode " << mode << " step " << step;
+      ExpectFsckClean(dir);
     }
   }
   std::printf("[ figures  ] crash points %s: %d steps, %d kills, %d after the commit\n",
@@ -711,6 +725,7 @@ TEST(RandomKills, NothingLostCorruptOrRegressed) {
   ASSERT_EQ(last.rc, 0) << last.out;
   uint64_t left = 0;
   const std::vector<std::string> strays = testing::StrayFiles(dir, &left);
+  ExpectFsckClean(dir);
   std::printf(
       "[ figures  ] random kills: %d runs, %d killed, %lld saves committed, seed %llu: lost %d, "
       "corrupt %d, regressed %d; debris up to %llu bytes between saves, %llu after the next "

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bundle/checkpoint_state.h"
 #include "tests/bundle/bundle_test_util.h"
 #include "tests/test_util.h"
 
@@ -142,6 +143,51 @@ TEST(Cli, VerifyAndDiffCatchAChangedTensor) {
   EXPECT_NE(output.find("key 'n'"), std::string::npos) << output;
   EXPECT_NE(output.find("checksum mismatch"), std::string::npos) << output;
   EXPECT_NE(output.find("FAILED: 1 of 2 tensors"), std::string::npos) << output;
+}
+
+// fsck: a clean directory exits 0; one whose newest checkpoint lost the
+// end of its data file, with a dead save's leftovers, exits 1 naming both;
+// --repair lists only the whole ones and removes the leftovers, deleting no
+// checkpoint.
+TEST(Cli, FsckReportsAndRepairsADamagedDirectory) {
+  const std::string dir = testing::NewTempDir("fsck");
+  for (int n = 1; n <= 3; ++n) {
+    CKFLOW_ASSERT_OK(
+        testing::WriteBundle(dir + "/ckpt-" + std::to_string(n),
+                             {{"w", Tensor::FromVector<float>({1, 2, 3, static_cast<float>(n)})}}));
+  }
+  CKFLOW_ASSERT_OK(
+      UpdateCheckpointState(dir, "ckpt-3", {.all_model_checkpoint_paths = {"ckpt-1", "ckpt-2"}}));
+  const std::string fsck = std::string(CKFLOW_CLI) + " fsck ";
+  std::string output;
+  EXPECT_EQ(testing::RunCommand(fsck + "--checksums " + dir + " 2>&1", &output), 0) << output;
+  EXPECT_NE(output.find("OK: 3 checkpoints, all whole"), std::string::npos) << output;
+
+  const std::string data = dir + "/ckpt-3.data-00000-of-00001";
+  testing::WriteFileOrDie(data, testing::ReadFileOrDie(data).substr(0, 5));
+  testing::WriteFileOrDie(dir + "/ckpt-4.index.tempstate77", "x");
+  EXPECT_EQ(testing::RunCommand(fsck + dir + " 2>&1", &output), 1) << output;
+  EXPECT_NE(output.find("ckpt-3      latest"), std::string::npos) << output;
+  EXPECT_NE(output.find("DAMAGED  DataLoss"), std::string::npos) << output;
+  EXPECT_NE(output.find("truncated"), std::string::npos) << output;
+  EXPECT_NE(output.find("leftover of a dead save: ckpt-4.index.tempstate77"), std::string::npos)
+      << output;
+  EXPECT_NE(output.find("NOT CLEAN: 1 of 3 checkpoints damaged"), std::string::npos) << output;
+
+  EXPECT_EQ(testing::RunCommand(fsck + "--repair " + dir + " 2>&1", &output), 0) << output;
+  EXPECT_NE(output.find("repaired: the state file lists only whole checkpoints"), std::string::npos)
+      << output;
+  EXPECT_NE(output.find("repaired: removed 1 leftover file(s)"), std::string::npos) << output;
+  StatusOr<std::optional<CheckpointStateData>> state = ReadCheckpointState(dir);
+  ASSERT_TRUE(state.ok() && state->has_value()) << state.status();
+  EXPECT_EQ((*state)->model_checkpoint_path, "ckpt-2");
+  EXPECT_EQ((*state)->all_model_checkpoint_paths, (std::vector<std::string>{"ckpt-1", "ckpt-2"}));
+  EXPECT_TRUE(testing::ReadFileOrDie(dir + "/ckpt-3.index").size() > 0);  // kept
+  // The damaged checkpoint is still reported, now unlisted.
+  EXPECT_EQ(testing::RunCommand(fsck + dir + " 2>&1", &output), 1) << output;
+  EXPECT_NE(output.find("ckpt-3      unlisted"), std::string::npos) << output;
+  EXPECT_NE(output.find("nothing to repair"), std::string::npos) << output;
+  EXPECT_EQ(testing::RunCommand(fsck + dir + "/nope 2>&1", &output), 2) << output;
 }
 
 // What `ckflow bench` prints: the two rates and
