@@ -21,6 +21,8 @@
 //       ReLU), Dense(1)]) and Adam on an eager scope, trained N steps with
 //       Minimize of a loss function, saved by Checkpoint::Save without a
 //       Session.
+//   interop_ckflow state --dir D --path P [--all P ...]
+//       UpdateCheckpointState as given, from the working directory.
 //   interop_ckflow generic --spec F [--restore PATH|--restore-latest D] ...
 //       A tree of modules and variables made from the keys of a values file
 //       ("a/b/.ATTRIBUTES/VARIABLE_VALUE" is variable b of module a), for
@@ -653,14 +655,24 @@ int main(int argc, char** argv) {
   partitioned->add_flag("--pad-step-number", p.pad_step_number, "NameBasedSaver's pad_step_number");
   partitioned->add_option("--latest-filename", p.latest_filename,
                           "the state file's name (Save and --restore-latest)");
+  std::string state_dir, state_path;
+  std::vector<std::string> state_all;
+  CLI::App* state = app.add_subcommand(
+      "state", "UpdateCheckpointState(DIR, PATH, all paths) from the working directory");
+  state->add_option("--dir", state_dir, "the directory, as given")->required();
+  state->add_option("--path", state_path, "model_checkpoint_path, as given")->required();
+  state->add_option("--all", state_all, "all_model_checkpoint_paths, as given");
   CLI11_PARSE(app, argc, argv);
 
-  ckflow::Status status = train->parsed()         ? Train(t)
-                          : eager->parsed()       ? Eager(e)
-                          : weights->parsed()     ? Weights(w)
-                          : partitioned->parsed() ? Partitioned(p)
-                          : g.group > 0           ? GenericGroup(g)
-                                                  : Generic(g);
+  ckflow::Status status =
+      state->parsed()         ? ckflow::UpdateCheckpointState(state_dir, state_path,
+                                                              {.all_model_checkpoint_paths = state_all})
+      : train->parsed()       ? Train(t)
+      : eager->parsed()       ? Eager(e)
+      : weights->parsed()     ? Weights(w)
+      : partitioned->parsed() ? Partitioned(p)
+      : g.group > 0           ? GenericGroup(g)
+                              : Generic(g);
   std::fflush(stdout);
   if (!status.ok()) {
     std::fprintf(stderr, "interop_ckflow: %s\n", status.ToString().c_str());

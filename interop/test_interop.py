@@ -722,3 +722,43 @@ def test_checkpoint_managers_take_turns(tmp_path, ckflow, keep_every_hours, name
     ]
     state = tf.train.get_checkpoint_state(str(d))
     assert list(state.all_model_checkpoint_paths) == [ckpt(4), ckpt(5)]
+
+
+# A relative directory (issue 37, section 6): TensorFlow's
+# update_checkpoint_state stores a relative path relative to the directory
+# ("train", "train/model-1" stores "model-1"); ckflow's UpdateCheckpointState,
+# run from its own working directory with the same arguments, writes the same
+# state.
+def test_relative_directory_state_paths_match_tensorflow(tmp_path, ckflow):
+    import subprocess
+
+    from tensorflow.python.checkpoint import checkpoint_management
+
+    cases = [
+        ("train", "train/model-0", []),
+        ("train", "train/model-1", ["train/model-0", "/abs/x", "other/model-9"]),
+        ("./runs/a", "runs/a/ckpt-3", ["runs/a/ckpt-2", "runs/b/ckpt-1"]),
+        ("train", "model-2", []),
+    ]
+    for i, (directory, path, all_paths) in enumerate(cases):
+        states = {}
+        for side in ("tf", "ckflow"):
+            cwd = tmp_path / f"{side}{i}"
+            os.makedirs(cwd / directory, exist_ok=True)
+            if side == "tf":
+                here = os.getcwd()
+                os.chdir(cwd)
+                try:
+                    # A copy: TensorFlow rewrites the list it is given.
+                    checkpoint_management.update_checkpoint_state(
+                        directory, path, all_model_checkpoint_paths=list(all_paths) or None
+                    )
+                finally:
+                    os.chdir(here)
+            else:
+                args = [os.path.abspath(ckflow.side_program), "state", "--dir", directory, "--path", path]
+                for p in all_paths:
+                    args += ["--all", p]
+                subprocess.run(args, cwd=cwd, check=True, capture_output=True)
+            states[side] = (cwd / directory / "checkpoint").read_text()
+        assert states["ckflow"] == states["tf"], (directory, path, all_paths, states)

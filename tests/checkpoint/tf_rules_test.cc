@@ -27,6 +27,7 @@
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
 #include "ops/variables.h"
+#include "tests/bundle/bundle_test_util.h"
 #include "tests/bundle/testdata_util.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
 #include "tests/test_util.h"
@@ -419,6 +420,35 @@ TEST_F(TfRulesTest, UpdateCheckpointStateFollowsTensorFlow) {
   // Neither failure touched the file.
   CKFLOW_ASSERT_OK_AND_ASSIGN(state, ReadCheckpointState(dir_));
   EXPECT_EQ(state->model_checkpoint_path, dir_ + "/ckpt-4");
+}
+
+// A relative directory: as TensorFlow's generate_checkpoint_state_proto, a
+// relative path (relative to the working directory, as the directory is) is
+// stored relative to the directory, so ("train", "train/model-1") stores
+// "model-1" and reads back as train/model-1, not train/train/model-1
+// (interop/test_interop.py runs TensorFlow on the same arguments).
+TEST_F(TfRulesTest, UpdateCheckpointStateInARelativeDirectory) {
+  const std::filesystem::path here = std::filesystem::current_path();
+  std::filesystem::current_path(dir_);
+  std::filesystem::create_directories("train");
+  // Nothing between the two chdirs may return early.
+  const Status written = testing::WriteBundle("train/model-1", {{"w", Tensor::Scalar(1.0f)}});
+  Status updated = UpdateCheckpointState(
+      "train", "train/model-1",
+      {.all_model_checkpoint_paths = {"train/model-0", "/abs/x", "other/model-9"}});
+  StatusOr<std::optional<CheckpointStateData>> state = ReadCheckpointState("train");
+  const std::optional<std::string> latest = LatestCheckpoint("train");
+  std::filesystem::current_path(here);
+  CKFLOW_ASSERT_OK(written);
+  CKFLOW_ASSERT_OK(updated);
+  ASSERT_TRUE(state.ok() && state->has_value()) << state.status();
+  EXPECT_EQ((*state)->model_checkpoint_path, "model-1");
+  EXPECT_EQ((*state)->all_model_checkpoint_paths,
+            (std::vector<std::string>{"model-0", "/abs/x", "../other/model-9", "model-1"}));
+  EXPECT_EQ(latest, "train/model-1");
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::optional<CheckpointStateData> absolute,
+                              GetCheckpointState(dir_ + "/train"));
+  EXPECT_EQ(absolute->model_checkpoint_path, dir_ + "/train/model-1");
 }
 
 // checkpoint_exists and remove_checkpoint: the index and every data file of
