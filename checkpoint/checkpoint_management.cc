@@ -285,7 +285,7 @@ StatusOr<std::optional<std::string>> CheckpointManager::RestoreOrInitialize() {
   return RestoreOrInitialize(*session);
 }
 
-std::optional<std::string> CheckpointManager::NewestWholeCheckpoint() {
+StatusOr<std::optional<std::string>> CheckpointManager::NewestWholeCheckpoint() {
   skipped_on_restore_.clear();
   std::vector<std::string> candidates;
   {
@@ -298,9 +298,19 @@ std::optional<std::string> CheckpointManager::NewestWholeCheckpoint() {
   if (options_.verify == CheckpointVerify::kNone) {
     return candidates.empty() ? std::nullopt : std::optional<std::string>(candidates.front());
   }
+  const internal::Saver& saver = *internal::RootOf(checkpoint_)->saver();
   for (const std::string& path : candidates) {
     Status why = CheckCheckpoint(path, options_.verify, checkpoint_.file_system());
-    if (why.ok()) return path;
+    // The members of a group restore one checkpoint: each walks the same
+    // candidates, and one is taken only if it is whole for every member
+    // (the shared file system should make their verdicts equal; a member
+    // that disagrees must not leave the others restoring another step).
+    if (CheckpointGroup* group = saver.group()) {
+      why = AgreeOnStatus(*group, why, saver.group_timeout());
+      // A member that did not arrive is no verdict on the checkpoint.
+      if (IsDeadlineExceeded(why)) return why;
+    }
+    if (why.ok()) return std::optional<std::string>(path);
     Log(LogSeverity::kWarning, "CheckpointManager: skipping checkpoint '" + path +
                                    "', which is not whole: " + why.ToString());
     skipped_on_restore_.push_back({path, std::move(why)});
@@ -310,11 +320,12 @@ std::optional<std::string> CheckpointManager::NewestWholeCheckpoint() {
                                    std::to_string(skipped_on_restore_.size()) +
                                    " skipped); initializing instead");
   }
-  return std::nullopt;
+  return std::optional<std::string>();
 }
 
 StatusOr<std::optional<std::string>> CheckpointManager::RestoreOrInitialize(Session& session) {
-  if (std::optional<std::string> latest = NewestWholeCheckpoint()) {
+  CKFLOW_ASSIGN_OR_RETURN(std::optional<std::string> latest, NewestWholeCheckpoint());
+  if (latest) {
     CKFLOW_ASSIGN_OR_RETURN(LoadStatus status, checkpoint_.Restore(*latest));
     CKFLOW_RETURN_IF_ERROR(status.InitializeOrRestore(session));
     if (options_.checkpoint_interval.has_value()) {

@@ -136,8 +136,10 @@ class CheckpointManager {
   // Unlike TensorFlow, a newest checkpoint that is not whole (see
   // Options::verify) is skipped, with a warning saying why, for the newest
   // managed one that is; with none whole it initializes, and says so.
-  // skipped_on_restore() lists what was skipped. A whole checkpoint that
-  // does not fit the program (a missing key, another shape) still fails.
+  // skipped_on_restore() lists what was skipped. In a group every member
+  // takes the newest checkpoint that is whole for all of them. A whole
+  // checkpoint that does not fit the program (a missing key, another shape)
+  // still fails.
   StatusOr<std::optional<std::string>> RestoreOrInitialize(Session& session);
   // Both for a checkpoint built in an eager scope, with no Session (as
   // Checkpoint::Save); FailedPrecondition in graph mode.
@@ -171,8 +173,9 @@ class CheckpointManager {
                               const std::vector<std::pair<std::string, double>>& active,
                               double last_preserved) const;
   // RestoreOrInitialize's choice: the newest managed checkpoint that is
-  // whole (Options::verify); skipped ones go to skipped_on_restore_.
-  std::optional<std::string> NewestWholeCheckpoint() CKFLOW_EXCLUDES(mu_);
+  // whole (Options::verify) for every member of a group; skipped ones go to
+  // skipped_on_restore_. Errors: a group's collective failing.
+  StatusOr<std::optional<std::string>> NewestWholeCheckpoint() CKFLOW_EXCLUDES(mu_);
   // Deletes checkpoint `path` if it is this manager's to delete (in its
   // directory, named by its naming); else warns and keeps it.
   Status DeleteManaged(const std::string& path) const;

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "base/file_system.h"
+#include "bundle/bundle_format.h"
 #include "bundle/bundle_reader.h"
 #include "bundle/checkpoint_state.h"
 #include "checkpoint/checkpoint.h"
@@ -265,6 +266,62 @@ TEST(GroupCheckpoint, AManagerKeepsTheSameBooksOnEveryMemberAndDeletesOnce) {
   EXPECT_EQ((*state)->all_model_checkpoint_paths, (std::vector<std::string>{"ckpt-3", "ckpt-4"}));
   EXPECT_FALSE(FileSystem::Default()->FileExists(dir + "/ckpt-2.index").ok());
   CKFLOW_EXPECT_OK(testing::CheckSeedInOneProcess(dir + "/ckpt-4", 5));
+}
+
+// A file system on which the files starting with `hidden` look missing:
+// one member's view of a checkpoint that lost a file (the group's verdicts
+// must agree even when the members' views do not).
+class HidesFileFs : public FileSystemWrapper {
+ public:
+  explicit HidesFileFs(std::string hidden)
+      : FileSystemWrapper(FileSystem::Default()), hidden_(std::move(hidden)) {}
+  StatusOr<FileStat> Stat(const std::string& path) override {
+    if (!hidden_.empty() && path.starts_with(hidden_)) {
+      return NotFoundError(path, ": hidden by the test");
+    }
+    return FileSystemWrapper::Stat(path);
+  }
+
+ private:
+  const std::string hidden_;
+};
+
+// RestoreOrInitialize in a group: the newest checkpoint is whole for member
+// 0 but not for member 1, so both fall back to the one before and restore
+// the same step; the skip names the member that found the damage.
+TEST(GroupCheckpoint, EveryMemberFallsBackToTheSameWholeCheckpoint) {
+  const std::string dir = testing::NewTempDir("group");
+  RunGroup(2, [&](int, CheckpointGroup& group) {
+    std::unique_ptr<GroupModel> m = MakeModel(&group);
+    auto manager = CheckpointManager::Create(m->checkpoint(), dir, {.max_to_keep = 5});
+    ASSERT_TRUE(manager.ok()) << manager.status();
+    for (uint32_t seed : {3, 4}) {
+      CKFLOW_ASSERT_OK(m->Set(seed));
+      ASSERT_TRUE((*manager)->Save(m->session()).ok());
+    }
+  });
+  std::vector<std::optional<std::string>> restored(2);
+  std::vector<std::vector<SkippedCheckpoint>> skipped(2);
+  std::vector<HidesFileFs> fs = {HidesFileFs(""), HidesFileFs(dir + "/ckpt-2.data-")};
+  RunGroup(2, [&](int rank, CheckpointGroup& group) {
+    std::unique_ptr<GroupModel> m = MakeModel(&group, &fs[rank]);
+    auto manager = CheckpointManager::Create(m->checkpoint(), dir, {.max_to_keep = 5});
+    ASSERT_TRUE(manager.ok()) << manager.status();
+    StatusOr<std::optional<std::string>> r = (*manager)->RestoreOrInitialize(m->session());
+    ASSERT_TRUE(r.ok()) << r.status();
+    restored[rank] = *r;
+    skipped[rank] = (*manager)->skipped_on_restore();
+    StatusOr<int> owned = m->CheckInitialized(3);
+    EXPECT_TRUE(owned.ok()) << owned.status();
+  });
+  EXPECT_EQ(restored[0], dir + "/ckpt-1");
+  EXPECT_EQ(restored[1], dir + "/ckpt-1");
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_EQ(skipped[rank].size(), 1u);
+    EXPECT_EQ(skipped[rank][0].path, dir + "/ckpt-2");
+    EXPECT_NE(skipped[rank][0].why.ToString().find("rank 1 of 2: "), std::string::npos)
+        << skipped[rank][0].why;
+  }
 }
 
 TEST(GroupCheckpoint, AsyncSavesRunTheirCollectivesInTheBackground) {
