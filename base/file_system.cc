@@ -319,23 +319,19 @@ std::string CleanPath(std::string_view path) {
   return out.empty() ? "." : out;
 }
 
-namespace {
-
-std::string Absolute(std::string_view path) {
+std::string AbsolutePath(std::string_view path) {
   if (!path.empty() && path.front() == '/') return CleanPath(path);
   char buffer[4096];
   const char* cwd = ::getcwd(buffer, sizeof(buffer));
   return CleanPath(JoinPath(cwd ? cwd : "/", path));
 }
 
-}  // namespace
-
 bool IsInsideDirectory(std::string_view dir, std::string_view path) {
   const bool absolute = !path.empty() && path.front() == '/';
   std::string d = CleanPath(dir);
   std::string p;
   if (absolute) {
-    d = Absolute(d);
+    d = AbsolutePath(d);
     p = CleanPath(path);
   } else {
     p = CleanPath(JoinPath(d, path));

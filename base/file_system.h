@@ -160,6 +160,9 @@ std::string JoinPath(std::string_view dir, std::string_view name);
 // "x/.." pairs removed, lexically (symbolic links are not followed): "a/./b/"
 // is "a/b", "a/../../b" is "../b", "" is ".".
 std::string CleanPath(std::string_view path);
+// `path` made absolute against the process's working directory (as given
+// if it already is), then CleanPath'd: lexical, as os.path.abspath.
+std::string AbsolutePath(std::string_view path);
 // Whether `path` names something inside directory `dir` (or `dir` itself
 // is false), compared lexically after CleanPath: a relative `path` is taken
 // relative to `dir`; an absolute one must start with `dir` made absolute

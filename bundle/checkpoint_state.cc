@@ -3,9 +3,6 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
-#include <filesystem>
-#include <system_error>
-
 #include "base/atomic_file_internal.h"
 #include "bundle/bundle_format.h"
 #include "bundle/protos/checkpoint_state.pb.h"
@@ -178,14 +175,11 @@ Status UpdateCheckpointState(const std::string& dir, const std::string& model_ch
   // directory is) is stored relative to the directory, so ("train",
   // "train/model-0") stores "model-0", which reads back as train/model-0.
   if (!IsAbsolute(dir)) {
-    std::error_code error;
-    const std::filesystem::path cwd = std::filesystem::current_path(error);
+    // Both from the working directory, so that ".." resolves as
+    // os.path.relpath resolves it.
+    const std::string from = AbsolutePath(dir);
     auto from_dir = [&](std::string& p) {
-      if (IsAbsolute(p)) return;
-      // Both from the working directory, so that ".." resolves as
-      // os.path.relpath resolves it.
-      p = error ? RelativeTo(dir, p)
-                : RelativeTo(JoinPath(cwd.string(), dir), JoinPath(cwd.string(), p));
+      if (!IsAbsolute(p)) p = RelativeTo(from, AbsolutePath(p));
     };
     from_dir(state.model_checkpoint_path);
     for (std::string& p : state.all_model_checkpoint_paths) from_dir(p);

@@ -22,11 +22,16 @@ FileSystem* Fs(FileSystem* fs) { return fs ? fs : FileSystem::Default(); }
 Status CheckDataFiles(const BundleReader& reader, FileSystem* fs) {
   // Per shard: how far its entries reach, and the entry that reaches
   // furthest (to name in an error).
+  // Unsigned: offsets and sizes come from the file (each is non-negative,
+  // so their sum fits).
+  auto end_of = [](const BundleEntry& e) {
+    return static_cast<uint64_t>(e.offset) + static_cast<uint64_t>(e.size);
+  };
   std::vector<const BundleEntry*> furthest(static_cast<size_t>(reader.num_shards()), nullptr);
   for (const BundleEntry& e : reader.entries()) {
     if (e.is_sliced() || e.shard_id < 0 || e.shard_id >= reader.num_shards()) continue;
     const BundleEntry*& f = furthest[static_cast<size_t>(e.shard_id)];
-    if (f == nullptr || e.offset + e.size > f->offset + f->size) f = &e;
+    if (f == nullptr || end_of(e) > end_of(*f)) f = &e;
   }
   for (int shard = 0; shard < reader.num_shards(); ++shard) {
     const std::string path = reader.DataPath(shard);
@@ -40,7 +45,7 @@ Status CheckDataFiles(const BundleReader& reader, FileSystem* fs) {
     }
     const BundleEntry* f = furthest[static_cast<size_t>(shard)];
     if (f == nullptr) continue;
-    const auto needed = static_cast<uint64_t>(f->offset + f->size);
+    const uint64_t needed = end_of(*f);
     if (st->size < needed) {
       return DataLossError(path, ": truncated: ", st->size, " bytes, but key '", f->key,
                            "' needs bytes up to ", needed);

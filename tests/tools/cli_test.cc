@@ -190,6 +190,25 @@ TEST(Cli, FsckReportsAndRepairsADamagedDirectory) {
   EXPECT_EQ(testing::RunCommand(fsck + dir + "/nope 2>&1", &output), 2) << output;
 }
 
+// A flipped bit passes the file checks; --checksums reads every value and
+// names the key whose CRC fails.
+TEST(Cli, FsckChecksumsFindAFlippedBit) {
+  const std::string dir = testing::NewTempDir("fsck");
+  CKFLOW_ASSERT_OK(testing::WriteBundle(dir + "/ckpt-1", {{"w", Tensor::FromVector<float>({1, 2})},
+                                                          {"n", Tensor::Scalar(int64_t{5})}}));
+  CKFLOW_ASSERT_OK(UpdateCheckpointState(dir, "ckpt-1"));
+  const std::string data = dir + "/ckpt-1.data-00000-of-00001";
+  std::string bytes = testing::ReadFileOrDie(data);
+  bytes[1] ^= 1;  // in "w", written first (bytes 0..7)
+  testing::WriteFileOrDie(data, bytes);
+  const std::string fsck = std::string(CKFLOW_CLI) + " fsck ";
+  std::string output;
+  EXPECT_EQ(testing::RunCommand(fsck + dir + " 2>&1", &output), 0) << output;
+  EXPECT_EQ(testing::RunCommand(fsck + "--checksums " + dir + " 2>&1", &output), 1) << output;
+  EXPECT_NE(output.find("ckpt-1      latest"), std::string::npos) << output;
+  EXPECT_NE(output.find("checksum mismatch for key 'w'"), std::string::npos) << output;
+}
+
 // What `ckflow bench` prints: the two rates and
 // their ratio; NaN where a line is missing.
 struct BenchRates {
