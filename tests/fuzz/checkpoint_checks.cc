@@ -376,8 +376,8 @@ CheckResult CheckCheckpointInput(std::span<const uint8_t> input, const std::stri
   }
   std::vector<std::string> restored;
   if (findings.ok()) {
-    // One input in sixteen also goes into a fresh program (restore_targets.h).
-    const bool deferred = (hash >> 16) % 16 == 0;
+    // One input in 32 also goes into a fresh program (restore_targets.h).
+    const bool deferred = (hash >> 16) % 32 == 0;
     restored = targets.Restore(prefix, reader.ok() ? reader->get() : nullptr,
                                RestoreTargets::Pick(root_children, hash >> 8), deferred,
                                [&](std::string problem) { findings.Add(std::move(problem)); });

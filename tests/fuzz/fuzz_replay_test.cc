@@ -203,7 +203,7 @@ TEST_F(FuzzReplayTest, IndexEntriesMutatedBehindFreshChecksums) {
       ++tried;
     }
   }
-  // Eight entries of each of the sixteen seeds, each in about thirty ways.
+  // Eight entries of each of the eighteen seeds, each in about thirty ways.
   EXPECT_GE(tried, 1000u);
 }
 

@@ -13,7 +13,7 @@
 //                the root, variables of six dtypes (string, empty and rank-6
 //                ones among them), twenty children under one node
 //
-// and, for one input in sixteen (by a hash of its bytes, so a replay takes the
+// and, for one input in 32 (by a hash of its bytes, so a replay takes the
 // same path), into a fresh eager Adam program restored before any of its
 // objects exist: the deferred restores fire as its first training step
 // creates the layers and slots.
