@@ -93,8 +93,11 @@ void RefreshChecksum(const Checkpoint& c, BundleEntryProto& entry) {
   if (!bytes) return;
   uint32_t crc = crc32c::Value(*bytes);
   if (entry.dtype() == tensorflow::DT_STRING) {
+    // Elements, while there can be as many as there are bytes.
     int64_t n = 1;
-    for (const auto& dim : entry.shape().dim()) n = dim.size() >= 0 ? n * dim.size() : -1;
+    for (const auto& dim : entry.shape().dim()) {
+      if (n < 0 || dim.size() < 0 || __builtin_mul_overflow(n, dim.size(), &n)) n = -1;
+    }
     if (n >= 0 && n <= static_cast<int64_t>(bytes->size())) {
       std::vector<std::string> strings(static_cast<size_t>(n));
       uint32_t string_crc = 0;
@@ -225,10 +228,10 @@ class Mutator {
         return 0;
       case 1:
         return -1;
-      case 2:
-        return old + 1;
+      case 2:  // wrapping, not overflowing, at the ends
+        return static_cast<int64_t>(static_cast<uint64_t>(old) + 1);
       case 3:
-        return old - 1;
+        return static_cast<int64_t>(static_cast<uint64_t>(old) - 1);
       case 4:
         return int64_t{1} << (32 + Below(31));
       default:
