@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <utility>
@@ -26,6 +27,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// tf.Module: an object that only tracks others.
 class Module : public Trackable {
  public:
   std::string TypeName() const override { return "Module"; }
