@@ -1224,8 +1224,9 @@ def fuzz(directory, out):
     text = "\n".join([
         FUZZ_BEGIN,
         "",
-        f"From `./run.sh fuzz` of {when} (one process per target, on one core, with "
-        "the flags shown beside `-max_len=32768 -rss_limit_mb=3072 -malloc_limit_mb=1024`).",
+        f"From `./run.sh fuzz` of {when} (one process per target, with the flags shown "
+        "beside `-max_len=32768 -rss_limit_mb=3072 -malloc_limit_mb=1024`; exec/s is of a "
+        "shared machine: what other work left of its cores).",
         "",
         table(["target", "seconds", "executions", "exec/s", "coverage (edges / features)",
                "corpus", "peak RSS", "findings"], rows),
