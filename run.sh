@@ -12,8 +12,9 @@
 #   ./run.sh reliability  the reliability campaigns (crash points, random kills,
 #                    injected faults, soak), then RELIABILITY.md's figures
 #   ./run.sh tsan    build with ThreadSanitizer and run the concurrency tests
-#   ./run.sh fuzz [SECONDS]  build the libFuzzer targets (clang) and run each for
-#                    SECONDS (default 300): checkpoint readers, state file, round trip;
+#   ./run.sh fuzz [SECONDS [TARGET...]]  build the libFuzzer targets (clang) and run each
+#                    (checkpoint readers and restores, state file, round trip; or those
+#                    named) for SECONDS (default 300), recording its figures;
 #                    the same clang build compiles all of the library, distributed/
 #                    and the CLI with -Wthread-safety, so a broken locking rule fails it
 #   ./run.sh interop  TensorFlow 2.21 (pinned in a venv under build/) and ckflow
@@ -185,21 +186,43 @@ case "$cmd" in
     "$CMAKE" --build build/fuzz -j "$JOBS" --target checkpoint_fuzzer state_fuzzer roundtrip_fuzzer \
       write_seeds ckflow_shipped
     seconds=${1:-300}
+    shift || true
+    targets=("$@")
+    [ ${#targets[@]} -eq 0 ] && targets=(checkpoint state roundtrip)
     work=build/fuzz/run
     build/fuzz/tests/fuzz/write_seeds "$ROOT/tests/testdata" "$work/seeds"
-    for target in checkpoint state roundtrip; do
-      mkdir -p "$work/corpus/$target" "$work/findings"
-      if [ -d "$work/seeds/$target" ]; then
-        cp -n "$work/seeds/$target"/* "$work/corpus/$target"/
-      fi
+    for target in "${targets[@]}"; do
+      mkdir -p "$work/corpus/$target" "$work/findings" "$work/results"
+      # The seeds, and the corpus kept in the repository (what earlier
+      # campaigns found worth keeping, and every finding's input).
+      for dir in "$work/seeds/$target" "$ROOT/tests/fuzz/corpus/$target"; do
+        if [ -d "$dir" ]; then
+          cp -n "$dir"/* "$work/corpus/$target"/
+        fi
+      done
+      flags=()
+      # The checkpoint target keeps its structures from input to input
+      # (tests/fuzz/restore_targets.h): a leak check after every input that
+      # grew them would scan the whole heap (LeakSanitizer checks the
+      # corpus replay of the test build instead), and entropic scheduling's
+      # bookkeeping of the ~20,000 features one restore touches took half
+      # its time.
+      [ "$target" = checkpoint ] && flags=(-detect_leaks=0 -entropic=0)
       # Inputs past 32 KiB only slow the mutations down: the structure is in
       # the index, and the data's checks are the same at any length.
+      status=0
       build/fuzz/tests/fuzz/${target}_fuzzer "$work/corpus/$target" -max_len=32768 \
         -max_total_time="$seconds" -rss_limit_mb=3072 -malloc_limit_mb=1024 -timeout=20 \
-        -artifact_prefix="$work/findings/$target-" -print_final_stats=1
+        -artifact_prefix="$work/findings/$target-" -print_final_stats=1 "${flags[@]}" \
+        2>&1 | tee "$work/$target.log" || status=$?
+      "$PYTHON" bench/report.py fuzz-record "$work/results" "$target" "$work/$target.log" \
+        --seconds "$seconds" --findings "$work/findings" --flags "${flags[*]}"
+      [ "$status" -eq 0 ] || exit "$status"
     done
     # A finding stops the script above, its input saved under $work/findings;
-    # the fix lands with a unit test that reproduces it.
+    # the fix lands with a unit test that reproduces it, and the input in
+    # tests/fuzz/corpus/<target>. `bench/report.py fuzz $work/results` writes
+    # the figures into RELIABILITY.md.
     echo "run.sh fuzz: no findings in ${seconds}s per target; corpus kept in $work/corpus"
     ;;
   bench)

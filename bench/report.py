@@ -16,6 +16,12 @@ hand. A figure whose benchmark was not run, or failed, reads "not run".
   report.py reliability DIR [--out RELIABILITY.md]
                                          rewrite the figures section of RELIABILITY.md from
                                          the reliability campaign's output in DIR
+  report.py fuzz-record DIR TARGET LOG --seconds S --findings FDIR [--flags F]
+                                         record one libFuzzer run (./run.sh fuzz does) as
+                                         DIR/fuzz_TARGET.json
+  report.py fuzz DIR [--out RELIABILITY.md]
+                                         rewrite the fuzzing figures of RELIABILITY.md from
+                                         DIR/fuzz_*.json
   report.py sample DIR OUT               a trimmed copy of DIR's results for the tests
                                          (bench/testdata/results is one)
 
@@ -1142,14 +1148,92 @@ def reliability(directory, out):
         "",
         FIGURES_END,
     ])
+    replace_marked(out, FIGURES_BEGIN, FIGURES_END, text)
+
+
+def replace_marked(out, begin_marker, end_marker, text):
+    """Replaces the part of page `out` from begin_marker to end_marker
+    (`text` starts and ends with them)."""
     page_text = read(out)
-    begin, end = page_text.find(FIGURES_BEGIN), page_text.find(FIGURES_END)
+    begin, end = page_text.find(begin_marker), page_text.find(end_marker)
     if begin < 0 or end < 0:
-        sys.exit(f"report.py: {out} has no figures markers ({FIGURES_BEGIN!r} ... "
-                 f"{FIGURES_END!r})")
+        sys.exit(f"report.py: {out} has no markers ({begin_marker!r} ... {end_marker!r})")
     with open(out, "w") as f:
-        f.write(page_text[:begin] + text + page_text[end + len(FIGURES_END):])
+        f.write(page_text[:begin] + text + page_text[end + len(end_marker):])
     print(f"report.py: wrote the figures of {out}")
+
+
+# --------------------------------------------------------------------- fuzz
+
+FUZZ_BEGIN = "<!-- fuzz figures: written by bench/report.py fuzz; do not edit -->"
+FUZZ_END = "<!-- end of fuzz figures -->"
+FUZZ_TARGETS = ["checkpoint", "state", "roundtrip"]
+
+
+def fuzz_record(directory, target, log_path, seconds, findings_dir, flags):
+    """Writes DIR/fuzz_<target>.json from a libFuzzer run's output (its
+    last status line and -print_final_stats=1) and the inputs it saved under
+    findings_dir as <target>-crash-..., -leak-, -timeout-, -oom-."""
+    log = read(log_path)
+    status = re.findall(r"^#(\d+)\s+\w+\s+cov: (\d+) ft: (\d+) corp: (\d+)/", log, re.M)
+    stats = dict(re.findall(r"^stat::(\w+):\s+(\d+)", log, re.M))
+    found = sorted(name for name in (os.listdir(findings_dir) if os.path.isdir(findings_dir) else [])
+                   if name.startswith(target + "-"))
+    last = status[-1] if status else None
+    record = {
+        "target": target,
+        "seconds": seconds,
+        "flags": flags,
+        "executions": int(stats["number_of_executed_units"]) if "number_of_executed_units" in stats
+        else None,
+        "exec_per_second": int(stats["average_exec_per_sec"]) if "average_exec_per_sec" in stats
+        else None,
+        "coverage": int(last[1]) if last else None,
+        "features": int(last[2]) if last else None,
+        "corpus": int(last[3]) if last else None,
+        "peak_rss_mb": int(stats["peak_rss_mb"]) if "peak_rss_mb" in stats else None,
+        "findings": found,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "git": sh("git", "-C", ROOT, "describe", "--always", "--dirty"),
+    }
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, f"fuzz_{target}.json"), "w") as f:
+        json.dump(record, f, indent=1)
+
+
+def fuzz(directory, out):
+    """Rewrites the fuzzing figures of RELIABILITY.md from DIR's
+    fuzz_<target>.json files (fuzz_record)."""
+    r = Results(directory)
+    rows = []
+    for target in FUZZ_TARGETS:
+        f = r.json(f"fuzz_{target}")
+        if not f or f.get("executions") is None:
+            rows.append([f"`{target}_fuzzer`", NOT_RUN, "", "", "", "", "", ""])
+            continue
+        found = f.get("findings") or []
+        name = f"`{target}_fuzzer {f['flags']}`" if f.get("flags") else f"`{target}_fuzzer`"
+        rows.append([name, f"{f['seconds']:,}", f"{f['executions']:,}",
+                     f"{f['exec_per_second']:,}", f"{f['coverage']:,} / {f['features']:,}",
+                     f"{f['corpus']:,}", f"{f['peak_rss_mb']:,} MB",
+                     ", ".join(f"`{n}`" for n in found) if found else "none",
+                     ])
+    runs = sorted({(f["date"], f["git"]) for f in (r.json(f"fuzz_{t}") for t in FUZZ_TARGETS)
+                   if f})
+    when = "; ".join(f"{d} at {g}" for d, g in runs) or NOT_RUN
+    text = "\n".join([
+        FUZZ_BEGIN,
+        "",
+        f"From `./run.sh fuzz` of {when} (one process per target, with the flags shown "
+        "beside `-max_len=32768 -rss_limit_mb=3072 -malloc_limit_mb=1024`; exec/s is of a "
+        "shared machine: what other work left of its cores).",
+        "",
+        table(["target", "seconds", "executions", "exec/s", "coverage (edges / features)",
+               "corpus", "peak RSS", "findings"], rows),
+        "",
+        FUZZ_END,
+    ])
+    replace_marked(out, FUZZ_BEGIN, FUZZ_END, text)
 
 
 # ------------------------------------------------------------------ sample
@@ -1208,6 +1292,16 @@ def main():
     p = sub.add_parser("reliability")
     p.add_argument("dir")
     p.add_argument("--out", default=os.path.join(ROOT, "RELIABILITY.md"))
+    p = sub.add_parser("fuzz-record")
+    p.add_argument("dir")
+    p.add_argument("target")
+    p.add_argument("log")
+    p.add_argument("--seconds", type=int, required=True)
+    p.add_argument("--findings", required=True)
+    p.add_argument("--flags", default="")
+    p = sub.add_parser("fuzz")
+    p.add_argument("dir")
+    p.add_argument("--out", default=os.path.join(ROOT, "RELIABILITY.md"))
     p = sub.add_parser("sample")
     p.add_argument("dir")
     p.add_argument("out")
@@ -1223,6 +1317,10 @@ def main():
         page(args.dir, args.out)
     elif args.command == "sample":
         sample(args.dir, args.out)
+    elif args.command == "fuzz-record":
+        fuzz_record(args.dir, args.target, args.log, args.seconds, args.findings, args.flags)
+    elif args.command == "fuzz":
+        fuzz(args.dir, args.out)
     else:
         reliability(args.dir, args.out)
 

@@ -165,5 +165,46 @@ class ReliabilityTest(unittest.TestCase):
                                  f"{suite}.{name}")
 
 
+class FuzzTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="report_test_")
+        self.addCleanup(shutil.rmtree, self.dir)
+
+    def test_figures_come_from_the_recorded_runs(self):
+        log = os.path.join(self.dir, "checkpoint.log")
+        with open(log, "w") as f:
+            f.write("#19\tINITED cov: 15656 ft: 32456 corp: 16/93Kb exec/s: 0 rss: 93Mb\n"
+                    "#65536\tpulse  cov: 18001 ft: 50123 corp: 700/3Mb lim: 32768 exec/s: 900 "
+                    "rss: 400Mb\n"
+                    "#1234567\tDONE   cov: 18765 ft: 61234 corp: 1200/8398Kb lim: 32768 "
+                    "exec/s: 1028 rss: 487Mb\n"
+                    "Done 1234567 runs in 1201 second(s)\n"
+                    "stat::number_of_executed_units: 1234567\n"
+                    "stat::average_exec_per_sec:     1028\n"
+                    "stat::new_units_added:          634\n"
+                    "stat::slowest_unit_time_sec:    0\n"
+                    "stat::peak_rss_mb:              487\n")
+        findings = os.path.join(self.dir, "findings")
+        os.mkdir(findings)
+        open(os.path.join(findings, "checkpoint-crash-abc"), "w").close()
+        open(os.path.join(findings, "state-crash-def"), "w").close()
+        results = os.path.join(self.dir, "results")
+        report.fuzz_record(results, "checkpoint", log, 1200, findings, "-entropic=0")
+        page = os.path.join(self.dir, "RELIABILITY.md")
+        with open(page, "w") as f:
+            f.write(f"# R\n\nkept\n\n{report.FUZZ_BEGIN}\nold figures\n{report.FUZZ_END}\n"
+                    "\nkept too\n")
+        report.fuzz(results, page)
+        with open(page) as f:
+            text = f.read()
+        self.assertNotIn("old figures", text)
+        self.assertIn("kept\n", text)
+        self.assertIn("kept too", text)
+        self.assertIn("| `checkpoint_fuzzer -entropic=0` | 1,200 | 1,234,567 | 1,028 | "
+                      "18,765 / 61,234 | 1,200 | 487 MB | `checkpoint-crash-abc` |", text)
+        self.assertRegex(text, r"`state_fuzzer` \| not run")
+        self.assertRegex(text, r"`roundtrip_fuzzer` \| not run")
+
+
 if __name__ == "__main__":
     unittest.main()

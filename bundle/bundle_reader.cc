@@ -518,11 +518,17 @@ Status BundleReader::ReadBatch(
       const auto size = static_cast<size_t>(e.size);
       CKFLOW_RETURN_IF_ERROR(CheckCrc(e, *file, crc32c::Value(p, size)));
       if (e.dtype == DT_BOOL) CKFLOW_RETURN_IF_ERROR(CheckBools(e, *file, p, size, 0));
-      if (big_endian_) {
-        const size_t element_size = StoredElementSize(e.dtype);
+      const size_t element_size = StoredElementSize(e.dtype);
+      if (big_endian_) internal::SwapBytes(p, element_size, size / element_size);
+      Status consumed = consume(order[k], std::string_view(p, size));
+      // Entries may share bytes (a writer that stores equal values once):
+      // the next one must see the file's bytes, not this one's swapped.
+      if (big_endian_ && k + 1 < last &&
+          static_cast<uint64_t>(entries[order[k + 1]]->offset) <
+              static_cast<uint64_t>(e.offset) + size) {
         internal::SwapBytes(p, element_size, size / element_size);
       }
-      CKFLOW_RETURN_IF_ERROR(consume(order[k], std::string_view(p, size)));
+      CKFLOW_RETURN_IF_ERROR(consumed);
     }
     begin = last;
   }

@@ -8,11 +8,10 @@
 // end takes what is left. The checks write those files, then drive every
 // reader a user reaches with a checkpoint from elsewhere: the bundle (open,
 // look up, batch-read, verify), the object graph as `ckflow tree` renders it,
-// and an object-based restore into a small Keras-style program with Adam
-// slots. Bad input must come back as a Status with a code a reader of
-// foreign files can get (DataLoss, NotFound, InvalidArgument, ...), never as
-// a crash, an Internal error or an unbounded allocation, and the fast batch
-// path must return the bytes the one-tensor path does.
+// and object-based restores into the structures of restore_targets.h. Bad input must come back as a
+// Status with a code a reader of foreign files can get (DataLoss, NotFound, InvalidArgument, ...),
+// never as a crash, an Internal error or an unbounded allocation, and the fast batch path must
+// return the bytes the one-tensor path does.
 
 #ifndef CKFLOW_TESTS_FUZZ_CHECKPOINT_CHECKS_H_
 #define CKFLOW_TESTS_FUZZ_CHECKPOINT_CHECKS_H_
@@ -20,11 +19,17 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
+#include "tests/fuzz/restore_targets.h"
 
 namespace ckflow::fuzz {
+
+// The records of a packed input, and the packing of one record.
+std::vector<std::span<const uint8_t>> UnpackRecords(std::span<const uint8_t> input);
+void AppendRecord(std::string_view bytes, std::vector<uint8_t>* out);
 
 // A named fuzz input.
 struct Seed {
@@ -34,8 +39,8 @@ struct Seed {
 
 // Seeds for CheckCheckpointInput: every V2 checkpoint under `testdata_dir`
 // (TensorFlow's golden files, tests/testdata/), each named
-// "<folder>_<prefix>", and one SaveProgramCheckpoint writes under
-// `scratch_dir`.
+// "<folder>_<prefix>", and one of each structure RestoreTargets restores
+// into, "ckflow_<structure>", saved under `scratch_dir`.
 StatusOr<std::vector<Seed>> CheckpointSeeds(const std::string& testdata_dir,
                                             const std::string& scratch_dir);
 // Seeds for CheckStateInput: the state files under `testdata_dir` and one
@@ -44,8 +49,9 @@ StatusOr<std::vector<Seed>> StateSeeds(const std::string& testdata_dir,
                                        const std::string& scratch_dir);
 
 struct CheckResult {
-  std::string finding;    // "" or a description of what broke
-  bool restored = false;  // the program restored everything, asserts passed
+  std::string finding;  // "" or a description of what broke
+  // The structures that restored everything, every assertion passed.
+  std::vector<std::string> restored;
 };
 
 // Inputs made from a CheckpointSeeds seed by changing one field of one
@@ -57,8 +63,9 @@ struct CheckResult {
 std::vector<Seed> IndexMutations(const Seed& seed, size_t max_entries);
 
 // Writes the input's files under `dir` (replacing what the last call wrote)
-// and runs the checks.
-CheckResult CheckCheckpointInput(std::span<const uint8_t> input, const std::string& dir);
+// and runs the checks, restoring into `targets`' structures.
+CheckResult CheckCheckpointInput(std::span<const uint8_t> input, const std::string& dir,
+                                 RestoreTargets& targets);
 
 // The input as the `checkpoint` state file of `dir`: read it, resolve the
 // directory and ask for its latest checkpoint.

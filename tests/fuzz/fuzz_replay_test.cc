@@ -1,10 +1,13 @@
 // Runs the fuzz targets' checks (checkpoint_checks.h) in every ctest run,
 // without libFuzzer: on the seeds, on deterministic mutations of them
-// (truncations, bit flips, all-ones words where lengths and sizes live).
-// What libFuzzer finds becomes a unit test beside the code it broke (as
-// CheckpointTest.ARestoreWaitingOnAVariableDoesNotKeepTheGraphAlive did):
-// its inputs skip checksums, so they do not reproduce here as they are.
+// (truncations, bit flips, all-ones words where lengths and sizes live) and
+// on the custom mutator's. What libFuzzer finds becomes a unit test beside
+// the code it broke (as CheckpointTest.ARestoreWaitingOnAVariableDoesNotKeepTheGraphAlive
+// and BundleReaderTest.BigEndianBatchReadsKeysThatShareBytes did), and its
+// input goes into tests/fuzz/corpus/<target>, which ctest replays
+// (fuzz_corpus_<target>).
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,7 +17,9 @@
 #include <vector>
 
 #include "base/logging.h"
+#include "bundle/bundle_index_internal.h"
 #include "tests/fuzz/checkpoint_checks.h"
+#include "tests/fuzz/checkpoint_mutator.h"
 #include "tests/test_util.h"
 
 namespace ckflow::fuzz {
@@ -70,6 +75,7 @@ class FuzzReplayTest : public ::testing::Test {
     ASSERT_TRUE(checkpoints.ok()) << checkpoints.status();
     ASSERT_TRUE(states.ok()) << states.status();
     checkpoint_seeds_ = new std::vector<Seed>(*std::move(checkpoints));
+    targets_ = new RestoreTargets;
     state_seeds_ = new std::vector<Seed>(*std::move(states));
   }
   static void TearDownTestSuite() {
@@ -77,35 +83,63 @@ class FuzzReplayTest : public ::testing::Test {
     delete scratch_;
     delete checkpoint_seeds_;
     delete state_seeds_;
+    delete targets_;
   }
 
   void ExpectNoFinding(const std::vector<uint8_t>& input, const std::string& what) {
-    EXPECT_EQ(CheckCheckpointInput(input, dir_).finding, "") << what;
+    EXPECT_EQ(CheckCheckpointInput(input, dir_, *targets_).finding, "") << what;
   }
 
   static std::string* scratch_;
   static std::vector<Seed>* checkpoint_seeds_;
   static std::vector<Seed>* state_seeds_;
+  // Built once for the suite, as the fuzz target builds them once.
+  static RestoreTargets* targets_;
   const std::string dir_ = testing::NewTempDir("fuzz");
 };
 
 std::string* FuzzReplayTest::scratch_ = nullptr;
 std::vector<Seed>* FuzzReplayTest::checkpoint_seeds_ = nullptr;
 std::vector<Seed>* FuzzReplayTest::state_seeds_ = nullptr;
+RestoreTargets* FuzzReplayTest::targets_ = nullptr;
 
 TEST_F(FuzzReplayTest, SeedsCoverEveryGoldenCheckpointAndOurOwn) {
   // One per V2 checkpoint of tests/testdata (fifteen, four of them in
-  // several data files), and ours.
-  EXPECT_EQ(checkpoint_seeds_->size(), 16u);
-  EXPECT_EQ(checkpoint_seeds_->back().name, "ckflow_adam_program");
+  // several data files), and one of each structure restores go into.
+  const std::vector<std::string> structures = RestoreTargets::Names();
+  ASSERT_EQ(checkpoint_seeds_->size(), 15 + structures.size());
   for (const Seed& seed : *checkpoint_seeds_) {
-    const CheckResult result = CheckCheckpointInput(seed.bytes, dir_);
-    EXPECT_EQ(result.finding, "") << seed.name;
-    // Ours restores in full, so mutations of it reach the restore ops.
-    if (&seed == &checkpoint_seeds_->back()) {
-      EXPECT_TRUE(result.restored);
-    }
+    EXPECT_EQ(CheckCheckpointInput(seed.bytes, dir_, *targets_).finding, "") << seed.name;
   }
+}
+
+// Ours restore in full into their own structure, so mutations of them reach
+// the restore ops and the value checks.
+TEST_F(FuzzReplayTest, EachStructureRestoresItsOwnCheckpointInFull) {
+  for (const std::string& name : RestoreTargets::Names()) {
+    const auto seed = std::find_if(checkpoint_seeds_->begin(), checkpoint_seeds_->end(),
+                                   [&](const Seed& s) { return s.name == "ckflow_" + name; });
+    ASSERT_NE(seed, checkpoint_seeds_->end()) << name;
+    const CheckResult result = CheckCheckpointInput(seed->bytes, dir_, *targets_);
+    EXPECT_EQ(result.finding, "") << name;
+    EXPECT_THAT(result.restored, ::testing::Contains(name));
+  }
+}
+
+// A structure is built on its first restore and reused, and built again
+// after kRestoresPerBuild restores, so what restores leave behind stays
+// bounded.
+TEST_F(FuzzReplayTest, StructuresAreBuiltOnceAndAgainAfterManyRestores) {
+  RestoreTargets targets;
+  const auto seed = std::find_if(checkpoint_seeds_->begin(), checkpoint_seeds_->end(),
+                                 [](const Seed& s) { return s.name == "ckflow_adam_mlp"; });
+  ASSERT_NE(seed, checkpoint_seeds_->end());
+  for (int i = 0; i < RestoreTargets::kRestoresPerBuild; ++i) {
+    ASSERT_EQ(CheckCheckpointInput(seed->bytes, dir_, targets).finding, "");
+  }
+  EXPECT_THAT(targets.builds(), ::testing::ElementsAre(1, 0, 0));
+  ASSERT_EQ(CheckCheckpointInput(seed->bytes, dir_, targets).finding, "");
+  EXPECT_THAT(targets.builds(), ::testing::ElementsAre(2, 0, 0));
 }
 
 TEST_F(FuzzReplayTest, TruncatedFiles) {
@@ -169,8 +203,41 @@ TEST_F(FuzzReplayTest, IndexEntriesMutatedBehindFreshChecksums) {
       ++tried;
     }
   }
-  // Eight entries of each of the sixteen seeds, each in about thirty ways.
+  // Eight entries of each of the eighteen seeds, each in about thirty ways.
   EXPECT_GE(tried, 1000u);
+}
+
+// The custom mutator's inputs carry valid block checksums, so in this build
+// (which checks them, unlike the fuzzing build) they reach the entries,
+// the object graph and the restore; and none of them is a finding.
+TEST_F(FuzzReplayTest, StructuredMutationsKeepTheIndexReadable) {
+  size_t structured = 0;
+  for (const Seed& seed : *checkpoint_seeds_) {
+    if (seed.bytes.size() > 65536) continue;  // the 1 MiB seed: its index is as the others'
+    for (unsigned mutation = 1; mutation <= 60; ++mutation) {
+      std::vector<uint8_t> bytes = seed.bytes;
+      bytes.resize(bytes.size() + 4096);
+      bool by_bytes = false;
+      const size_t size = MutateCheckpointInput(bytes.data(), seed.bytes.size(), bytes.size(),
+                                                mutation, [&](uint8_t*, size_t n, size_t) {
+                                                  by_bytes = true;
+                                                  return n;
+                                                });
+      bytes.resize(size);
+      const std::string what = seed.name + " mutation " + std::to_string(mutation);
+      if (!by_bytes) {
+        ++structured;
+        const std::vector<std::span<const uint8_t>> records = UnpackRecords(bytes);
+        ASSERT_FALSE(records.empty()) << what;
+        const std::string_view index(reinterpret_cast<const char*>(records[0].data()),
+                                     records[0].size());
+        EXPECT_TRUE(internal::ReadTable(what, index).ok()) << what;
+      }
+      ExpectNoFinding(bytes, what);
+    }
+  }
+  // Four in five mutations are structured (the fifth goes to bytes anyway).
+  EXPECT_GE(structured, 17u * 60 * 3 / 4);
 }
 
 TEST_F(FuzzReplayTest, StateFiles) {
