@@ -6,6 +6,7 @@
 //   ckflow verify PATH                        read everything, check every CRC
 //   ckflow diff A B                           keys, dtypes, shapes, values
 //   ckflow bench restore|save [--size 1GiB]   checkpoint GB/s beside raw I/O
+//   ckflow bench restore --cold               the same from a dropped page cache
 //
 // PATH is a checkpoint prefix, its .index file, or a directory (its
 // `checkpoint` state file's newest checkpoint).
