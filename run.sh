@@ -109,6 +109,9 @@ run_benchmarks() {
     --memory-saves 10 --json "$results/memory_async.json"
   bench_run fresh_restore "$bin/fresh_restore" --repeat 3 --torch --python "$py" \
     --json "$results/fresh_restore.json"
+  # Needs root (it drops the page cache); elsewhere it exits 3, its figures "not run".
+  bench_run cold_restore "$bin/fresh_restore" --cold --repeat 3 --tf --torch --python "$py" \
+    --json "$results/cold_restore.json"
   bench_run train_bench CKFLOW_BENCH_DIR=/dev/shm CKFLOW_BENCH_LOOP_STEPS=2000 "$bin/train_bench" \
     --benchmark_filter='TrainStep|TorchStep|TrainLoop/model:./async:1/every:100' \
     --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \

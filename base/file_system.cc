@@ -92,6 +92,8 @@ class PosixRandomAccessFile final : public RandomAccessFile {
   }
   uint64_t size() const override { return size_; }
   const std::string& path() const override { return path_; }
+  // Linux doubles the file's readahead window.
+  void AdviseSequential() const override { ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL); }
 
  private:
   const std::string path_;

@@ -48,6 +48,10 @@ class RandomAccessFile {
   // The file's size when it was opened.
   virtual uint64_t size() const = 0;
   virtual const std::string& path() const = 0;
+  // Tells the system that the file will be read mostly from start to end,
+  // so that it reads further ahead of the reads (a hint; the default does
+  // nothing).
+  virtual void AdviseSequential() const {}
 };
 
 class WritableFile {

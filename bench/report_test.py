@@ -23,6 +23,8 @@ SAMPLE = os.path.join(HERE, "testdata", "results")
 sys.path.insert(0, HERE)
 import report  # noqa: E402
 
+KIB, GIB = 1 << 10, 1 << 30
+
 
 def titles():
     empty = report.Results(os.devnull)
@@ -97,6 +99,45 @@ class PageTest(unittest.TestCase):
         ckflow_cells = [line for line in found["Session overhead"].splitlines()
                         if line.startswith("| chain")]
         self.assertIn(report.NOT_RUN, ckflow_cells[0])
+
+    def cold_results(self, small_warm_s, exit_code=0):
+        """The sample with a cold_restore run: large beats its ceiling,
+        small is slower than its ceiling, warm in `small_warm_s`."""
+        results = os.path.join(self.out, "results")
+        shutil.copytree(SAMPLE, results)
+        ceilings = {"seq1": 0.030, "seq2": 0.028, "direct1": 0.040, "direct2": 0.035}
+        data = {"repeat": 3, "cold": True, "cases": [
+            {"name": "large", "count": 64, "bytes": GIB,
+             "ckflow": {"seconds": 1.0}, "ckflow_warm": {"seconds": 0.8},
+             **{k: {"seconds": 1.2} for k in ceilings}},
+            {"name": "small", "count": 20000, "bytes": 20000 * KIB,
+             "ckflow": {"seconds": 0.15}, "ckflow_warm": {"seconds": small_warm_s},
+             **{k: {"seconds": v} for k, v in ceilings.items()}}]}
+        with open(os.path.join(results, "cold_restore.json"), "w") as f:
+            json.dump(data, f)
+        subprocess.run([sys.executable, os.path.join(HERE, "report.py"), "run", results,
+                        "cold_restore", "--", "sh", "-c", f"exit {exit_code}"], check=True,
+                       capture_output=True)
+        return sections(write_page(results, self.out))["Restore from a cold cache"]
+
+    def test_the_cold_topic_says_when_the_device_is_not_what_stands_in_the_way(self):
+        cold = self.cold_results(small_warm_s=0.12)
+        self.assertIn("1 GiB (64 × 16 MiB): ckflow cold at **1.20×** the fastest cold ceiling "
+                      "(target ≥ 0.9×: met)", cold)
+        self.assertIn("20,000 × 1 KiB: ckflow cold at **0.187×** the fastest cold ceiling "
+                      "(target ≥ 0.9×: not met)", cold)
+        self.assertIn("the same restore takes 0.120 s, 4.29× the cold ceiling's 0.0280 s", cold)
+        self.assertIn("the cold reads add 30.0 ms", cold)
+
+    def test_the_cold_topic_blames_nothing_when_warm_is_within_the_ceiling(self):
+        cold = self.cold_results(small_warm_s=0.02)
+        self.assertIn("(target ≥ 0.9×: not met)", cold)
+        self.assertNotIn("What stands in the way", cold)
+
+    def test_the_cold_topic_says_why_it_was_not_measured(self):
+        cold = self.cold_results(small_warm_s=0.12, exit_code=3)
+        self.assertIn("Not measured: the page cache could not be dropped", cold)
+        self.assertIn("failed: exit 3", cold)
 
     def test_a_recorded_run_keeps_its_environment_and_command(self):
         results = os.path.join(self.out, "results")

@@ -5,6 +5,17 @@
 //   restore  Checkpoint::Restore + LoadStatus::InitializeOrRestore into a
 //            session's existing variables (warm cache, every CRC checked)
 //            vs pread of the same value pieces into touched buffers + CRC32C.
+//   restore --cold
+//            the same restore from a cold page cache: the checkpoint is
+//            written to a disk (not tmpfs; default a new directory under
+//            /var/tmp), and before each run the page cache is dropped
+//            (root: /proc/sys/vm/drop_caches). ckflow restores into a new
+//            program's new variables in a new process (this binary again,
+//            with --child-prefix), as after a restart; the baselines read
+//            the same data files in order in large blocks into fresh
+//            memory + CRC32C, on 1 and 2 threads, with and without O_DIRECT
+//            (workloads/cold_cache.h), and "raw" is the fastest of them.
+//            Where the cache cannot be dropped it says why and exits 3.
 //   save     Checkpoint::Write vs pwrite of the same bytes (--durable: both
 //            fsync). --async times Write({.async = true}) until it returns
 //            (the training loop's stall) and also prints it as a fraction
@@ -48,6 +59,8 @@
 #include "checkpoint/checkpoint.h"
 #include "runtime/session.h"
 #include "tools/commands.h"
+#include "workloads/cold_cache.h"
+#include "workloads/fresh_process.h"
 #include "workloads/json_writer.h"
 #include "workloads/memory.h"
 #include "workloads/model_program.h"
@@ -72,6 +85,9 @@ struct BenchOptions {
   int files = 0;         // SaveOptions::files_per_device
   int memory_saves = 0;  // extra saves after the timed runs, memory watched
   std::string json;      // also write the results here (empty: only print them)
+  bool cold = false;     // restore only: from a cold page cache, in a new process
+  std::string drop_caches = workloads::kDropCachesPath;  // what --cold writes "1" to
+  std::string child_prefix;  // internal: be --cold's restoring child, from this checkpoint
 };
 
 using workloads::JsonObject;
@@ -156,10 +172,13 @@ StatusOr<Plan> MakePlan(const BenchOptions& options) {
 // destroyed (the whole directory if it made the directory).
 class WorkDir {
  public:
-  static StatusOr<std::unique_ptr<WorkDir>> Create(const std::string& requested) {
+  // With `requested` empty, a new directory under `base` (empty: the
+  // system's temporary directory).
+  static StatusOr<std::unique_ptr<WorkDir>> Create(const std::string& requested,
+                                                   fs::path base = {}) {
     if (requested.empty()) {
       std::error_code ec;
-      fs::path base = fs::temp_directory_path(ec);
+      if (base.empty()) base = fs::temp_directory_path(ec);
       if (ec) base = "/tmp";
       std::string pattern = (base / "ckflow-bench-XXXXXX").string();
       if (::mkdtemp(pattern.data()) == nullptr) {
@@ -359,17 +378,24 @@ Status CheckRestored(ModelProgram& p, int64_t i, float expected) {
   return OkStatus();
 }
 
+// Writes the checkpoint a restore benchmark reads, at `prefix`, and returns
+// where its values lie. The writer goes away before any timing so that two
+// models are never resident.
+StatusOr<workloads::ValueLayout> WriteCheckpoint(const Plan& plan, const BenchOptions& options,
+                                                 const std::string& prefix) {
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<ModelProgram> writer, NewModel(plan, 0.0f));
+  StatusOr<std::string> written =
+      writer->checkpoint->Write(prefix, *writer->session, {.files_per_device = options.files});
+  if (!written.ok()) return written.status();
+  writer.reset();
+  return workloads::LayoutOf(prefix);
+}
+
 Status RunRestore(const Plan& plan, const BenchOptions& options, WorkDir& dir, JsonObject& json) {
   Progress progress("restore", options.repeat + 1);
   const std::string prefix = dir.NewPath("ckpt");
-  {
-    // The writer goes away before timing so both models are never resident.
-    CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<ModelProgram> writer, NewModel(plan, 0.0f));
-    StatusOr<std::string> written =
-        writer->checkpoint->Write(prefix, *writer->session, {.files_per_device = options.files});
-    if (!written.ok()) return written.status();
-  }
-  CKFLOW_ASSIGN_OR_RETURN(const workloads::ValueLayout layout, workloads::LayoutOf(prefix));
+  CKFLOW_ASSIGN_OR_RETURN(const workloads::ValueLayout layout,
+                          WriteCheckpoint(plan, options, prefix));
   const std::vector<workloads::Piece>& pieces = layout.pieces;
   const std::vector<std::string>& data_files = layout.data_files;
   std::vector<std::vector<char>> buffers;
@@ -409,6 +435,108 @@ Status RunRestore(const Plan& plan, const BenchOptions& options, WorkDir& dir, J
       "Restore + InitializeOrRestore, " + Count(static_cast<int64_t>(data_files.size()), "file"),
       Median(raw_s), "pread + CRC32C, " + Count(options.raw_threads, "thread"), json);
   PrintMemory("Restore + InitializeOrRestore", peak_added, plan, json, "peak_rss_added_bytes");
+  return OkStatus();
+}
+
+// --cold's child: a new program restores `prefix` into new variables.
+int RunRestoreChild(const Plan& plan, const BenchOptions& options) {
+  StatusOr<double> seconds =
+      workloads::TimeRestoreIntoNewModel(options.child_prefix, plan.count, plan.elements);
+  if (!seconds.ok()) return ReportError("bench restore --child-prefix", seconds.status());
+  workloads::PrintChildResult(*seconds);
+  return 0;
+}
+
+// The cold ceilings, in the order they are printed; the fastest is "raw".
+std::vector<workloads::SequentialRead> ColdBaselines() {
+  return {{.threads = 1},
+          {.threads = 2},
+          {.threads = 1, .direct = true},
+          {.threads = 2, .direct = true}};
+}
+
+Status RunColdRestore(const Plan& plan, const BenchOptions& options, WorkDir& dir,
+                      JsonObject& json) {
+  const std::vector<workloads::SequentialRead> baselines = ColdBaselines();
+  Progress progress("cold restore", options.repeat + 1);
+  const std::string prefix = dir.NewPath("ckpt");
+  CKFLOW_ASSIGN_OR_RETURN(const workloads::ValueLayout layout,
+                          WriteCheckpoint(plan, options, prefix));
+  progress.Draw(1);
+  std::vector<std::string> child = {workloads::SelfPath(),
+                                    "bench",
+                                    "restore",
+                                    "--size",
+                                    std::to_string(plan.bytes),
+                                    "--count",
+                                    std::to_string(plan.count),
+                                    "--threads",
+                                    std::to_string(options.threads),
+                                    "--child-prefix",
+                                    prefix};
+  // Contender 0 is ckflow, k > 0 baselines[k - 1].
+  const size_t contenders = baselines.size() + 1;
+  std::vector<std::vector<double>> seconds(contenders);
+  std::vector<double> peak_rss;
+  std::string direct_note;
+  uint32_t sink = 0;
+  for (int run = 0; run < options.repeat; ++run) {
+    // The order rotates so no contender always follows the same other.
+    for (size_t k = 0; k < contenders; ++k) {
+      const size_t who = (k + run) % contenders;
+      CKFLOW_RETURN_IF_ERROR(workloads::DropPageCache(options.drop_caches));
+      if (who == 0) {
+        CKFLOW_ASSIGN_OR_RETURN(workloads::ChildResult r, workloads::RunChild(child));
+        seconds[0].push_back(r.seconds);
+        peak_rss.push_back(static_cast<double>(r.peak_rss));
+        continue;
+      }
+      StatusOr<double> s =
+          workloads::SequentialReadCrc(layout.data_files, baselines[who - 1], &sink);
+      if (IsUnimplemented(s.status())) {
+        direct_note = s.status().message();  // O_DIRECT refused: that row stays empty
+        continue;
+      }
+      if (!s.ok()) return s.status();
+      seconds[who].push_back(*s);
+    }
+    progress.Draw(run + 2);
+  }
+  std::cout << "ckflow bench restore: " << Describe(plan, options, dir.path())
+            << ", cold page cache (dropped before every run)\n";
+  size_t best = 0;
+  workloads::JsonArray json_baselines;
+  for (size_t k = 1; k < contenders; ++k) {
+    const workloads::SequentialRead& how = baselines[k - 1];
+    if (seconds[k].empty()) continue;
+    const double s = Median(seconds[k]);
+    if (best == 0 || s < Median(seconds[best])) best = k;
+    json_baselines.Add(JsonObject()
+                           .Set("what", how.Describe())
+                           .Set("threads", how.threads)
+                           .Set("direct", how.direct)
+                           .Set("seconds", s)
+                           .Set("GB/s", static_cast<double>(plan.bytes) / s / 1e9));
+    char line[200];
+    std::snprintf(line, sizeof(line), "baseline %8.3f GB/s  %8.4f s  %s\n",
+                  static_cast<double>(plan.bytes) / s / 1e9, s, how.Describe().c_str());
+    std::cout << line;
+  }
+  if (!direct_note.empty()) std::cout << "baseline O_DIRECT not run: " << direct_note << "\n";
+  if (best == 0) return InternalError("no cold baseline ran");
+  json.Set("baselines", json_baselines);
+  if (!direct_note.empty()) json.Set("direct_note", direct_note);
+  PrintResult(plan, Median(seconds[0]),
+              "Restore + InitializeOrRestore in a new process, " +
+                  Count(static_cast<int64_t>(layout.data_files.size()), "file"),
+              Median(seconds[best]), baselines[best - 1].Describe() + ", the fastest baseline",
+              json);
+  json.Set("ckflow_peak_rss_bytes", Median(peak_rss));
+  char line[200];
+  std::snprintf(line, sizeof(line),
+                "memory  the restoring process: peak RSS %.1f MiB (the variables: %.1f MiB)\n",
+                Mib(static_cast<int64_t>(Median(peak_rss))), Mib(plan.bytes));
+  std::cout << line;
   return OkStatus();
 }
 
@@ -557,11 +685,35 @@ int RunBench(Mode mode, const BenchOptions& options) {
   const char* command = mode == Mode::kRestore ? "bench restore" : "bench save";
   StatusOr<Plan> plan = MakePlan(options);
   if (!plan.ok()) return ReportError(command, plan.status());
-  StatusOr<std::unique_ptr<WorkDir>> dir = WorkDir::Create(options.dir);
-  if (!dir.ok()) return ReportError(command, dir.status());
   std::optional<tbb::global_control> limit;
   if (options.threads > 0) {
     limit.emplace(tbb::global_control::max_allowed_parallelism, options.threads);
+  }
+  if (!options.child_prefix.empty()) return RunRestoreChild(*plan, options);
+  if (options.cold) {
+    // A directory in memory is never read from a device: refused before
+    // anything is written.
+    const std::string memory =
+        options.dir.empty() ? "" : workloads::InMemoryFileSystem(options.dir);
+    if (!memory.empty()) {
+      return ReportError(command,
+                         InvalidArgumentError("--cold --dir ", options.dir, " is on ", memory,
+                                              ", whose files are always in memory: nothing would "
+                                              "be read from a disk. Give a directory on a disk "
+                                              "(the default is a new one under /var/tmp)"));
+    }
+    if (Status drop = workloads::CheckCanDropPageCache(options.drop_caches); !drop.ok()) {
+      std::cerr << "ckflow " << command << " --cold: not measured: " << drop.message() << "\n";
+      return kExitNotPermitted;
+    }
+  }
+  StatusOr<std::unique_ptr<WorkDir>> dir =
+      WorkDir::Create(options.dir, options.cold ? fs::path("/var/tmp") : fs::path());
+  if (!dir.ok()) return ReportError(command, dir.status());
+  if (options.cold && !workloads::InMemoryFileSystem((*dir)->path()).empty()) {
+    return ReportError(command,
+                       InvalidArgumentError("--cold: ", (*dir)->path(),
+                                            " is in memory (tmpfs); give --dir on a disk"));
   }
   JsonObject json;
   json.Set("command", command)
@@ -572,9 +724,11 @@ int RunBench(Mode mode, const BenchOptions& options) {
       .Set("raw_threads", options.raw_threads)
       .Set("durable", options.durable)
       .Set("async", options.async)
+      .Set("cold", options.cold)
       .Set("dir", (*dir)->path());
-  const Status status = mode == Mode::kRestore ? RunRestore(*plan, options, **dir, json)
-                                               : RunSave(*plan, options, **dir, json);
+  const Status status = mode == Mode::kSave ? RunSave(*plan, options, **dir, json)
+                        : options.cold      ? RunColdRestore(*plan, options, **dir, json)
+                                            : RunRestore(*plan, options, **dir, json);
   if (!status.ok()) return ReportError(command, status);
   if (!options.json.empty() && !json.WriteTo(options.json)) {
     return ReportError(command, InvalidArgumentError("--json ", options.json,
@@ -603,6 +757,18 @@ void AddBenchOptions(CLI::App* sub, BenchOptions& options, bool save) {
       ->capture_default_str();
   sub->add_option("--json", options.json,
                   "also write the results to this file as one JSON object (bench/report.py)");
+  if (!save) {
+    sub->add_flag("--cold", options.cold,
+                  "from a cold page cache: the checkpoint on a disk (not tmpfs), the cache "
+                  "dropped before every run (needs root; exit 3 where not permitted), ckflow "
+                  "restoring in a new process, beside sequential reads of the same files "
+                  "(1 and 2 threads, with and without O_DIRECT)");
+    sub->add_option("--drop-caches", options.drop_caches,
+                    "with --cold: the file \"1\" is written to, to drop the page cache")
+        ->capture_default_str();
+    // Internal: how --cold runs ckflow in a new process.
+    sub->add_option("--child-prefix", options.child_prefix)->group("");
+  }
   if (save) {
     sub->add_flag("--durable", options.durable, "fsync what is written (ckflow and raw)");
 

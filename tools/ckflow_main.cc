@@ -7,6 +7,7 @@
 //   ckflow fsck DIR [--checksums] [--repair]  a checkpoint directory's health
 //   ckflow diff A B                           keys, dtypes, shapes, values
 //   ckflow bench restore|save [--size 1GiB]   checkpoint GB/s beside raw I/O
+//   ckflow bench restore --cold               the same from a dropped page cache
 //
 // PATH is a checkpoint prefix, its .index file, or a directory (its
 // `checkpoint` state file's newest checkpoint).

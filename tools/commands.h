@@ -37,6 +37,9 @@ Command AddFsckCommand(CLI::App& app);
 
 inline constexpr int kExitBad = 1;
 inline constexpr int kExitError = 2;
+// A measurement this machine does not permit (`bench restore --cold` where
+// the page cache cannot be dropped): nothing wrong with the command.
+inline constexpr int kExitNotPermitted = 3;
 
 // Opens what `path` names: a prefix, a .index or data file, or a directory
 // (its `checkpoint` state file's newest checkpoint).

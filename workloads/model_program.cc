@@ -1,5 +1,6 @@
 #include "workloads/model_program.h"
 
+#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <utility>
@@ -55,6 +56,25 @@ StatusOr<ValueLayout> LayoutOf(const std::string& prefix) {
     layout.data_files.push_back(DataFilename(prefix, i, reader->num_shards()));
   }
   return layout;
+}
+
+StatusOr<double> TimeRestoreIntoNewModel(const std::string& prefix, int64_t count,
+                                         int64_t elements) {
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<ModelProgram> p,
+                          ModelProgram::Synthetic(count, elements, -1.0f, /*initialize=*/false));
+  const auto start = std::chrono::steady_clock::now();
+  CKFLOW_ASSIGN_OR_RETURN(LoadStatus status, p->checkpoint->Restore(prefix));
+  CKFLOW_RETURN_IF_ERROR(status.InitializeOrRestore(*p->session));
+  const double seconds = SecondsSince(start);
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> got, p->session->Run({}, {p->vars.back()->value()}));
+  const float expected = static_cast<float>(count - 1);
+  for (float v : got[0].flat<float>()) {
+    if (v != expected) {
+      return InternalError(prefix, ": variable ", p->vars.back()->name(), " holds ", v,
+                           " after the restore, expected ", expected);
+    }
+  }
+  return seconds;
 }
 
 }  // namespace ckflow::workloads

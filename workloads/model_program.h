@@ -61,6 +61,14 @@ struct ValueLayout {
 };
 StatusOr<ValueLayout> LayoutOf(const std::string& prefix);
 
+// A program's first restore: builds the synthetic model of `count` x
+// `elements` (variables not initialized, their pages never touched), then
+// times Checkpoint::Restore(prefix) + LoadStatus::InitializeOrRestore (every
+// CRC checked) and checks that the last variable holds what
+// Synthetic(count, elements, 0.0f, ...) gave it. Returns the seconds.
+StatusOr<double> TimeRestoreIntoNewModel(const std::string& prefix, int64_t count,
+                                         int64_t elements);
+
 }  // namespace ckflow::workloads
 
 #endif  // CKFLOW_WORKLOADS_MODEL_PROGRAM_H_

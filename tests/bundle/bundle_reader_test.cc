@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 #include "bundle/bundle_coding_internal.h"
 #include "bundle/bundle_format.h"
@@ -541,6 +542,49 @@ TEST_F(BundleReaderTest, ConcurrentReadsAgree) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(failures.load(), 0);
+}
+
+// Counts the AdviseSequential calls on the files it opens.
+class AdviceCountingFileSystem final : public FileSystemWrapper {
+ public:
+  AdviceCountingFileSystem() : FileSystemWrapper(FileSystem::Default()) {}
+  StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& path) override {
+    CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file,
+                            target()->NewRandomAccessFile(path));
+    return std::unique_ptr<RandomAccessFile>(new Advised(std::move(file), &advised_[path]));
+  }
+  int advised(const std::string& path) { return advised_[path]; }
+
+ private:
+  class Advised final : public RandomAccessFile {
+   public:
+    Advised(std::unique_ptr<RandomAccessFile> file, int* count)
+        : file_(std::move(file)), count_(count) {}
+    Status ReadAt(uint64_t offset, size_t n, char* dst) const override {
+      return file_->ReadAt(offset, n, dst);
+    }
+    uint64_t size() const override { return file_->size(); }
+    const std::string& path() const override { return file_->path(); }
+    void AdviseSequential() const override { ++*count_; }
+
+   private:
+    std::unique_ptr<RandomAccessFile> file_;
+    int* count_;
+  };
+  std::map<std::string, int> advised_;
+};
+
+// A restore reads the data files mostly in order: the reader says so once
+// per data file it opens, so the system reads ahead further.
+TEST_F(BundleReaderTest, AdvisesSequentialReadsOnceOnEachDataFile) {
+  WriteValid();
+  AdviceCountingFileSystem fs;
+  StatusOr<std::unique_ptr<BundleReader>> reader = BundleReader::Open(prefix_, {.fs = &fs});
+  CKFLOW_ASSERT_OK(reader.status());
+  for (const char* key : {"a", "b", "a"}) CKFLOW_ASSERT_OK((*reader)->Lookup(key).status());
+  EXPECT_EQ(fs.advised(data_path()), 1);
+  EXPECT_EQ(fs.advised(index_path()), 0);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // those files). CKFLOW_UPDATE_GOLDENS=1 rewrites them instead of comparing.
 
 #include <gtest/gtest.h>
+#include <sys/vfs.h>
 
 #include <cmath>
 #include <cstdio>
@@ -334,9 +335,81 @@ const BadBenchArgs kBadBenchArgs[] = {
     {"restore --size 4MiB --count x", "--count"},  // CLI11's own message
     {"restore --size 4MiB --async", "--async"},    // async applies to saves only
     {"save --size 4MiB --files -1", "--files"},
+    {"save --size 4MiB --cold", "--cold"},  // a cold cache applies to restores only
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, CliBenchBadArgsTest, ::testing::ValuesIn(kBadBenchArgs));
+
+// Whether `dir` lies on tmpfs, where a cold read cannot be measured.
+bool OnTmpfs(const std::string& dir) {
+  struct statfs fs;
+  return ::statfs(dir.c_str(), &fs) == 0 && static_cast<long>(fs.f_type) == 0x01021994;
+}
+
+// `bench restore --cold --size 4MiB --count 4 --dir DIR` + `more`, its
+// output (stdout and stderr) in *output; returns the exit code.
+int RunColdBench(const std::string& dir, const std::string& more, std::string* output) {
+  return testing::RunCommand(std::string(CKFLOW_CLI) +
+                                 " bench restore --cold --size 4MiB --count 4 --repeat 1 --dir " +
+                                 dir + " " + more + " 2>&1",
+                             output);
+}
+
+// Where the page cache cannot be dropped (here: a file that cannot be
+// opened stands for /proc/sys/vm/drop_caches without root), nothing is
+// measured or written, and the exit code is 3, not an error's 2.
+TEST(CliBenchCold, ExitsThreeSayingWhyWhenTheCacheCannotBeDropped) {
+  const std::string dir = testing::NewTempDir("bench_cold");
+  const std::string drop = dir + "/no/such/drop_caches";
+  std::string output;
+  EXPECT_EQ(RunColdBench(dir, "--drop-caches " + drop, &output), 3) << output;
+  EXPECT_NE(output.find("cannot drop the page cache"), std::string::npos) << output;
+  EXPECT_NE(output.find(drop), std::string::npos) << output;
+  EXPECT_TRUE(std::isnan(ParseBenchOutput(output).ckflow)) << "ran anyway:\n" << output;
+  EXPECT_EQ(testing::ListDir(dir), std::vector<std::string>{}) << "written in " << dir;
+}
+
+TEST(CliBenchCold, RefusesADirectoryInMemory) {
+  if (!OnTmpfs("/dev/shm")) GTEST_SKIP() << "/dev/shm is not tmpfs here";
+  std::string output;
+  EXPECT_EQ(RunColdBench("/dev/shm", "", &output), 2) << output;
+  EXPECT_NE(output.find("--dir /dev/shm is on tmpfs"), std::string::npos) << output;
+  EXPECT_TRUE(std::isnan(ParseBenchOutput(output).ckflow)) << "ran anyway:\n" << output;
+}
+
+// The whole cold path (a restoring child process, every baseline, the
+// JSON) with a plain file standing in for /proc/sys/vm/drop_caches, so it
+// runs without root and drops nothing: the figures are warm ones, which is
+// not under test.
+TEST(CliBenchCold, RestoresInANewProcessBesideEveryBaseline) {
+  const std::string dir = testing::NewTempDir("bench_cold");
+  if (OnTmpfs(dir)) GTEST_SKIP() << dir << " is on tmpfs";
+  const std::string drop = testing::NewTempDir("bench_cold_drop") + "/drop_caches";
+  testing::WriteFileOrDie(drop, "");
+  const std::string json_path = testing::NewTempDir("bench_cold_json") + "/cold.json";
+  std::string output;
+  ASSERT_EQ(RunColdBench(dir, "--drop-caches " + drop + " --json " + json_path, &output), 0)
+      << output;
+  const BenchRates r = ParseBenchOutput(output);
+  EXPECT_GT(r.ckflow, 0) << output;
+  EXPECT_GT(r.raw, 0) << output;
+  EXPECT_NE(output.find("Restore + InitializeOrRestore in a new process"), std::string::npos)
+      << output;
+  for (const char* baseline :
+       {"pread 8 MiB blocks + CRC32C, 1 thread", "pread 8 MiB blocks + CRC32C, 2 threads"}) {
+    EXPECT_NE(output.find(baseline), std::string::npos) << output;
+  }
+  // O_DIRECT runs, or a line says why not.
+  EXPECT_TRUE(output.find("O_DIRECT + CRC32C, 2 threads") != std::string::npos ||
+              output.find("O_DIRECT not run") != std::string::npos)
+      << output;
+  EXPECT_EQ(testing::ReadFileOrDie(drop), "1");  // a drop was asked for
+  const std::string json = testing::ReadFileOrDie(json_path);
+  EXPECT_NE(json.find("\"cold\": true"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"baselines\": [{"), std::string::npos) << json;
+  EXPECT_NEAR(JsonNumber(json, "ratio"), r.ratio, 0.006) << json << output;
+  EXPECT_EQ(testing::ListDir(dir), std::vector<std::string>{}) << "left behind in " << dir;
+}
 
 }  // namespace
 }  // namespace ckflow
