@@ -353,6 +353,29 @@ def topic_restore(r):
     return throughput_section(r, "restore", "Restore", intro, after)
 
 
+def topic_cast(r):
+    intro = (
+        "`RestoreOptions::cast` converts a value saved in another dtype as its bytes are read "
+        "and checksummed, with no second pass: a bfloat16 checkpoint restored into the float32 "
+        "variables of the same program (`CastRule::kWidening`) against the float32 checkpoint "
+        "of the same variables, the two restores alternating in each iteration, warm, every "
+        "CRC32C checked (`checkpoint_bench`, `RestoreCast`). GB/s are of the float32 values "
+        "restored; the ratio is the same-dtype restore's time over the converting one's (> 1: "
+        "the converting restore is faster).")
+    g = r.gbench("checkpoint_bench")
+    rows = []
+    for key, label in (("RestoreCast/MiB:1024/vars:64/threads:2", "1 GiB (64 × 16 MiB)"),
+                       ("RestoreCast/MiB:256/vars:64/threads:2", "256 MiB (64 × 4 MiB)")):
+        c = g.get(key)
+        if c is None and rows:
+            continue
+        rows.append([label, with_unit(get(c, "GB/s"), "GB/s"),
+                     with_unit(get(c, "same_dtype_GB/s"), "GB/s"), times(get(c, "ratio"))])
+    return Section("Restore with a dtype conversion", intro,
+                   table(["", "bfloat16 → float32", "float32 → float32", "ratio"], rows),
+                   ["checkpoint_bench"])
+
+
 def topic_save(r):
     intro = (
         "A save of the same variables to the page cache (no fsync): ckflow's `Checkpoint::Write` "
@@ -942,7 +965,7 @@ def topic_conv(r):
                    ["conv_bench", "conv_peers"])
 
 
-TOPICS = [topic_restore, topic_save, topic_small, topic_async, topic_fresh, topic_cold,
+TOPICS = [topic_restore, topic_cast, topic_save, topic_small, topic_async, topic_fresh, topic_cold,
           topic_memory, topic_train_step, topic_cnn, topic_session, topic_eager, topic_mpi,
           topic_isa, topic_conv]
 

@@ -5,6 +5,7 @@
 #include <limits>
 #include <utility>
 
+#include "base/cast.h"
 #include "bundle/bundle_coding_internal.h"
 #include "bundle/bundle_format.h"
 #include "bundle/bundle_index_internal.h"
@@ -471,6 +472,70 @@ StatusOr<Tensor> BundleReader::LookupSlice(std::string_view key, const TensorSli
       Tensor t, Tensor::Allocate(static_cast<DataType>(e->dtype), slice.ShapeIn(e->shape)));
   CKFLOW_RETURN_IF_ERROR(ReadBox(*e, slice, &t));
   return t;
+}
+
+Status BundleReader::ReadCastInto(const BundleEntry& e, const TensorSlice* slice,
+                                  Tensor* dest) const {
+  const auto stored = static_cast<DataType>(e.dtype);
+  if (dest == nullptr || !dest->IsValid()) {
+    return InvalidArgumentError("key '", e.key, "' in ", index_path_,
+                                ": the destination is an invalid tensor");
+  }
+  if (stored == dest->dtype()) return slice ? ReadSliceInto(e, *slice, dest) : ReadInto(e, dest);
+  if (std::string why = CastRefusal(stored, dest->dtype(), CastRule::kAny); !why.empty()) {
+    return InvalidArgumentError("key '", e.key, "' in ", index_path_, " is ",
+                                StoredDataTypeName(e.dtype), ": ", why);
+  }
+  if (slice != nullptr) {
+    Status fits = slice->CheckFits(e.shape);
+    if (!fits.ok()) return fits.WithContext("key '" + e.key + "' in " + index_path_);
+  }
+  const TensorShape shape = slice ? slice->ShapeIn(e.shape) : e.shape;
+  if (dest->shape() != shape) {
+    return InvalidArgumentError("key '", e.key, "' in ", index_path_, " is ", shape.ToString(),
+                                ", the destination is ", dest->shape().ToString());
+  }
+  const DataType to = dest->dtype();
+  if (slice != nullptr || e.is_sliced()) {
+    // A part, or a tensor saved in parts (a partitioned variable): read in
+    // the stored dtype, then converted. A second pass, but only for these;
+    // the stored pieces are checked against their files before anything of
+    // their size is allocated.
+    CKFLOW_RETURN_IF_ERROR(StoredSlicesOf(e).status());
+    CKFLOW_ASSIGN_OR_RETURN(Tensor part, Tensor::Allocate(stored, shape));
+    CKFLOW_RETURN_IF_ERROR(slice ? ReadSliceInto(e, *slice, &part) : ReadInto(e, &part));
+    CastElements(stored, part.raw_data(), to, dest->raw_data(), part.NumElements());
+    return OkStatus();
+  }
+  CKFLOW_ASSIGN_OR_RETURN(const RandomAccessFile* file, EntryFile(e));
+  const size_t in_size = StoredElementSize(e.dtype);
+  const size_t out_size = DataTypeSize(to);
+  char* out = static_cast<char*>(dest->raw_data());
+  const auto base = static_cast<uint64_t>(e.offset);
+  // Chunks and pieces are whole numbers of elements (1 MiB, and elements of
+  // at most 16 bytes), so each converts on its own, in cache.
+  StatusOr<uint32_t> crc = internal::ParallelChunkedCrc(
+      static_cast<uint64_t>(e.size), kChunkSize,
+      [&](uint64_t offset, uint64_t length) -> StatusOr<uint32_t> {
+        thread_local std::vector<char> buffer;
+        uint32_t piece_crc = 0;
+        for (uint64_t done = 0; done < length;) {
+          const uint64_t n = std::min(kPieceSize, length - done);
+          const uint64_t at = offset + done;
+          buffer.resize(n);
+          CKFLOW_RETURN_IF_ERROR(file->ReadAt(base + at, n, buffer.data()));
+          piece_crc = crc32c::Extend(piece_crc, buffer.data(), n);
+          if (e.dtype == DT_BOOL)
+            CKFLOW_RETURN_IF_ERROR(CheckBools(e, *file, buffer.data(), n, at));
+          if (big_endian_) internal::SwapBytes(buffer.data(), in_size, n / in_size);
+          CastElements(stored, buffer.data(), to, out + (at / in_size) * out_size,
+                       static_cast<int64_t>(n / in_size));
+          done += n;
+        }
+        return piece_crc;
+      });
+  if (!crc.ok()) return crc.status().WithContext("key '" + e.key + "'");
+  return CheckCrc(e, *file, *crc);
 }
 
 Status BundleReader::ReadBatch(

@@ -134,6 +134,14 @@ class BundleReader {
   Status ReadSliceInto(const BundleEntry& entry, const TensorSlice& slice, Tensor* dest) const;
   StatusOr<Tensor> LookupSlice(std::string_view key, const TensorSlice& slice) const;
 
+  // ReadInto (with `slice`, ReadSliceInto) into a destination of another
+  // dtype: each element is converted (base/cast.h, CastElements) as its
+  // bytes are read and checksummed, a buffer of 1 MiB per thread at a
+  // time, so a converting restore costs no second pass over the tensor.
+  // The caller decides that the conversion is wanted; InvalidArgument if no
+  // rule makes it (a string, or complex to real).
+  Status ReadCastInto(const BundleEntry& entry, const TensorSlice* slice, Tensor* dest) const;
+
   // Reads many small numeric entries with few reads: entries that lie close
   // together in one data file are read as one range, then each is checked
   // (bounds, CRC, bools, byte order) and handed to consume(i, bytes) with

@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "base/cast.h"
 #include "base/file_system.h"
 #include "base/status.h"
 #include "checkpoint/group.h"
@@ -67,6 +68,16 @@ struct RestoreOptions {
   // slots nor the program's to match. For fine-tuning with a fresh
   // optimizer state.
   bool skip_slot_variables = false;
+
+  // What a restore may do with a value saved in another dtype than its
+  // variable's (base/cast.h). kNone, the default, is TensorFlow's rule: a
+  // mismatch is InvalidArgument naming the key and both dtypes. kWidening
+  // converts only where every value survives exactly (a bfloat16 or float16
+  // checkpoint into float32 variables); kAny converts between any numbers,
+  // rounding and saturating. The conversion happens as the bytes are read
+  // and checksummed, not as a second pass; the checkpoint is not changed.
+  // Deferred restores (variables created later) convert under the same rule.
+  CastRule cast = CastRule::kNone;
 };
 
 }  // namespace ckflow

@@ -255,12 +255,14 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl,
                                  public std::enable_shared_from_this<NameBasedSaverStatusImpl> {
  public:
   NameBasedSaverStatusImpl(std::string save_path, std::shared_ptr<const BundleReader> reader,
-                           std::shared_ptr<Saver> saver, std::shared_ptr<Trackable> root)
+                           std::shared_ptr<Saver> saver, std::shared_ptr<Trackable> root,
+                           CastRule cast)
       : save_path_(std::move(save_path)),
         reader_(std::move(reader)),
         saver_(std::move(saver)),
         root_(std::move(root)),
-        uid_(NewRestoreUid()) {
+        uid_(NewRestoreUid()),
+        cast_(cast) {
     Log(LogSeverity::kWarning,
         "Restoring a name-based checkpoint ('" + save_path_ +
             "', written by a TensorFlow 1 Saver): variables are matched by their names. Save an "
@@ -324,7 +326,7 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl,
     CKFLOW_ASSIGN_OR_RETURN(std::vector<RestoreItem> items, MatchCurrentObjects());
     if (!items.empty()) {
       CKFLOW_ASSIGN_OR_RETURN(std::vector<Output> ops,
-                              saver_->RestoreOps(std::move(items), save_path_));
+                              saver_->RestoreOps(std::move(items), save_path_, nullptr, cast_));
       restore_ops_.insert(restore_ops_.end(), ops.begin(), ops.end());
     }
     return RunTargets(session, {Feed(saver_->restore_prefix(), Tensor::Scalar(save_path_))},
@@ -362,11 +364,12 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl,
         unused_.emplace_back(object, description + ": no key '" + attr.full_name + "'");
         continue;
       }
-      if (entry->dtype != attr.dtype || !attr.saved_shape().IsCompatibleWith(entry->shape)) {
-        return InvalidArgumentError("name-based checkpoint '", save_path_, "': key '",
-                                    attr.full_name, "' is ", StoredDataTypeName(entry->dtype),
-                                    entry->shape.ToString(), " but the variable is ",
-                                    DataTypeName(attr.dtype), attr.shape.ToString());
+      const std::string why = CastRefusal(static_cast<DataType>(entry->dtype), attr.dtype, cast_);
+      if (!why.empty() || !attr.saved_shape().IsCompatibleWith(entry->shape)) {
+        return InvalidArgumentError(
+            "name-based checkpoint '", save_path_, "': key '", attr.full_name, "' is ",
+            StoredDataTypeName(entry->dtype), entry->shape.ToString(), " but the variable is ",
+            DataTypeName(attr.dtype), attr.shape.ToString(), why.empty() ? "" : ": ", why);
       }
       items.push_back({attr.full_name, attr, entry - reader_->entries().data()});
     }
@@ -388,7 +391,7 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl,
   // Eager: the values go into the variables now, through the one reader.
   Status Restore(std::vector<RestoreItem> items) {
     if (items.empty()) return OkStatus();
-    return saver_->RestoreOps(std::move(items), save_path_, reader_.get()).status();
+    return saver_->RestoreOps(std::move(items), save_path_, reader_.get(), cast_).status();
   }
 
   // The creator hook's work: a problem is kept for AssertConsumed, as an
@@ -407,6 +410,7 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl,
   std::shared_ptr<Saver> saver_;
   std::shared_ptr<Trackable> root_;
   int64_t uid_;
+  CastRule cast_;
   int hook_id_ = -1;
   std::unordered_set<const Trackable*> optional_;
   // Attributes the checkpoint has no key for, with their objects (which may
@@ -463,7 +467,8 @@ StatusOr<LoadStatus> RestoreRoot(
   CKFLOW_RETURN_IF_ERROR(reader.status());
   CKFLOW_RETURN_IF_ERROR(graph.status());
   if (graph->proto == nullptr) {
-    auto status = std::make_shared<NameBasedSaverStatusImpl>(*save_path, *reader, saver, root);
+    auto status =
+        std::make_shared<NameBasedSaverStatusImpl>(*save_path, *reader, saver, root, options.cast);
     status->set_eager(eager);
     if (eager) CKFLOW_RETURN_IF_ERROR(status->RestoreEagerly());
     if (make_save_counter) {
@@ -472,9 +477,8 @@ StatusOr<LoadStatus> RestoreRoot(
     }
     return LoadStatusImpl::Wrap(status);
   }
-  auto coordinator =
-      std::make_shared<RestoreCoordinator>(*save_path, *std::move(reader), std::move(graph->arena),
-                                           graph->proto, saver, options.skip_slot_variables);
+  auto coordinator = std::make_shared<RestoreCoordinator>(
+      *save_path, *std::move(reader), std::move(graph->arena), graph->proto, saver, options);
   coordinator->RestoreFrom(0, root);
   auto status = std::make_shared<CheckpointLoadStatusImpl>(std::move(coordinator), root);
   status->set_eager(eager);

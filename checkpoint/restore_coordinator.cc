@@ -29,18 +29,18 @@ RestoreCoordinator::RestoreCoordinator(std::string save_path,
                                        std::shared_ptr<const BundleReader> reader,
                                        std::unique_ptr<google::protobuf::Arena> arena,
                                        const tensorflow::TrackableObjectGraph* proto,
-                                       std::shared_ptr<Saver> saver, bool skip_slot_variables)
+                                       std::shared_ptr<Saver> saver, const RestoreOptions& options)
     : uid_(NewRestoreUid()),
       save_path_(std::move(save_path)),
       reader_(std::move(reader)),
       arena_(std::move(arena)),
       proto_(*proto),
       saver_(std::move(saver)),
-      skip_slot_variables_(skip_slot_variables),
+      options_(options),
       object_by_proto_id_(proto_.nodes_size()),
       bound_(proto_.nodes_size(), false),
       matched_(proto_.nodes_size(), false) {
-  if (skip_slot_variables_) return;
+  if (options_.skip_slot_variables) return;
   for (int id = 0; id < proto_.nodes_size(); ++id) {
     for (const auto& slot : proto_.nodes(id).slot_variables()) {
       slot_restorations_[slot.original_variable_node_id()].push_back(
@@ -80,7 +80,7 @@ RestoreCoordinator::~RestoreCoordinator() {
 
 std::vector<bool> RestoreCoordinator::SkippedSlotNodes() const {
   std::vector<bool> skipped(proto_.nodes_size(), false);
-  if (skip_slot_variables_) {
+  if (options_.skip_slot_variables) {
     for (const auto& node : proto_.nodes()) {
       for (const auto& slot : node.slot_variables()) skipped[slot.slot_variable_node_id()] = true;
     }
@@ -199,7 +199,9 @@ void RestoreCoordinator::AddRestoreOps(std::vector<std::pair<int, RestoreItem>> 
       RestoreItem& item = items[i].second;
       entries[i] = reader_->FindEntry(item.key);
       if (entries[i] != nullptr) item.position = entries[i] - reader_->entries().data();
-      fits[i] = entries[i] != nullptr && entries[i]->dtype == item.attribute.dtype &&
+      fits[i] = entries[i] != nullptr &&
+                CastAllowed(static_cast<DataType>(entries[i]->dtype), item.attribute.dtype,
+                            options_.cast) &&
                 item.attribute.saved_shape().IsCompatibleWith(entries[i]->shape);
     }
   });
@@ -216,11 +218,13 @@ void RestoreCoordinator::AddRestoreOps(std::vector<std::pair<int, RestoreItem>> 
     if (entry == nullptr) {
       problems_.push_back(NotFoundError(where, ": the checkpoint's object graph names key '",
                                         item.key, "' but its bundle has no such tensor"));
-    } else if (entry->dtype != item.attribute.dtype) {
+    } else if (std::string why = CastRefusal(static_cast<DataType>(entry->dtype),
+                                             item.attribute.dtype, options_.cast);
+               !why.empty()) {
       problems_.push_back(InvalidArgumentError(where, ": key '", item.key, "' holds ",
                                                StoredDataTypeName(entry->dtype), " but variable '",
                                                item.attribute.full_name, "' is ",
-                                               DataTypeName(item.attribute.dtype)));
+                                               DataTypeName(item.attribute.dtype), ": ", why));
     } else {
       problems_.push_back(InvalidArgumentError(
           where, ": key '", item.key, "' has shape ", entry->shape.ToString(), " but variable '",
@@ -230,7 +234,7 @@ void RestoreCoordinator::AddRestoreOps(std::vector<std::pair<int, RestoreItem>> 
   if (ok_items.empty()) return;
   restored_values_ += static_cast<int64_t>(ok_items.size());
   StatusOr<std::vector<Output>> ops =
-      saver_->RestoreOps(std::move(ok_items), save_path_, reader_.get());
+      saver_->RestoreOps(std::move(ok_items), save_path_, reader_.get(), options_.cast);
   if (!ops.ok()) {
     problems_.push_back(ops.status());
     return;

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "bundle/bundle_reader.h"
+#include "checkpoint/checkpoint_options.h"
 #include "checkpoint/object_graph_internal.h"
 #include "checkpoint/saver_internal.h"
 #include "graph/trackable.h"
@@ -47,7 +48,7 @@ class RestoreCoordinator : public std::enable_shared_from_this<RestoreCoordinato
   RestoreCoordinator(std::string save_path, std::shared_ptr<const BundleReader> reader,
                      std::unique_ptr<google::protobuf::Arena> arena,
                      const tensorflow::TrackableObjectGraph* proto, std::shared_ptr<Saver> saver,
-                     bool skip_slot_variables);
+                     const RestoreOptions& options);
   ~RestoreCoordinator();
 
   RestoreCoordinator(const RestoreCoordinator&) = delete;
@@ -57,7 +58,7 @@ class RestoreCoordinator : public std::enable_shared_from_this<RestoreCoordinato
   const std::string& save_path() const { return save_path_; }
   const std::shared_ptr<const BundleReader>& reader() const { return reader_; }
   const std::shared_ptr<Saver>& saver() const { return saver_; }
-  bool skip_slot_variables() const { return skip_slot_variables_; }
+  bool skip_slot_variables() const { return options_.skip_slot_variables; }
 
   // Binds node `proto_id` to `object` and walks the object's subtree breadth
   // first: values become restore ops, children not created yet and slots
@@ -126,7 +127,7 @@ class RestoreCoordinator : public std::enable_shared_from_this<RestoreCoordinato
   const std::unique_ptr<google::protobuf::Arena> arena_;
   const tensorflow::TrackableObjectGraph& proto_;
   const std::shared_ptr<Saver> saver_;
-  const bool skip_slot_variables_;
+  const RestoreOptions options_;
 
   // What matching has found so far.
   std::vector<std::weak_ptr<Trackable>> object_by_proto_id_;  // expired = unbound

@@ -27,8 +27,10 @@ int64_t ApproxBytes(const SaveableAttribute& a) {
   return n;
 }
 
-std::string Signature(const std::vector<RestoreItem>& items, size_t begin, size_t end) {
-  std::string sig;
+// The same items restored under another cast rule need another op.
+std::string Signature(const std::vector<RestoreItem>& items, size_t begin, size_t end,
+                      CastRule cast) {
+  std::string sig(1, static_cast<char>(cast));
   for (size_t i = begin; i < end; ++i) {
     const int id = items[i].attribute.handle.node()->id();
     sig.append(items[i].key);
@@ -60,7 +62,8 @@ Output RestorePlanner::restore_prefix() {
 
 StatusOr<std::vector<Output>> RestorePlanner::RestoreOps(std::vector<RestoreItem> items,
                                                          const std::string& save_path,
-                                                         const BundleReader* reader) {
+                                                         const BundleReader* reader,
+                                                         CastRule cast) {
   CKFLOW_RETURN_IF_ERROR(CheckGraphAlive());
   // A group member restores only what it owns, also on creation.
   if (group_.group != nullptr && group_.restore_owned_only) {
@@ -79,7 +82,7 @@ StatusOr<std::vector<Output>> RestorePlanner::RestoreOps(std::vector<RestoreItem
     }
     items.resize(kept);
   }
-  if (scope_.eager()) return RestoreNow(std::move(items), save_path, reader);
+  if (scope_.eager()) return RestoreNow(std::move(items), save_path, reader, cast);
   struct Group {
     size_t begin, end;
     std::string signature;
@@ -104,7 +107,7 @@ StatusOr<std::vector<Output>> RestorePlanner::RestoreOps(std::vector<RestoreItem
   ParallelFor(static_cast<int64_t>(groups.size()), 100000, [&](int64_t first, int64_t last) {
     for (int64_t b = first; b < last; ++b) {
       Group& g = groups[b];
-      g.signature = Signature(items, g.begin, g.end);
+      g.signature = Signature(items, g.begin, g.end, cast);
       if (auto it = restore_ops_.find(g.signature); it != restore_ops_.end()) {
         g.op = it->second;
         continue;
@@ -131,7 +134,8 @@ StatusOr<std::vector<Output>> RestorePlanner::RestoreOps(std::vector<RestoreItem
       slices.push_back(std::move(items[i].attribute.slice_spec));
     }
     g.op = ops::RestoreVariables(scope_.WithDevice(""), prefix, std::move(keys),
-                                 *std::move(g.variables), std::move(positions), std::move(slices));
+                                 *std::move(g.variables), std::move(positions), std::move(slices),
+                                 cast);
     if (!g.op.valid()) return scope_.status().WithContext("building restore ops");
     restore_ops_.emplace(std::move(g.signature), g.op);
   }
@@ -143,7 +147,8 @@ StatusOr<std::vector<Output>> RestorePlanner::RestoreOps(std::vector<RestoreItem
 
 StatusOr<std::vector<Output>> RestorePlanner::RestoreNow(std::vector<RestoreItem> items,
                                                          const std::string& save_path,
-                                                         const BundleReader* reader) {
+                                                         const BundleReader* reader,
+                                                         CastRule cast) {
   // Restore-on-create: the values go straight into the variables now.
   // Nothing is built or cached: a later restore reads again.
   if (items.empty()) return std::vector<Output>();  // a group member's share
@@ -166,8 +171,9 @@ StatusOr<std::vector<Output>> RestorePlanner::RestoreNow(std::vector<RestoreItem
     positions.push_back(item.position);
     slices.push_back(std::move(item.attribute.slice_spec));
   }
-  CKFLOW_RETURN_IF_ERROR(internal::RestoreVariablesNow(*reader, handles, keys, positions, slices)
-                             .WithContext("restoring on creation from '" + save_path + "'"));
+  CKFLOW_RETURN_IF_ERROR(
+      internal::RestoreVariablesNow(*reader, handles, keys, positions, slices, cast)
+          .WithContext("restoring on creation from '" + save_path + "'"));
   return std::vector<Output>();
 }
 

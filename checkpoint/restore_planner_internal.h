@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/cast.h"
 #include "base/file_system.h"
 #include "base/status.h"
 #include "bundle/bundle_reader.h"
@@ -48,16 +49,16 @@ class RestorePlanner {
   Output restore_prefix();
   // As Saver::RestoreOps.
   StatusOr<std::vector<Output>> RestoreOps(std::vector<RestoreItem> items,
-                                           const std::string& save_path,
-                                           const BundleReader* reader);
+                                           const std::string& save_path, const BundleReader* reader,
+                                           CastRule cast);
   // For tests: how many restore ops were ever built.
   int num_restore_ops_built() const { return static_cast<int>(restore_ops_.size()); }
 
  private:
   // RestoreOps in an eager scope.
   StatusOr<std::vector<Output>> RestoreNow(std::vector<RestoreItem> items,
-                                           const std::string& save_path,
-                                           const BundleReader* reader);
+                                           const std::string& save_path, const BundleReader* reader,
+                                           CastRule cast);
 
   const Scope scope_;
   const std::weak_ptr<Graph> graph_;

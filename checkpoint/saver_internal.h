@@ -91,11 +91,13 @@ class Saver {
   // the items this member owns (GroupOptions::restore_owned_only). In an
   // eager scope the values are restored now, through `reader` (the
   // restore's open reader of `save_path`; null: opened here), and no ops are
-  // returned.
+  // returned. `cast` converts a value whose dtype is not its variable's
+  // (RestoreOptions::cast; the caller has checked the rule allows it).
   StatusOr<std::vector<Output>> RestoreOps(std::vector<RestoreItem> items,
                                            const std::string& save_path,
-                                           const BundleReader* reader = nullptr) {
-    return restore_.RestoreOps(std::move(items), save_path, reader);
+                                           const BundleReader* reader = nullptr,
+                                           CastRule cast = CastRule::kNone) {
+    return restore_.RestoreOps(std::move(items), save_path, reader, cast);
   }
 
   ~Saver();

@@ -293,7 +293,8 @@ struct GenericOptions {
   std::string checkpoint_name = "ckpt";
   int devices = 1;
   int files_per_device = 0;
-  int group = 0;  // > 0: that many threads, as the members of a group
+  int group = 0;              // > 0: that many threads, as the members of a group
+  std::string cast = "none";  // RestoreOptions::cast: none, widening or any
 };
 
 // A zero (false, empty) tensor like `t`.
@@ -365,7 +366,10 @@ Status Generic(const GenericOptions& o, CheckpointGroup* group = nullptr) {
   }
   std::optional<LoadStatus> status;
   if (path) {
-    CKFLOW_ASSIGN_OR_RETURN(status, checkpoint.Restore(path));
+    RestoreOptions restore_options;
+    if (o.cast == "widening") restore_options.cast = CastRule::kWidening;
+    if (o.cast == "any") restore_options.cast = CastRule::kAny;
+    CKFLOW_ASSIGN_OR_RETURN(status, checkpoint.Restore(path, restore_options));
   }
   CKFLOW_RETURN_IF_ERROR(root.status());
   CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(root.graph()));
@@ -626,6 +630,8 @@ int main(int argc, char** argv) {
                       "spread the variables over the CPUs of this many tasks");
   generic->add_option("--files-per-device", g.files_per_device, "SaveOptions::files_per_device");
   generic->add_option("--group", g.group, "save as a group of this many threads");
+  generic->add_option("--cast", g.cast, "RestoreOptions::cast of the restore")
+      ->check(CLI::IsMember({"none", "widening", "any"}));
   EagerOptions e;
   CLI::App* eager = app.add_subcommand("eager", "an eager program, saved without a Session");
   eager->add_option("--data", e.data, "values file with x [N,4] and y [N,1]")->required();

@@ -762,3 +762,85 @@ def test_relative_directory_state_paths_match_tensorflow(tmp_path, ckflow):
                 subprocess.run(args, cwd=cwd, check=True, capture_output=True)
             states[side] = (cwd / directory / "checkpoint").read_text()
         assert states["ckflow"] == states["tf"], (directory, path, all_paths, states)
+
+
+# RestoreOptions::cast judged by TensorFlow: TensorFlow saves values of one
+# dtype, ckflow restores them into variables of another under CastRule::kAny,
+# and every value is what TensorFlow itself makes of it: tf.cast for float
+# and bool targets, tf.dtypes.saturate_cast for integer ones (NaN left out
+# there: TensorFlow's answer is the CPU's). Pairs whose integer bound a float
+# cannot hold exactly (float32 -> int32) are left out: saturate_cast clamps
+# to the rounded bound and then overflows.
+CAST_PAIRS = [
+    (tf.float64, tf.float32), (tf.float64, tf.bfloat16), (tf.float64, tf.float16),
+    (tf.float32, tf.float16), (tf.float32, tf.bfloat16), (tf.bfloat16, tf.float32),
+    (tf.float16, tf.float64), (tf.float32, tf.int8), (tf.float32, tf.uint8),
+    (tf.float64, tf.int32), (tf.float64, tf.int64), (tf.int64, tf.int8), (tf.int64, tf.uint16),
+    (tf.uint64, tf.int64), (tf.int64, tf.float32), (tf.int32, tf.float16), (tf.int32, tf.bool),
+    (tf.float32, tf.bool), (tf.uint8, tf.int8),
+]
+
+
+def cast_source(src, dst, rng):
+    if src.is_floating:
+        special = [0.0, -0.0, np.inf, -np.inf, 1.0, -2.5, 2.5, -0.7, 127.9, 128.0, -128.9, 255.5,
+                   256.0, 65504.0, 65519.0, 65520.0, 1e10, -1e10, 3e9, -3e9, 9.3e18, -9.3e18,
+                   1e30, 1e300, 1 + 2**-8 + 2**-30, 1 + 2**-11 + 2**-40, 1 + 2**-24,
+                   3.4028235677973366e38, 3.4028234663852886e38 + 2**102, 1e-40, 5e-324]
+        if not dst.is_integer:
+            special.append(np.nan)
+        wide = np.concatenate([special, rng.normal(0, 1e3, 64), rng.normal(0, 1, 64)])
+        with np.errstate(over="ignore"):
+            return wide.astype(src.as_numpy_dtype)
+    info = np.iinfo(src.as_numpy_dtype)
+    special = [info.min, info.max, 0, 1, info.max - 1]
+    if info.min < 0:
+        special += [-1, max(info.min, -(2**24) - 1)]
+    special += [min(info.max, v) for v in (2**24 + 1, 2**24 + 3, 2**31, 2**53 + 1)]
+    drawn = rng.integers(info.min, info.max, size=64, dtype=src.as_numpy_dtype, endpoint=True)
+    return np.concatenate([np.array(special, dtype=src.as_numpy_dtype), drawn])
+
+
+def same_values(got, want):
+    """Bit for bit, but any NaN matches any NaN (payloads are not data)."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.dtype.kind == "f" or got.dtype == tf.bfloat16.as_numpy_dtype:
+        got_nan = np.isnan(got.astype(np.float64))
+        want_nan = np.isnan(want.astype(np.float64))
+        if not np.array_equal(got_nan, want_nan):
+            return False
+        got, want = got[~got_nan], want[~want_nan]
+    return got.tobytes() == want.tobytes()
+
+
+def test_restore_cast_converts_as_tensorflow_does(tmp_path, ckflow):
+    rng = np.random.default_rng(5)
+    source, target = {}, {}
+    for src, dst in CAST_PAIRS:
+        key = f"cast/{src.name}_to_{dst.name}{SUFFIX}"
+        source[key] = (src, cast_source(src, dst, rng))
+        target[key] = (dst, np.zeros(source[key][1].shape, dtype=dst.as_numpy_dtype))
+    roots, _ = tf_module(source)
+    prefix = tf.train.Checkpoint(**roots).write(str(tmp_path / "tf_ckpt"))
+    values.write(tmp_path / "spec", target)
+
+    ck = ckflow.side("generic", "--spec", tmp_path / "spec", "--zeros", "--restore", prefix,
+                     "--cast", "any", "--dump", tmp_path / "dump")
+    assert ck["restore"] == "ok", ck["restore"]
+    got = read(tmp_path / "dump")
+    wrong = []
+    for key, (src, array) in source.items():
+        dst = target[key][0]
+        x = tf.constant(array, dtype=src)
+        want = (tf.dtypes.saturate_cast(x, dst) if dst.is_integer else tf.cast(x, dst)).numpy()
+        if not same_values(values.as_array(got[key]), want):
+            wrong.append(key)
+    assert not wrong, f"ckflow's conversions differ from TensorFlow's in {wrong}"
+
+    # The default refuses, TensorFlow's way; kWidening refuses a narrowing
+    # and names the rule that would convert it.
+    for rule, needle in (("none", "kWidening or kAny"), ("widening", "kAny converts it")):
+        ck = ckflow.side("generic", "--spec", tmp_path / "spec", "--zeros", "--restore", prefix,
+                         "--cast", rule)
+        assert ck["restore"].startswith("failed: InvalidArgument"), ck["restore"]
+        assert needle in ck["restore"], ck["restore"]

@@ -242,11 +242,23 @@ StatusOr<VariableLists> ListsOf(const AttrMap& attrs) {
   return l;
 }
 
+// A RestoreVariables node's "cast" attribute: absent is kNone.
+StatusOr<CastRule> CastOf(const AttrMap& attrs) {
+  const auto* name = attrs.GetIf<std::string>("cast");
+  if (name == nullptr) return CastRule::kNone;
+  for (CastRule rule : {CastRule::kNone, CastRule::kWidening, CastRule::kAny}) {
+    if (*name == CastRuleName(rule)) return rule;
+  }
+  return InvalidArgumentError("attribute cast is '", *name,
+                              "', not one of 'none', 'widening' or 'any'");
+}
+
 Status RestoreVariablesShape(InferenceContext& c) {
   if (c.input_types.size() != 1) {
     return InvalidArgumentError("takes only the prefix, got ", c.input_types.size(), " inputs");
   }
   CKFLOW_RETURN_IF_ERROR(CheckStringInput(c, 0, "prefix", 0));
+  CKFLOW_RETURN_IF_ERROR(CastOf(*c.attrs).status());
   return ListsOf(*c.attrs).status();
 }
 
@@ -263,19 +275,22 @@ struct RestoreTarget {
 };
 
 // Finds `key` (first at `position`, if known) and checks it, or its part
-// `shape_and_slice` if not empty, fits `var`.
+// `shape_and_slice` if not empty, fits `var` (its dtype, or one `cast`
+// converts to it).
 StatusOr<RestoreTarget> LookupTarget(const BundleReader& reader, const std::string& key,
                                      int64_t position, const std::string& shape_and_slice,
-                                     std::shared_ptr<internal::VariableResource> var) {
+                                     std::shared_ptr<internal::VariableResource> var,
+                                     CastRule cast) {
   const BundleEntry* entry = reader.FindEntry(key, position);
   if (entry == nullptr) {
     return NotFoundError("key '", key, "' not found in checkpoint '", reader.prefix(),
                          "' (restoring variable '", var->name(), "')");
   }
-  if (entry->dtype != var->dtype()) {
+  if (std::string why = CastRefusal(static_cast<DataType>(entry->dtype), var->dtype(), cast);
+      !why.empty()) {
     return InvalidArgumentError("key '", key, "' in checkpoint '", reader.prefix(), "' is ",
                                 StoredDataTypeName(entry->dtype), " but variable '", var->name(),
-                                "' is ", DataTypeName(var->dtype()));
+                                "' is ", DataTypeName(var->dtype()), ": ", why);
   }
   RestoreTarget target{entry, std::move(var), std::nullopt, entry->shape};
   if (!shape_and_slice.empty()) {
@@ -292,8 +307,11 @@ Status RestoreLarge(const BundleReader& reader, const RestoreTarget& target) {
   internal::VariableResource& var = *target.variable;
   MutexLock lock(&var.mu());
   CKFLOW_ASSIGN_OR_RETURN(Tensor * dest, var.PrepareToOverwriteLocked(target.shape));
-  Status read = target.slice ? reader.ReadSliceInto(*target.entry, *target.slice, dest)
-                             : reader.ReadInto(*target.entry, dest);
+  Status read =
+      target.entry->dtype != var.dtype()
+          ? reader.ReadCastInto(*target.entry, target.slice ? &*target.slice : nullptr, dest)
+      : target.slice ? reader.ReadSliceInto(*target.entry, *target.slice, dest)
+                     : reader.ReadInto(*target.entry, dest);
   // A half-read value must never be read as if it were whole.
   var.set_initialized_locked(read.ok());
   return read;
@@ -306,8 +324,14 @@ Status RestoreSmall(const BundleReader& reader, const std::vector<RestoreTarget>
   return reader.ReadBatch(entries, [&](size_t i, std::string_view bytes) -> Status {
     internal::VariableResource& var = *targets[i].variable;
     MutexLock lock(&var.mu());
-    CKFLOW_ASSIGN_OR_RETURN(Tensor * dest, var.PrepareToOverwriteLocked(targets[i].entry->shape));
-    std::memcpy(dest->raw_data(), bytes.data(), bytes.size());
+    const BundleEntry& entry = *targets[i].entry;
+    CKFLOW_ASSIGN_OR_RETURN(Tensor * dest, var.PrepareToOverwriteLocked(entry.shape));
+    if (entry.dtype == var.dtype()) {
+      std::memcpy(dest->raw_data(), bytes.data(), bytes.size());
+    } else {
+      CastElements(static_cast<DataType>(entry.dtype), bytes.data(), var.dtype(), dest->raw_data(),
+                   dest->NumElements());
+    }
     var.set_initialized_locked(true);
     return OkStatus();
   });
@@ -390,9 +414,10 @@ class NamedVariables {
 
 StatusOr<Kernel> RestoreVariablesKernel(const Node& node) {
   CKFLOW_ASSIGN_OR_RETURN(VariableLists lists, ListsOf(node.attrs()));
+  CKFLOW_ASSIGN_OR_RETURN(CastRule cast, CastOf(node.attrs()));
   auto targets = std::make_shared<NamedVariables>(*lists.keys, *lists.names, *lists.dtypes,
                                                   *lists.shapes, lists.positions, lists.slices);
-  return Kernel([targets](KernelContext& ctx) -> Status {
+  return Kernel([targets, cast](KernelContext& ctx) -> Status {
     CKFLOW_ASSIGN_OR_RETURN(std::string prefix, ScalarString(ctx.input(0), "prefix"));
     std::unique_ptr<BundleReader> opened;
     CKFLOW_ASSIGN_OR_RETURN(const BundleReader* reader, ReaderFor(ctx, prefix, &opened));
@@ -401,7 +426,7 @@ StatusOr<Kernel> RestoreVariablesKernel(const Node& node) {
     const std::vector<std::string>& keys = targets->keys();
     return RestoreTargets(*reader, keys.size(), [&](size_t i) {
       return LookupTarget(*reader, keys[i], targets->position(i), targets->slice(i),
-                          (*variables)[i]);
+                          (*variables)[i], cast);
     });
   });
 }
@@ -485,7 +510,7 @@ namespace internal {
 Status RestoreVariablesNow(const BundleReader& reader, const std::vector<Output>& handles,
                            const std::vector<std::string>& keys,
                            const std::vector<int64_t>& positions,
-                           const std::vector<std::string>& slices) {
+                           const std::vector<std::string>& slices, CastRule cast) {
   return RestoreTargets(reader, handles.size(), [&](size_t i) -> StatusOr<RestoreTarget> {
     // The eager handle node's value points at the variable: no lookup by
     // name in the resources.
@@ -505,7 +530,7 @@ Status RestoreVariablesNow(const BundleReader& reader, const std::vector<Output>
         entries[at].key == keys[i]) {
       return RestoreTarget{&entries[at], std::move(variable), std::nullopt, entries[at].shape};
     }
-    return LookupTarget(reader, keys[i], at, slices[i], std::move(variable));
+    return LookupTarget(reader, keys[i], at, slices[i], std::move(variable), cast);
   });
 }
 
@@ -611,9 +636,10 @@ AttrMap VariableListAttrs(std::vector<std::string> keys, VariableDeclarations va
 
 Output RestoreVariables(const Scope& scope, Output prefix, std::vector<std::string> keys,
                         VariableDeclarations variables, std::vector<int64_t> positions,
-                        std::vector<std::string> slices) {
+                        std::vector<std::string> slices, CastRule cast) {
   AttrMap attrs = VariableListAttrs(std::move(keys), std::move(variables), std::move(slices));
   if (!positions.empty()) attrs.Set("positions", std::move(positions));
+  if (cast != CastRule::kNone) attrs.Set("cast", std::string(CastRuleName(cast)));
   return scope.AddNode(StandardOp("RestoreVariables"), {prefix}, std::move(attrs));
 }
 

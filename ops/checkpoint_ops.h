@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "base/cast.h"
 #include "graph/graph.h"
 #include "graph/op_def.h"
 
@@ -82,9 +83,11 @@ StatusOr<VariableDeclarations> DeclarationsOf(const std::vector<Output>& handles
 // correctly, through a search. `slices`, if given, holds per key "" or the
 // shape_and_slice (as RestoreV2's) of the part of the key's tensor that the
 // variable is: a part of a partitioned variable.
+// `cast` lets a key whose dtype is not the variable's restore, converted
+// as base/cast.h says, where the rule allows it (RestoreOptions::cast).
 Output RestoreVariables(const Scope& scope, Output prefix, std::vector<std::string> keys,
                         VariableDeclarations variables, std::vector<int64_t> positions = {},
-                        std::vector<std::string> slices = {});
+                        std::vector<std::string> slices = {}, CastRule cast = CastRule::kNone);
 
 // Writes a single-shard bundle at `prefix`, as SaveV2 does, of the
 // variables `variables` declares (what DeclarationsOf reads off their

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/cast.h"
 #include "base/status.h"
 #include "bundle/bundle_reader.h"
 #include "graph/graph.h"
@@ -23,11 +24,11 @@ namespace ckflow::internal {
 // `slices[i]` (if not empty) into it. The entry found at `positions[i]`
 // must have been checked to fit the variable (dtype, shape) by the caller,
 // as a restore does when it matches; a key found elsewhere (-1: search) and
-// a part get RestoreVariables' checks and errors.
+// a part get RestoreVariables' checks and errors. `cast` as RestoreVariables'.
 Status RestoreVariablesNow(const BundleReader& reader, const std::vector<Output>& handles,
                            const std::vector<std::string>& keys,
                            const std::vector<int64_t>& positions,
-                           const std::vector<std::string>& slices);
+                           const std::vector<std::string>& slices, CastRule cast);
 
 }  // namespace ckflow::internal
 

@@ -9,11 +9,14 @@
 
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
 
+#include "base/cast.h"
 #include "bundle/bundle_coding_internal.h"
 #include "bundle/bundle_format.h"
 #include "bundle/bundle_index_internal.h"
+#include "bundle/bundle_writer.h"
 #include "bundle/crc32c.h"
 #include "tests/bundle/bundle_test_util.h"
 #include "tests/test_util.h"
@@ -318,6 +321,111 @@ TEST_F(BundleReaderTest, DestinationMismatchIsInvalidArgument) {
   ExpectError(reader->ReadInto("a", &wrong_shape), StatusCode::kInvalidArgument,
               {"'a'", "float32[3]"});
   ExpectError(reader->ReadInto("a", nullptr), StatusCode::kInvalidArgument, {"'a'"});
+}
+
+// ------------------------------------------------------------ ReadCastInto
+
+// A float64 tensor of several chunks and a ragged last one, read into
+// float32 and bfloat16: every element is what CastElements makes of it.
+TEST_F(BundleReaderTest, ReadCastIntoConvertsEveryChunkOfALargeTensor) {
+  const int64_t n = (int64_t{3} << 17) + 5;  // 3 MiB + 40 bytes of float64
+  Tensor wide(DT_DOUBLE, TensorShape({n}));
+  for (int64_t i = 0; i < n; ++i) wide.flat<double>()[i] = (i - n / 2) * 1.000000123456789;
+  CKFLOW_ASSERT_OK(testing::WriteBundle(prefix_, {{"w", wide}}));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix_));
+  for (DataType to : {DT_FLOAT, DT_BFLOAT16, DT_INT32}) {
+    SCOPED_TRACE(DataTypeName(to));
+    Tensor expected(to, wide.shape());
+    CastElements(DT_DOUBLE, wide.raw_data(), to, expected.raw_data(), n);
+    Tensor dest(to, wide.shape());
+    CKFLOW_ASSERT_OK(reader->ReadCastInto(reader->entries()[0], nullptr, &dest));
+    EXPECT_EQ(std::memcmp(dest.raw_data(), expected.raw_data(), dest.TotalBytes()), 0);
+  }
+}
+
+TEST_F(BundleReaderTest, ReadCastIntoChecksTheStoredBytesChecksum) {
+  Tensor wide(DT_DOUBLE, TensorShape({int64_t{3} << 17}));
+  std::memset(wide.raw_data(), 0, wide.TotalBytes());
+  CKFLOW_ASSERT_OK(testing::WriteBundle(prefix_, {{"w", wide}}));
+  std::string data = testing::ReadFileOrDie(data_path());
+  data[(size_t{2} << 20) + 3] = 1;  // in the third chunk
+  testing::WriteFileOrDie(data_path(), data);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix_));
+  Tensor dest(DT_FLOAT, wide.shape());
+  ExpectError(reader->ReadCastInto(reader->entries()[0], nullptr, &dest), StatusCode::kDataLoss,
+              {"'w'", "checksum mismatch"});
+}
+
+// A tensor saved in parts, read whole and as a box, into another dtype.
+TEST_F(BundleReaderTest, ReadCastIntoReadsPartsAndBoxes) {
+  const Tensor grid = testing::Grid(4, 3);
+  Tensor wide(DT_DOUBLE, grid.shape());
+  CastElements(DT_FLOAT, grid.raw_data(), DT_DOUBLE, wide.raw_data(), grid.NumElements());
+  {
+    CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleWriter> writer,
+                                BundleWriter::Create(prefix_));
+    for (int64_t row0 : {0, 2}) {
+      Tensor part(DT_DOUBLE, TensorShape({2, 3}));
+      std::memcpy(part.raw_data(), wide.flat<double>().data() + row0 * 3, 6 * sizeof(double));
+      CKFLOW_ASSERT_OK_AND_ASSIGN(TensorSlice slice,
+                                  ParseTensorSlice(std::to_string(row0) + ",2:-"));
+      CKFLOW_ASSERT_OK(writer->AddSlice("g", grid.shape(), slice, part));
+    }
+    CKFLOW_ASSERT_OK(writer->Finish());
+  }
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix_));
+  const BundleEntry* entry = reader->FindEntry("g");
+  ASSERT_NE(entry, nullptr);
+  Tensor whole(DT_FLOAT, grid.shape());
+  CKFLOW_ASSERT_OK(reader->ReadCastInto(*entry, nullptr, &whole));
+  EXPECT_EQ(std::memcmp(whole.raw_data(), grid.raw_data(), grid.TotalBytes()), 0);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(TensorSlice box, ParseTensorSlice("1,2:1,2"));
+  Tensor part(DT_FLOAT, TensorShape({2, 2}));
+  CKFLOW_ASSERT_OK(reader->ReadCastInto(*entry, &box, &part));
+  EXPECT_EQ(part.flat<float>()[0], 101.0f);
+  EXPECT_EQ(part.flat<float>()[3], 202.0f);
+  Tensor wrong(DT_FLOAT, TensorShape({3, 2}));
+  ExpectError(reader->ReadCastInto(*entry, &box, &wrong), StatusCode::kInvalidArgument,
+              {"'g'", "[2,2]", "[3,2]"});
+}
+
+TEST_F(BundleReaderTest, ReadCastIntoRefusesWhatNoRuleConverts) {
+  CKFLOW_ASSERT_OK(testing::WriteBundle(prefix_, {{"c", Tensor(DT_COMPLEX64, TensorShape({2}))},
+                                                  {"s", Tensor::FromVector<std::string>({"a"})}}));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix_));
+  Tensor real(DT_FLOAT, TensorShape({2}));
+  ExpectError(reader->ReadCastInto(*reader->FindEntry("c"), nullptr, &real),
+              StatusCode::kInvalidArgument, {"'c'", "imaginary"});
+  Tensor number(DT_FLOAT, TensorShape({1}));
+  ExpectError(reader->ReadCastInto(*reader->FindEntry("s"), nullptr, &number),
+              StatusCode::kInvalidArgument, {"'s'", "no rule converts string"});
+}
+
+// A bool that is neither 0 nor 1 is caught on the converting path too, and
+// a big-endian float64 converts after its bytes are swapped.
+TEST_F(BundleReaderTest, ReadCastIntoChecksBoolsAndSwapsBigEndian) {
+  const std::string bools("\x01\x00\x02", 3);
+  WriteCrafted(prefix_, {{"b", Entry(DT_BOOL, {3}, 0, 3, MaskedCrc(bools))}}, bools);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix_));
+  Tensor ints(DT_INT32, TensorShape({3}));
+  ExpectError(reader->ReadCastInto(reader->entries()[0], nullptr, &ints), StatusCode::kDataLoss,
+              {"'b'", "not a bool"});
+
+  tensorflow::BundleHeaderProto header = internal::MakeBundleHeader(1);
+  header.set_endianness(tensorflow::BundleHeaderProto::BIG);
+  std::string doubles;
+  for (double v : {1.5, -1e300}) {
+    uint64_t bits;
+    std::memcpy(&bits, &v, 8);
+    bits = __builtin_bswap64(bits);
+    doubles.append(reinterpret_cast<const char*>(&bits), 8);
+  }
+  WriteCrafted(prefix_, header, {{"d", Entry(DT_DOUBLE, {2}, 0, 16, MaskedCrc(doubles))}}, doubles);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(reader, BundleReader::Open(prefix_));
+  Tensor floats(DT_FLOAT, TensorShape({2}));
+  CKFLOW_ASSERT_OK(reader->ReadCastInto(reader->entries()[0], nullptr, &floats));
+  EXPECT_EQ(floats.flat<float>()[0], 1.5f);
+  EXPECT_EQ(floats.flat<float>()[1], -std::numeric_limits<float>::infinity());
 }
 
 TEST_F(BundleReaderTest, OnlyKeyIndexesJustThatKey) {
