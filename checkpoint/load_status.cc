@@ -440,7 +440,7 @@ StatusOr<LoadStatus> RestoreRoot(
     const std::shared_ptr<Trackable>& root, const std::shared_ptr<Saver>& saver,
     const std::optional<std::string>& save_path,
     const std::function<std::shared_ptr<Trackable>()>& make_save_counter,
-    const RestoreOptions& options) {
+    const RestoreOptions& options, Session* run_later_restores_in) {
   const bool eager = saver->scope().eager();
   if (!save_path.has_value()) {
     auto status = std::make_shared<InitializationOnlyStatusImpl>(root);
@@ -480,6 +480,11 @@ StatusOr<LoadStatus> RestoreRoot(
   auto coordinator = std::make_shared<RestoreCoordinator>(
       *save_path, *std::move(reader), std::move(graph->arena), graph->proto, saver, options);
   coordinator->RestoreFrom(0, root);
+  // After the first walk: what exists now is restored by the caller's own
+  // RunRestoreOps.
+  if (run_later_restores_in != nullptr && !eager) {
+    coordinator->RunLaterRestoresIn(run_later_restores_in);
+  }
   auto status = std::make_shared<CheckpointLoadStatusImpl>(std::move(coordinator), root);
   status->set_eager(eager);
   if (make_save_counter) make_save_counter();

@@ -46,12 +46,15 @@ class LoadStatusImpl {
 // the checkpoint has an object graph, else the name-based one (nullopt: an
 // initialization-only status). `make_save_counter`, if set, runs after the
 // status is built (as TensorFlow creates save_counter then) and returns the
-// counter, which a name-based restore treats as optional.
+// counter, which a name-based restore treats as optional. With
+// `run_later_restores_in`, an object-based graph-mode restore runs the
+// restore ops of objects created after this call in that session at once
+// (RestoreCoordinator::RunLaterRestoresIn; LoadWeights).
 StatusOr<LoadStatus> RestoreRoot(
     const std::shared_ptr<Trackable>& root, const std::shared_ptr<Saver>& saver,
     const std::optional<std::string>& save_path,
     const std::function<std::shared_ptr<Trackable>()>& make_save_counter,
-    const RestoreOptions& options = {});
+    const RestoreOptions& options = {}, Session* run_later_restores_in = nullptr);
 
 }  // namespace ckflow::internal
 

@@ -240,6 +240,15 @@ void RestoreCoordinator::AddRestoreOps(std::vector<std::pair<int, RestoreItem>> 
     return;
   }
   restore_ops_.insert(restore_ops_.end(), ops->begin(), ops->end());
+  if (run_in_ != nullptr && !ops->empty()) {
+    StatusOr<std::vector<Tensor>> ran =
+        run_in_->Run({Feed(saver_->restore_prefix(), Tensor::Scalar(save_path_))}, {}, *ops,
+                     {.file_system = saver_->file_system(), .bundle_reader = reader_.get()});
+    if (!ran.ok()) {
+      problems_.push_back(
+          ran.status().WithContext("restoring on creation from '" + save_path_ + "'"));
+    }
+  }
 }
 
 void RestoreCoordinator::RestoreFrom(int proto_id, const std::shared_ptr<Trackable>& object) {

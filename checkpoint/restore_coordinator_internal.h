@@ -34,6 +34,7 @@
 #include "checkpoint/object_graph_internal.h"
 #include "checkpoint/saver_internal.h"
 #include "graph/trackable.h"
+#include "runtime/session.h"
 
 namespace ckflow::internal {
 
@@ -91,6 +92,13 @@ class RestoreCoordinator : public std::enable_shared_from_this<RestoreCoordinato
   // Silences the warning about unmatched values at destruction.
   void ExpectPartial() { expect_partial_ = true; }
 
+  // From now on, restore ops built for objects that appear later run in
+  // `session` at once, as Keras's graph-mode load_weights restores each
+  // variable as it is created: its value is in place before any step reads
+  // it, with no RunRestoreOps. A failure is kept for Problems(). `session`
+  // must outlive the building of the objects (LoadWeights' caller's).
+  void RunLaterRestoresIn(Session* session) { run_in_ = session; }
+
   // A node's path for messages, "(root).model.dense". The paths are built
   // on the first message: a restore that goes well prints none, and one
   // string per node was a fifth of reading a large object graph
@@ -137,6 +145,7 @@ class RestoreCoordinator : public std::enable_shared_from_this<RestoreCoordinato
   std::map<int, std::vector<SlotRestoration>> slot_restorations_;  // by variable node
   std::map<int, std::vector<DeferredSlotRestoration>> deferred_slot_restorations_;  // by optimizer
   std::vector<Output> restore_ops_;
+  Session* run_in_ = nullptr;  // RunLaterRestoresIn
   int64_t restored_values_ = 0;
   std::vector<Status> problems_;
   bool expect_partial_ = false;

@@ -72,7 +72,7 @@ StatusOr<LoadStatus> LoadWeights(const std::shared_ptr<Trackable>& root, const s
                                  Session& session, const RestoreOptions& options) {
   CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<internal::Saver> saver, SaverForRoot(root, session));
   CKFLOW_ASSIGN_OR_RETURN(LoadStatus status,
-                          internal::RestoreRoot(root, saver, path, nullptr, options));
+                          internal::RestoreRoot(root, saver, path, nullptr, options, &session));
   CKFLOW_RETURN_IF_ERROR(status.RunRestoreOps(session));
   CKFLOW_RETURN_IF_ERROR(status.AssertNontrivialMatch());
   return status;

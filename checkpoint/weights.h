@@ -30,9 +30,13 @@ Status SaveWeights(const std::shared_ptr<Trackable>& root, const std::string& pa
 // Checkpoint::Restore: a model (subclassed or Sequential) whose layers are
 // not built yet is matched by its layers; each layer's weights get their
 // restore ops when its first call creates them, an optimizer's slots when
-// Minimize creates them, and the returned status's RunRestoreOps (or
-// InitializeOrRestore) runs them. The ops go into `session`'s graph, where
-// the model's variables are or will be. Errors: InvalidArgument for a null
+// Minimize creates them, and, as Keras's graph-mode load_weights does, the
+// ops run in `session` right there: each value is in place before the first
+// step that reads it, with no RunRestoreOps (a problem is reported by
+// RunRestoreOps, InitializeOrRestore and the assertions). `session` must
+// outlive the building of the model. InitializeOrRestore still initializes
+// what the file lacks. The ops go into `session`'s graph, where the model's
+// variables are or will be. Errors: InvalidArgument for a null
 // root; NotFound or DataLoss for the checkpoint; FailedPrecondition
 // ("Nothing except the root object matched ..." or "Nothing to load ...")
 // when nothing below the root matched. `options` as Checkpoint::Restore's.

@@ -165,6 +165,47 @@ TEST_F(TfRulesTest, LoadWeightsDefersUntilTheLayersBuildAndTheSlotsAppear) {
   }
 }
 
+// Keras's graph-mode load_weights restores each variable, then each slot,
+// as it is created: predict and train_on_batch work right after, with no
+// restore run by the caller. LoadWeights holds the session for that.
+TEST_F(TfRulesTest, LoadWeightsRestoresEachVariableAsItIsCreated) {
+  const std::string path = dir_ + "/weights";
+  const std::vector<std::pair<std::string, Tensor>> saved = SaveTrainedWeights(path);
+
+  Scope scope = Scope::NewRootScope();
+  auto model = std::make_shared<TwoLayers>();
+  auto session = NewSession(scope);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, LoadWeights(model, path, *session));
+  Training t;
+  t.Build(scope, *model, *model->optimizer());
+  // No RunRestoreOps, no InitializeOrRestore: every value is already there.
+  std::vector<std::pair<std::string, Tensor>> restored = ModelValues(*session, *model);
+  ASSERT_EQ(restored.size(), saved.size());
+  for (size_t i = 0; i < saved.size(); ++i) {
+    EXPECT_TRUE(SameTensor(restored[i].second, saved[i].second)) << saved[i].first;
+  }
+  CKFLOW_EXPECT_OK(status.AssertConsumed());
+  t.Step(*session);  // train_on_batch: the slots and beta powers were restored too
+  EXPECT_FALSE(SameTensor(ValueOf(*session, *model->variables()[0]), saved[0].second));
+}
+
+// A read that fails on creation (the data file cut short after
+// LoadWeights opened the index) is kept and reported by the status, not
+// lost: RunRestoreOps names the file.
+TEST_F(TfRulesTest, LoadWeightsReportsAReadThatFailsOnCreation) {
+  const std::string path = dir_ + "/weights";
+  SaveTrainedWeights(path);
+  Scope scope = Scope::NewRootScope();
+  auto model = std::make_shared<TwoLayers>();
+  auto session = NewSession(scope);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, LoadWeights(model, path, *session));
+  fs::resize_file(path + ".data-00000-of-00001", 0);
+  Training t;
+  t.Build(scope, *model, *model->optimizer());
+  EXPECT_THAT(status.RunRestoreOps(*session),
+              testing::StatusIs(StatusCode::kDataLoss, "weights.data-00000-of-00001"));
+}
+
 // The same for Sequential: its weighted layers are checkpointed as
 // "layer_with_weights-K", which only exist once the layers have variables.
 TEST_F(TfRulesTest, LoadWeightsDefersForAnUnbuiltSequential) {
