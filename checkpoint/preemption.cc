@@ -77,11 +77,15 @@ bool PreemptionHandler::received_signal() const {
   return pending[options_.signal].load(std::memory_order_relaxed) != 0;
 }
 
-StatusOr<bool> PreemptionHandler::Decide(int64_t step) {
+StatusOr<std::optional<int>> PreemptionHandler::Decide(int64_t step) {
+  const int came = pending[options_.signal].load(std::memory_order_relaxed);
   CheckpointGroup* group = options_.group;
-  if (group == nullptr) return received_signal();
-  if (++calls_ % options_.check_every != 0) return false;
-  bool preempted = false;
+  if (group == nullptr) {
+    if (came == 0) return std::optional<int>();
+    return std::optional<int>(came > 0 ? came : 0);
+  }
+  if (++calls_ % options_.check_every != 0) return std::optional<int>();
+  std::optional<int> preempted;
   if (vote_pending_) {
     StatusOr<std::vector<int64_t>> vote = group->FinishMax(options_.timeout);
     // Past the deadline the vote may still complete: the next call waits
@@ -96,10 +100,13 @@ StatusOr<bool> PreemptionHandler::Decide(int64_t step) {
           "PreemptionHandler: the members voted after different steps (", lowest, " to ", highest,
           "); every member must call SaveIfPreempted with the same steps");
     }
-    preempted = (*vote)[0] > 0;
+    // 0: no member was asked; 1: Trigger; s + 1: signal s (see below).
+    if ((*vote)[0] > 0) preempted = static_cast<int>((*vote)[0] - 1);
   }
   if (!preempted) {
-    const int64_t mine = received_signal() ? 1 : 0;
+    // So that every member can say which signal asked (the highest, if
+    // several came), not only the one that got it.
+    const int64_t mine = came == 0 ? 0 : came > 0 ? came + 1 : 1;
     CKFLOW_RETURN_IF_ERROR(group->StartMax({mine, step, -step}, options_.timeout)
                                .WithContext("PreemptionHandler: the vote"));
     vote_pending_ = true;
@@ -107,7 +114,7 @@ StatusOr<bool> PreemptionHandler::Decide(int64_t step) {
   return preempted;
 }
 
-StatusOr<PreemptionSave> PreemptionHandler::Save(Session& session, int64_t step) {
+StatusOr<PreemptionSave> PreemptionHandler::Save(Session& session, int64_t step, int signal) {
   const std::string what = "PreemptionHandler: saving at step " + std::to_string(step);
   StatusOr<std::string> path = manager_.Save(session, step, /*check_interval=*/false);
   if (!path.ok()) return path.status().WithContext(what);
@@ -116,8 +123,8 @@ StatusOr<PreemptionSave> PreemptionHandler::Save(Session& session, int64_t step)
   Status synced = checkpoint_.Sync();
   if (!synced.ok()) return synced.WithContext(what);
   PreemptionSave save;
-  const int came = pending[options_.signal].exchange(0);
-  save.signal = came > 0 ? came : 0;
+  pending[options_.signal].store(0);
+  save.signal = signal;
   save.step = step;
   save.path = path->empty() ? manager_.latest_checkpoint().value_or("") : *path;
   save.exit_code = options_.exit_code;
@@ -126,9 +133,9 @@ StatusOr<PreemptionSave> PreemptionHandler::Save(Session& session, int64_t step)
 
 StatusOr<std::optional<PreemptionSave>> PreemptionHandler::SaveIfPreempted(Session& session,
                                                                            int64_t step) {
-  CKFLOW_ASSIGN_OR_RETURN(bool preempted, Decide(step));
-  if (!preempted) return std::optional<PreemptionSave>();
-  CKFLOW_ASSIGN_OR_RETURN(PreemptionSave save, Save(session, step));
+  CKFLOW_ASSIGN_OR_RETURN(std::optional<int> signal, Decide(step));
+  if (!signal) return std::optional<PreemptionSave>();
+  CKFLOW_ASSIGN_OR_RETURN(PreemptionSave save, Save(session, step, *signal));
   if (options_.exit_fn) {
     options_.exit_fn(save);
     return std::optional<PreemptionSave>(std::move(save));

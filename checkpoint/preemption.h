@@ -61,7 +61,8 @@ namespace ckflow {
 
 // What a preemption save did, handed to exit_fn.
 struct PreemptionSave {
-  int signal = 0;    // the signal that asked for it (0: Trigger; another member's)
+  // The signal that asked for it, on whichever member it came (0: Trigger).
+  int signal = 0;
   int64_t step = 0;  // the step saved, and the checkpoint's number
   std::string path;  // the checkpoint saved
   int exit_code = 0;
@@ -126,9 +127,10 @@ class PreemptionHandler {
  private:
   PreemptionHandler(Checkpoint& checkpoint, CheckpointManager& manager, PreemptionOptions options)
       : checkpoint_(checkpoint), manager_(manager), options_(std::move(options)) {}
-  // Whether to save after this step: the flag alone, or the group's vote.
-  StatusOr<bool> Decide(int64_t step);
-  StatusOr<PreemptionSave> Save(Session& session, int64_t step);
+  // Whether to save after this step (nullopt: not), and the signal that
+  // asked (0: Trigger): the flag alone, or the group's vote.
+  StatusOr<std::optional<int>> Decide(int64_t step);
+  StatusOr<PreemptionSave> Save(Session& session, int64_t step, int signal);
 
   Checkpoint& checkpoint_;
   CheckpointManager& manager_;

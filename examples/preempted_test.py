@@ -91,10 +91,9 @@ def main():
     expected = None  # the step the last preemption saved
     for round_args in (["--save-every", "100000000"], ["--save-every", "7"]):
         rc, out, err, target = preempt(base + LONG + round_args, args.ranks, rng)
-        if args.ranks == 1 and rc != EXIT_CODE:
+        # mpirun exits with the code of the first rank that failed.
+        if rc != EXIT_CODE:
             fail(f"exit code {rc}, not {EXIT_CODE}", out, err)
-        if args.ranks > 1 and rc == 0:
-            fail("mpirun exited 0 after a preemption", out, err)
         if expected is None:
             if not re.search(r"no checkpoint[:,] initialized at step 0", out):
                 fail("the first run did not start afresh", out, err)
@@ -112,7 +111,7 @@ def main():
         if args.ranks == 1 and not said:
             fail("no line saying what the preemption saved", out, err)
         if said and (said.group(2) != os.path.join(args.dir, latest) or int(said.group(3)) != step
-                     or int(said.group(4)) != EXIT_CODE):
+                     or int(said.group(4)) != EXIT_CODE or int(said.group(1)) != signal.SIGTERM):
             fail(f"the line {said.group(0)!r} does not match the state file's {latest}", out, err)
         if expected is not None and step <= expected:
             fail(f"saved step {step} is not past the resumed step {expected}", out, err)

@@ -209,8 +209,10 @@ TEST(PreemptionGroup, EveryMemberSavesAtTheSameStep) {
     ASSERT_NE(handler, nullptr);
     for (int64_t step = 1; step <= 30 && !saves[rank]; ++step) {
       CKFLOW_ASSERT_OK(m->Set(static_cast<uint32_t>(100 + step)));
-      // Only member 2 is told, after its step 5.
-      if (rank == 2 && step == 5) handler->Trigger();
+      // Only member 2 gets its signal, after its step 5.
+      if (rank == 2 && step == 5) {
+        EXPECT_EQ(raise(kMemberSignals[2]), 0);
+      }
       StatusOr<std::optional<PreemptionSave>> saved = handler->SaveIfPreempted(m->session(), step);
       ASSERT_TRUE(saved.ok()) << "rank " << rank << ": " << saved.status();
       saves[rank] = *saved;
@@ -222,6 +224,7 @@ TEST(PreemptionGroup, EveryMemberSavesAtTheSameStep) {
     ASSERT_TRUE(saves[rank].has_value()) << "rank " << rank;
     EXPECT_EQ(saves[rank]->step, 8) << "rank " << rank;
     EXPECT_EQ(saves[rank]->path, dir + "/ckpt-8") << "rank " << rank;
+    EXPECT_EQ(saves[rank]->signal, kMemberSignals[2]) << "rank " << rank;
     EXPECT_EQ(exits[rank], 1) << "rank " << rank;
   }
   EXPECT_EQ(LatestCheckpoint(dir), dir + "/ckpt-8");
