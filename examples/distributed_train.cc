@@ -11,7 +11,9 @@
 // checkpoint. Since the training is data-parallel, a restore reads every
 // value on every rank (GroupOptions::restore_owned_only = false). Run it
 // again with another -np: it resumes from the latest checkpoint, whatever
-// number of ranks wrote it.
+// number of ranks wrote it. SIGTERM to any one rank (a node reclaimed) makes
+// every rank save the same step as ckpt-<step> and the job exit with 42
+// (PreemptionHandler); the next job resumes there.
 #include <mpi.h>
 #include <unistd.h>
 

@@ -190,23 +190,38 @@ TEST_F(Preemption, CreateRefusesWhatCannotWork) {
 // is process-wide, as the signal is.
 constexpr int kMemberSignals[] = {SIGUSR1, SIGUSR2, SIGHUP, SIGALRM};
 
+// A member's model, manager (of `dir`) and handler, with its own signal.
+struct Member {
+  std::unique_ptr<GroupModel> m;
+  std::unique_ptr<CheckpointManager> manager;
+  std::unique_ptr<PreemptionHandler> handler;
+};
+
+Member MakeMember(CheckpointGroup& group, const std::string& dir, PreemptionOptions options) {
+  Member member;
+  member.m = MakeModel(&group);
+  if (member.m == nullptr) return member;
+  member.manager = MakeManager(*member.m, dir);
+  if (member.manager == nullptr) return member;
+  options.signal = kMemberSignals[group.rank()];
+  options.group = &group;
+  member.handler = MakeHandler(*member.m, *member.manager, std::move(options));
+  return member;
+}
+
 TEST(PreemptionGroup, EveryMemberSavesAtTheSameStep) {
   const std::string dir = testing::NewTempDir("preempt");
   constexpr int kMembers = 4;
   std::vector<std::optional<PreemptionSave>> saves(kMembers);
   std::vector<int> exits(kMembers, 0);
   RunGroup(kMembers, [&](int rank, CheckpointGroup& group) {
-    auto m = MakeModel(&group);
-    ASSERT_NE(m, nullptr);
-    auto manager = MakeManager(*m, dir);
-    ASSERT_NE(manager, nullptr);
     PreemptionOptions options;
-    options.signal = kMemberSignals[rank];
-    options.group = &group;
     options.check_every = 2;
     options.exit_fn = [&exits, rank](const PreemptionSave&) { ++exits[rank]; };
-    auto handler = MakeHandler(*m, *manager, options);
-    ASSERT_NE(handler, nullptr);
+    Member member = MakeMember(group, dir, options);
+    ASSERT_NE(member.handler, nullptr);
+    GroupModel* m = member.m.get();
+    PreemptionHandler* handler = member.handler.get();
     for (int64_t step = 1; step <= 30 && !saves[rank]; ++step) {
       CKFLOW_ASSERT_OK(m->Set(static_cast<uint32_t>(100 + step)));
       // Only member 2 gets its signal, after its step 5.
@@ -235,18 +250,12 @@ TEST(PreemptionGroup, MembersAtDifferentStepsAreAnError) {
   const std::string dir = testing::NewTempDir("preempt");
   std::vector<Status> results(2);
   RunGroup(2, [&](int rank, CheckpointGroup& group) {
-    auto m = MakeModel(&group);
-    ASSERT_NE(m, nullptr);
-    auto manager = MakeManager(*m, dir);
-    ASSERT_NE(manager, nullptr);
-    PreemptionOptions options;
-    options.signal = kMemberSignals[rank];
-    options.group = &group;
-    auto handler = MakeHandler(*m, *manager, options);
-    ASSERT_NE(handler, nullptr);
+    Member member = MakeMember(group, dir, {});
+    ASSERT_NE(member.handler, nullptr);
     // Member 1 counts from 11: the first vote's steps differ.
     for (int64_t step = 1; step <= 2 && results[rank].ok(); ++step) {
-      results[rank] = handler->SaveIfPreempted(m->session(), step + 10 * rank).status();
+      results[rank] =
+          member.handler->SaveIfPreempted(member.m->session(), step + 10 * rank).status();
     }
   });
   for (const Status& s : results) {
