@@ -18,7 +18,7 @@ namespace {
 constexpr int kTriggered = -1;
 std::atomic<int> pending[NSIG];
 std::atomic<bool> installed[NSIG];
-struct sigaction previous[NSIG];  // written and read only by the installing thread
+struct sigaction previous[NSIG];  // Create writes, the destructor reads (ordered by installed)
 
 static_assert(std::atomic<int>::is_always_lock_free, "a signal handler may store only lock-free");
 

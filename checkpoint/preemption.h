@@ -23,14 +23,17 @@
 // of them. The members vote with the group's non-blocking maximum
 // (CheckpointGroup::StartMax): every `check_every` steps each member
 // finishes the vote it started `check_every` steps before and starts the
-// next with its own flag. The loop never waits for the vote when no signal
-// came (the vote had a whole interval to complete in the background, which
-// in data-parallel training is far longer than one small allreduce); and
-// since every member finishes the same vote after the same step, they all
-// see the same answer there, and all save at that step. So the save comes
-// between check_every and 2 * check_every steps after the signal: keep that
-// well inside the grace period the platform gives (TensorFlow saves one
-// step after, with an acknowledgement every worker waits for instead).
+// next with its own flag. So the loop does not wait on the vote when no
+// signal came: the vote had a whole interval to complete in the background,
+// and in lockstep training (a gradient allreduce every step) every member
+// has started it before any member can finish the next step, so FinishMax
+// finds it done or all but done. Since every member finishes the same vote
+// after the same step, they all see the same answer there, and all save at
+// that step: check_every to 2 * check_every steps after the signal. Keep
+// that well inside the grace period the platform gives (TensorFlow saves
+// one step after, with an acknowledgement every worker waits for instead).
+// A group without a non-blocking StartMax (the default, an AllGather)
+// blocks at each vote instead.
 // Every member must call SaveIfPreempted with the same steps, in the same
 // order: a vote whose members were at different steps is FailedPrecondition.
 //

@@ -7,6 +7,7 @@
 
 #include <signal.h>
 
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,7 +50,7 @@ std::unique_ptr<PreemptionHandler> MakeHandler(GroupModel& m, CheckpointManager&
 
 // One process: a model holding seed 1's values, its manager in a fresh
 // directory, and Install's handler, whose exit_fn (unless the test gives
-// one) records the saves in exits_ instead of exiting.
+// one, or asks for none) records the saves in exits_ instead of exiting.
 class Preemption : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -57,9 +58,10 @@ class Preemption : public ::testing::Test {
     ASSERT_NE(m_, nullptr);
     CKFLOW_ASSERT_OK(m_->Set(1));
   }
-  PreemptionHandler* Install(PreemptionOptions options = {}, SaveOptions save_options = {}) {
+  PreemptionHandler* Install(PreemptionOptions options = {}, SaveOptions save_options = {},
+                             bool record_exits = true) {
     manager_ = MakeManager(*m_, dir_, save_options);
-    if (!options.exit_fn) {
+    if (record_exits && !options.exit_fn) {
       options.exit_fn = [this](const PreemptionSave& save) { exits_.push_back(save); };
     }
     handler_ = MakeHandler(*m_, *manager_, std::move(options));
@@ -67,7 +69,7 @@ class Preemption : public ::testing::Test {
   }
   Session& session() { return m_->session(); }
 
-  const std::string dir_ = testing::NewTempDir("preempt");
+  std::string dir_ = testing::NewTempDir("preempt");
   std::unique_ptr<GroupModel> m_;
   std::unique_ptr<CheckpointManager> manager_;
   std::unique_ptr<PreemptionHandler> handler_;
@@ -116,6 +118,32 @@ TEST_F(Preemption, SigtermSavesTheStepReachedThenCallsExitFn) {
   EXPECT_FALSE(handler->received_signal());
   EXPECT_FALSE(handler->SaveIfPreempted(session(), 5)->has_value());
   EXPECT_EQ(exits_.size(), 1u);
+}
+
+TEST_F(Preemption, WithoutAnExitFnTheProcessExitsWithTheCode) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // the session has threads
+  // The death test's child runs this test again from the start, in a new
+  // process: it saves into the parent's directory, named in the environment.
+  constexpr char kDirVariable[] = "CKFLOW_PREEMPTION_EXIT_DIR";
+  if (const char* parent = std::getenv(kDirVariable)) {
+    dir_ = parent;
+  } else {
+    ASSERT_EQ(setenv(kDirVariable, dir_.c_str(), 1), 0);
+  }
+  const std::string dir = dir_;
+  EXPECT_EXIT(
+      {
+        PreemptionHandler* handler = Install({.exit_code = 43}, {}, /*record_exits=*/false);
+        if (handler == nullptr) std::exit(1);
+        handler->Trigger();
+        handler->SaveIfPreempted(session(), 3).status().IgnoreError();
+        std::exit(2);  // not reached
+      },
+      ::testing::ExitedWithCode(43), "saved .*/ckpt-3 at step 3; exiting with 43");
+  unsetenv(kDirVariable);
+  // What the exited process left, as the restarted one would find it.
+  EXPECT_EQ(LatestCheckpoint(dir), dir + "/ckpt-3");
+  CKFLOW_EXPECT_OK(CheckSeedInOneProcess(dir + "/ckpt-3", 1));
 }
 
 TEST_F(Preemption, TheSignalIsConfigurable) {
