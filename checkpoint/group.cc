@@ -51,6 +51,40 @@ std::vector<int> BalanceOnto(const std::vector<PlacementItem>& items, std::vecto
 
 }  // namespace
 
+Status CheckpointGroup::StartMax(std::vector<int64_t> mine, GroupTimeout timeout) {
+  if (pending_max_) return FailedPreconditionError("CheckpointGroup::StartMax: one is pending");
+  std::string bytes(mine.size() * sizeof(int64_t), '\0');
+  std::memcpy(bytes.data(), mine.data(), bytes.size());
+  StatusOr<std::vector<std::string>> all = AllGather(bytes, timeout);
+  if (!all.ok()) {
+    pending_max_ = all.status();
+    return OkStatus();  // FinishMax returns the error, as a background one would
+  }
+  for (size_t r = 0; r < all->size(); ++r) {
+    const std::string& theirs = (*all)[r];
+    if (theirs.size() != bytes.size()) {
+      pending_max_ = InvalidArgumentError("CheckpointGroup::StartMax: rank ", r, " gave ",
+                                          theirs.size() / sizeof(int64_t), " values, rank ", rank(),
+                                          " ", mine.size());
+      return OkStatus();
+    }
+    for (size_t i = 0; i < mine.size(); ++i) {
+      int64_t v = 0;
+      std::memcpy(&v, theirs.data() + i * sizeof(int64_t), sizeof(v));
+      mine[i] = std::max(mine[i], v);
+    }
+  }
+  pending_max_ = std::move(mine);
+  return OkStatus();
+}
+
+StatusOr<std::vector<int64_t>> CheckpointGroup::FinishMax(GroupTimeout) {
+  if (!pending_max_) return FailedPreconditionError("CheckpointGroup::FinishMax: none is pending");
+  StatusOr<std::vector<int64_t>> result = std::move(*pending_max_);
+  pending_max_.reset();
+  return result;
+}
+
 Status AgreeOnStatus(CheckpointGroup& group, const Status& mine, GroupTimeout timeout) {
   return internal::GatherIfAllOk(group, mine, {}, timeout).status();
 }

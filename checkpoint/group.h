@@ -50,6 +50,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -76,6 +77,24 @@ class CheckpointGroup {
   // gather, or all fail), so that they all go on alike.
   virtual StatusOr<std::vector<std::string>> AllGather(std::string_view mine,
                                                        GroupTimeout timeout) = 0;
+
+  // Collective, split so that it need not block: the elementwise maximum
+  // of every member's `mine` (all of one length). StartMax begins it and
+  // FinishMax returns the result, waiting at most `timeout` for the others;
+  // between the two the member goes on with its work (PreemptionHandler
+  // votes this way every step). One at a time per member:
+  // FailedPrecondition for a StartMax while one is pending, or a FinishMax
+  // with none. A group that can run it in the background (WorkerGroup:
+  // MPI_Iallreduce on a communicator of its own, so it never mixes with an
+  // async save's collectives on another thread) overrides both; this
+  // default runs an AllGather in StartMax, so it blocks there and follows
+  // the one-thread rule above.
+  virtual Status StartMax(std::vector<int64_t> mine, GroupTimeout timeout);
+  virtual StatusOr<std::vector<int64_t>> FinishMax(GroupTimeout timeout);
+
+ private:
+  // The default StartMax's result, until FinishMax hands it out.
+  std::optional<StatusOr<std::vector<int64_t>>> pending_max_;
 };
 
 // Collective: OK on every member if `mine` is OK on every member; else, on

@@ -105,8 +105,9 @@ StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::FromFortranHandle(int comm) 
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) return FailedPreconditionError("WorkerGroup: MPI is not initialized");
-  int handle = 0, rank = 0, size = 0;
+  int handle = 0, vote_handle = 0, rank = 0, size = 0;
   CKFLOW_RETURN_IF_ERROR(Duplicate(MPI_Comm_f2c(comm), &handle, &rank, &size));
+  CKFLOW_RETURN_IF_ERROR(Duplicate(MPI_Comm_f2c(comm), &vote_handle, &rank, &size));
   int* tag_limit = nullptr;
   int found = 0;
   CKFLOW_RETURN_IF_ERROR(
@@ -114,15 +115,20 @@ StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::FromFortranHandle(int comm) 
                "MPI_Comm_get_attr"));
   // The standard guarantees at least 32767.
   return std::unique_ptr<WorkerGroup>(
-      new WorkerGroup(handle, rank, size, found && tag_limit ? *tag_limit : 32767));
+      new WorkerGroup(handle, vote_handle, rank, size, found && tag_limit ? *tag_limit : 32767));
 }
 
 WorkerGroup::~WorkerGroup() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  MPI_Comm comm = MPI_Comm_f2c(comm_);
-  MPI_Comm_free(&comm);
+  // A vote still pending (its FinishMax timed out) keeps its communicator:
+  // freeing it under a pending collective is erroneous.
+  for (int handle : {comm_, vote_comm_}) {
+    if (handle == vote_comm_ && max_request_) continue;
+    MPI_Comm comm = MPI_Comm_f2c(handle);
+    MPI_Comm_free(&comm);
+  }
 }
 
 // Every collective step starts here, since MPI's own collectives cannot
@@ -283,6 +289,42 @@ StatusOr<std::vector<std::string>> WorkerGroup::AllGather(std::string_view mine,
   std::vector<std::string> result(size_);
   for (int r = 0; r < size_; ++r) result[r] = all.substr(offsets[r], lengths[r]);
   return result;
+}
+
+Status WorkerGroup::StartMax(std::vector<int64_t> mine, GroupTimeout) {
+  if (max_request_) return FailedPreconditionError("WorkerGroup::StartMax: one is pending");
+  if (mine.size() > static_cast<size_t>(INT32_MAX)) {
+    return InvalidArgumentError("WorkerGroup::StartMax: ", mine.size(), " values");
+  }
+  max_mine_ = std::move(mine);
+  max_result_.assign(max_mine_.size(), 0);
+  MPI_Request request;
+  CKFLOW_RETURN_IF_ERROR(MpiError(
+      MPI_Iallreduce(max_mine_.data(), max_result_.data(), static_cast<int>(max_mine_.size()),
+                     MPI_INT64_T, MPI_MAX, MPI_Comm_f2c(vote_comm_), &request),
+      "MPI_Iallreduce"));
+  max_request_ = MPI_Request_c2f(request);
+  return OkStatus();
+}
+
+StatusOr<std::vector<int64_t>> WorkerGroup::FinishMax(GroupTimeout timeout) {
+  if (!max_request_) return FailedPreconditionError("WorkerGroup::FinishMax: none is pending");
+  MPI_Request request = MPI_Request_f2c(*max_request_);
+  const Clock::time_point deadline = Clock::now() + ClockDuration(timeout);
+  Backoff backoff;
+  for (;;) {
+    int done = 0;
+    CKFLOW_RETURN_IF_ERROR(MpiError(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test"));
+    if (done) break;
+    if (Clock::now() >= deadline) {
+      max_request_ = MPI_Request_c2f(request);
+      return DeadlineExceededError("WorkerGroup::FinishMax: rank ", rank_, " of ", size_,
+                                   ": the others did not all vote within ", timeout.count(), " s");
+    }
+    backoff.Wait();
+  }
+  max_request_.reset();
+  return std::move(max_result_);
 }
 
 }  // namespace ckflow

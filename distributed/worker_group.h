@@ -29,7 +29,9 @@
 #ifndef CKFLOW_DISTRIBUTED_WORKER_GROUP_H_
 #define CKFLOW_DISTRIBUTED_WORKER_GROUP_H_
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,6 +60,13 @@ class WorkerGroup : public CheckpointGroup {
   int size() const override { return size_; }
   StatusOr<std::vector<std::string>> AllGather(std::string_view mine,
                                                GroupTimeout timeout) override;
+  // MPI_Iallreduce on a second duplicate of the communicator (so it never
+  // mixes with the collectives an async save runs on its own thread);
+  // FinishMax polls it with MPI_Test. A member that never starts its
+  // StartMax leaves the others' FinishMax DeadlineExceeded, with the
+  // request still pending (MPI cannot cancel a collective).
+  Status StartMax(std::vector<int64_t> mine, GroupTimeout timeout) override;
+  StatusOr<std::vector<int64_t>> FinishMax(GroupTimeout timeout) override;
 
   // Collective: returns once every member has called it; DeadlineExceeded
   // as AllGather.
@@ -69,17 +78,22 @@ class WorkerGroup : public CheckpointGroup {
   }
 
  private:
-  WorkerGroup(int comm, int rank, int size, int tag_limit)
-      : comm_(comm), rank_(rank), size_(size), tag_limit_(tag_limit) {}
+  WorkerGroup(int comm, int vote_comm, int rank, int size, int tag_limit)
+      : comm_(comm), vote_comm_(vote_comm), rank_(rank), size_(size), tag_limit_(tag_limit) {}
   // Returns once every member has arrived at this collective step, or
   // DeadlineExceeded (worker_group.cc).
   Status Meet(GroupTimeout timeout);
 
-  const int comm_;  // the duplicate's Fortran handle
+  const int comm_;       // the duplicate's Fortran handle
+  const int vote_comm_;  // StartMax's duplicate
   const int rank_;
   const int size_;
   const int tag_limit_;  // MPI_TAG_UB
   int tag_ = 0;          // of the last step
+  // The pending StartMax: its request's Fortran handle and its buffers,
+  // which MPI reads and writes until it completes.
+  std::optional<int> max_request_;
+  std::vector<int64_t> max_mine_, max_result_;
 };
 
 }  // namespace ckflow

@@ -11,8 +11,11 @@
 // checkpoint. Since the training is data-parallel, a restore reads every
 // value on every rank (GroupOptions::restore_owned_only = false). Run it
 // again with another -np: it resumes from the latest checkpoint, whatever
-// number of ranks wrote it.
+// number of ranks wrote it. SIGTERM to any one rank (a node reclaimed) makes
+// every rank save the same step as ckpt-<step> and the job exit with 42
+// (PreemptionHandler); the next job resumes there.
 #include <mpi.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
@@ -24,7 +27,9 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_management.h"
+#include "checkpoint/preemption.h"
 #include "distributed/worker_group.h"
+#include "examples/preempted.h"
 #include "examples/regress_model.h"
 #include "ops/array_ops.h"
 #include "ops/layers.h"
@@ -97,6 +102,21 @@ Status Train(WorkerGroup& workers, int64_t steps, const std::string& dir, int64_
 
   CKFLOW_ASSIGN_OR_RETURN(auto manager,
                           CheckpointManager::Create(checkpoint, dir, {.max_to_keep = 3}));
+  // SIGTERM to any rank (a node being taken away): the ranks agree, without
+  // waiting for each other, to save after the same step, save it together
+  // as ckpt-<step>, and exit with 42, TensorFlow's restart code.
+  PreemptionOptions preemption_options{.group = &workers};
+  preemption_options.exit_fn = [&workers](const PreemptionSave& save) {
+    if (workers.rank() == 0) examples::Report(save);
+    // Rank 0's line goes out before a rank's exit ends the job.
+    workers.Barrier().IgnoreError();
+    std::exit(save.exit_code);
+  };
+  CKFLOW_ASSIGN_OR_RETURN(auto preemption,
+                          PreemptionHandler::Create(checkpoint, *manager, preemption_options));
+  std::printf("rank %d (pid %d): on SIGTERM: save at the step reached, exit %d\n", workers.rank(),
+              static_cast<int>(getpid()), preemption_options.exit_code);
+  std::fflush(stdout);
   std::mt19937 rng(static_cast<uint32_t>(first * 1000 + workers.rank()));
   float mean_loss = 0;
   for (int64_t step = 1; step <= steps; ++step) {
@@ -123,6 +143,7 @@ Status Train(WorkerGroup& workers, int64_t steps, const std::string& dir, int64_
                     mean_loss, saved.c_str());
       }
     }
+    CKFLOW_RETURN_IF_ERROR(preemption->SaveIfPreempted(*session, first + step).status());
   }
   return OkStatus();
 }

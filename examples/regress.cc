@@ -25,6 +25,8 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_management.h"
+#include "checkpoint/preemption.h"
+#include "examples/preempted.h"
 #include "examples/progress_bar.h"
 #include "examples/regress_model.h"
 #include "ops/array_ops.h"
@@ -100,6 +102,13 @@ Status Train(int64_t steps, const std::string& dir, int64_t save_every) {
   CKFLOW_ASSIGN_OR_RETURN(
       auto manager, CheckpointManager::Create(checkpoint, dir,
                                               {.max_to_keep = 3, .save_options = {.async = true}}));
+  // SIGTERM (the machine is being taken away): the step finishes, is saved
+  // as ckpt-<step>, and the program exits with 42, TensorFlow's restart code.
+  CKFLOW_ASSIGN_OR_RETURN(
+      auto preemption,
+      PreemptionHandler::Create(checkpoint, *manager, {.exit_fn = examples::ReportAndExit}));
+  std::printf("on SIGTERM: save at the step reached, exit %d\n", preemption->options().exit_code);
+  std::fflush(stdout);
   SyntheticData data(/*batch_size=*/64, /*seed=*/first);
   ProgressBar progress(steps);
   float last_loss = 0;
@@ -108,6 +117,7 @@ Status Train(int64_t steps, const std::string& dir, int64_t save_every) {
                             session->Run(data.NextBatch(x, y), {loss}, {train_op}));
     last_loss = out[0].scalar<float>();
     progress.Update(step, last_loss);
+    CKFLOW_RETURN_IF_ERROR(preemption->SaveIfPreempted(*session, first + step).status());
     if (step % save_every == 0 || step == steps) {
       CKFLOW_RETURN_IF_ERROR(manager->Save(*session).status());
     }

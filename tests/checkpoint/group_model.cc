@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
@@ -139,6 +140,33 @@ Status CheckSeedInOneProcess(const std::string& path, uint32_t seed) {
 StatusOr<std::unique_ptr<WritableFile>> FailingPartFs::NewWritableFile(const std::string& path) {
   if (path.find(part_) != std::string::npos) return ErrnoStatus(ENOSPC, "open", path);
   return FileSystemWrapper::NewWritableFile(path);
+}
+
+std::vector<std::string> ThreadMeeting::AllGather(int rank, std::string_view mine) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const int64_t round = round_;
+  slots_[rank] = std::string(mine);
+  if (++arrived_ == size_) {
+    result_ = slots_;
+    arrived_ = 0;
+    ++round_;
+    cv_.notify_all();
+  } else {
+    cv_.wait(lock, [&] { return round_ != round; });
+  }
+  return result_;
+}
+
+void RunGroup(int size, const std::function<void(int, CheckpointGroup&)>& body) {
+  ThreadMeeting meeting(size);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      ThreadMember member(&meeting, r);
+      body(r, member);
+    });
+  }
+  for (std::thread& t : threads) t.join();
 }
 
 }  // namespace ckflow::testing

@@ -8,12 +8,17 @@
 #ifndef CKFLOW_TESTS_CHECKPOINT_GROUP_MODEL_H_
 #define CKFLOW_TESTS_CHECKPOINT_GROUP_MODEL_H_
 
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/group.h"
 #include "ops/variables.h"
 #include "runtime/session.h"
 
@@ -79,6 +84,42 @@ class FailingPartFs : public FileSystemWrapper {
  private:
   const std::string part_;
 };
+
+// Threads as the members of a group. The members' meeting point:
+// AllGather hands every member the round's strings once all have arrived
+// (no timeout: threads do not hang here; WorkerGroup's timeout is tested
+// under mpirun).
+class ThreadMeeting {
+ public:
+  explicit ThreadMeeting(int size) : size_(size), slots_(size) {}
+  int size() const { return size_; }
+  std::vector<std::string> AllGather(int rank, std::string_view mine);
+
+ private:
+  const int size_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  int64_t round_ = 0;
+  std::vector<std::string> slots_, result_;
+};
+
+class ThreadMember : public CheckpointGroup {
+ public:
+  ThreadMember(ThreadMeeting* meeting, int rank) : meeting_(meeting), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return meeting_->size(); }
+  StatusOr<std::vector<std::string>> AllGather(std::string_view mine, GroupTimeout) override {
+    return meeting_->AllGather(rank_, mine);
+  }
+
+ private:
+  ThreadMeeting* meeting_;
+  int rank_;
+};
+
+// Runs body(rank, member) on `size` threads at once.
+void RunGroup(int size, const std::function<void(int, CheckpointGroup&)>& body);
 
 }  // namespace ckflow::testing
 

@@ -4,10 +4,7 @@
 
 #include "checkpoint/group.h"
 
-#include <condition_variable>
 #include <functional>
-#include <mutex>
-#include <thread>
 
 #include "base/file_system.h"
 #include "bundle/bundle_format.h"
@@ -26,65 +23,10 @@ namespace {
 
 using testing::GroupModel;
 using testing::GroupModelSpec;
+using testing::RunGroup;
 using testing::StatusIs;
-
-// The members' meeting point: AllGather hands every member the round's
-// strings once all have arrived (no timeout: threads do not hang here;
-// WorkerGroup's timeout is tested under mpirun).
-class ThreadMeeting {
- public:
-  explicit ThreadMeeting(int size) : size_(size), slots_(size) {}
-  int size() const { return size_; }
-  std::vector<std::string> AllGather(int rank, std::string_view mine) {
-    std::unique_lock<std::mutex> lock(mu_);
-    const int64_t round = round_;
-    slots_[rank] = std::string(mine);
-    if (++arrived_ == size_) {
-      result_ = slots_;
-      arrived_ = 0;
-      ++round_;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return round_ != round; });
-    }
-    return result_;
-  }
-
- private:
-  const int size_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int arrived_ = 0;
-  int64_t round_ = 0;
-  std::vector<std::string> slots_, result_;
-};
-
-class ThreadMember : public CheckpointGroup {
- public:
-  ThreadMember(ThreadMeeting* meeting, int rank) : meeting_(meeting), rank_(rank) {}
-  int rank() const override { return rank_; }
-  int size() const override { return meeting_->size(); }
-  StatusOr<std::vector<std::string>> AllGather(std::string_view mine, GroupTimeout) override {
-    return meeting_->AllGather(rank_, mine);
-  }
-
- private:
-  ThreadMeeting* meeting_;
-  int rank_;
-};
-
-// Runs body(rank, member) on `size` threads at once.
-void RunGroup(int size, const std::function<void(int, CheckpointGroup&)>& body) {
-  ThreadMeeting meeting(size);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
-      ThreadMember member(&meeting, r);
-      body(r, member);
-    });
-  }
-  for (std::thread& t : threads) t.join();
-}
+using testing::ThreadMeeting;
+using testing::ThreadMember;
 
 std::unique_ptr<GroupModel> MakeModel(CheckpointGroup* group, FileSystem* fs = nullptr,
                                       GroupModelSpec spec = {}) {
