@@ -137,6 +137,26 @@ TEST(DatasetIterator, EndsWithOutOfRangeAfterNumEpochs) {
   EXPECT_THAT(small.Next(), StatusIs(StatusCode::kOutOfRange, "end of sequence"));
 }
 
+TEST(DatasetIterator, SlicesEveryComponentAlongItsFirstDimension) {
+  Scope root = Scope::NewRootScope();
+  const std::vector<std::string> names = {"a", "b", "c", "d", "e"};
+  const Tensor pairs = Tensor::FromVector<float>({0, 1, 10, 11, 20, 21, 30, 31, 40, 41}, {5, 2});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(
+      auto it, DatasetIterator::FromTensorSlices(root, "data", {Tensor::FromVector(names), pairs},
+                                                 {.batch_size = 2, .shuffle = true, .seed = 5}));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto session, Session::Create(root.graph()));
+  CKFLOW_ASSERT_OK(session->Run({}, {}, {it->initializer()}).status());
+  const std::vector<int64_t> order = ShuffledIndices(5, 5, 0);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> batch, it->Next(session->resources()));
+  ASSERT_EQ(batch[1].shape(), TensorShape({2, 2}));
+  for (int i = 0; i < 2; ++i) {
+    const int64_t row = order[static_cast<size_t>(i)];
+    EXPECT_EQ(batch[0].flat<std::string>()[i], names[static_cast<size_t>(row)]);
+    EXPECT_EQ(batch[1].flat<float>()[2 * i], 10.0f * static_cast<float>(row));
+    EXPECT_EQ(batch[1].flat<float>()[2 * i + 1], 10.0f * static_cast<float>(row) + 1);
+  }
+}
+
 TEST(DatasetIterator, NextBeforeInitializationIsFailedPrecondition) {
   Scope root = Scope::NewRootScope();
   CKFLOW_ASSERT_OK_AND_ASSIGN(auto it, DatasetIterator::Create(root, "indices", 5, {}));
