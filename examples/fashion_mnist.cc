@@ -16,9 +16,10 @@
 //
 // Each epoch visits the training images in the order ShuffledIndices(n,
 // seed, epoch) gives (data/shuffle.h), B at a time (a last partial batch is
-// left out), so the batches of a step follow from the step alone. Every K
+// left out), through a DatasetIterator (ops/dataset_iterator.h). Every K
 // steps (and at the end) a CheckpointManager saves asynchronously: the
-// step, the model (its moving statistics included) and Adam's slots. Run it
+// step, the model (its moving statistics included), Adam's slots and the
+// iterator's place in the data. Run it
 // again with the same --dir and it restores the latest checkpoint and goes
 // on where it stopped, with the batches the first run would have used; once
 // it has trained N epochs it only evaluates. At the end it prints the
@@ -40,18 +41,17 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
-#include <span>
 #include <string>
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_management.h"
 #include "checkpoint/weights.h"
-#include "data/shuffle.h"
 #include "examples/fashion_mnist_data.h"
 #include "examples/fashion_mnist_model.h"
 #include "examples/progress_bar.h"
 #include "ops/array_ops.h"
+#include "ops/dataset_iterator.h"
 #include "ops/losses.h"
 #include "ops/math_ops.h"
 #include "ops/optimizers.h"
@@ -93,10 +93,16 @@ Status Train(const Options& o) {
   auto optimizer = Adam::Make({.learning_rate = 1e-3f});
   auto global_step =
       Variable::Create(root, "global_step", ops::Const<int64_t>(root, 0), {.trainable = false});
+  CKFLOW_ASSIGN_OR_RETURN(
+      std::shared_ptr<DatasetIterator> data,
+      DatasetIterator::Create(
+          root, "data", train.size(),
+          {.batch_size = o.batch, .shuffle = true, .seed = o.seed, .drop_remainder = true}));
 
   // Restored before the model is built: the layers' variables (moving
   // statistics too) and Adam's slots are restored as they are created below.
-  Checkpoint checkpoint(root, {{"optimizer", optimizer}, {"model", model}, {"step", global_step}});
+  Checkpoint checkpoint(
+      root, {{"optimizer", optimizer}, {"model", model}, {"step", global_step}, {"data", data}});
   const std::optional<std::string> latest = LatestCheckpoint(o.dir);
   CKFLOW_ASSIGN_OR_RETURN(LoadStatus status, checkpoint.Restore(latest));
 
@@ -122,16 +128,10 @@ Status Train(const Options& o) {
       auto manager, CheckpointManager::Create(checkpoint, o.dir,
                                               {.max_to_keep = 3, .save_options = {.async = true}}));
   examples::ProgressBar progress(end, o.batch, "images");
-  std::vector<int64_t> order;
-  int64_t order_epoch = -1;
   for (int64_t step = first; step < end; ++step) {
     const int64_t epoch = step / steps_per_epoch;
-    if (epoch != order_epoch) {
-      order = ShuffledIndices(train.size(), o.seed, epoch);
-      order_epoch = epoch;
-    }
-    examples::Batch batch = examples::Gather(
-        train, std::span(order).subspan((step % steps_per_epoch) * o.batch, o.batch));
+    CKFLOW_ASSIGN_OR_RETURN(std::vector<int64_t> indices, data->NextIndices(session->resources()));
+    examples::Batch batch = examples::Gather(train, indices);
     CKFLOW_ASSIGN_OR_RETURN(
         std::vector<Tensor> out,
         session->Run({{images, batch.images}, {labels, batch.labels}}, {loss}, {train_op}));
