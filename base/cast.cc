@@ -1,5 +1,6 @@
 #include "base/cast.h"
 
+#include <bit>
 #include <cmath>
 #include <complex>
 #include <cstring>
@@ -224,10 +225,45 @@ To CastOne(From x) {
   }
 }
 
+// IEEE binary16 to float, exactly (Fabian Giesen's method): branch-light
+// and inline, where float16's own conversion is a call per element and the
+// widening restore of a float16 checkpoint would run at a third of a plain
+// restore's speed.
+inline float HalfBitsToFloat(uint16_t h) {
+  constexpr uint32_t kShiftedExp = 0x7C00u << 13;  // exponent mask after the shift
+  uint32_t bits = (static_cast<uint32_t>(h) & 0x7FFFu) << 13;
+  const uint32_t exp = bits & kShiftedExp;
+  bits += (127u - 15u) << 23;  // rebias the exponent
+  if (exp == kShiftedExp) {
+    bits += (128u - 16u) << 23;  // infinity or NaN
+  } else if (exp == 0) {         // zero or subnormal: renormalize
+    bits += 1u << 23;
+    bits = std::bit_cast<uint32_t>(std::bit_cast<float>(bits) - std::bit_cast<float>(113u << 23));
+  }
+  return std::bit_cast<float>(bits | ((static_cast<uint32_t>(h) & 0x8000u) << 16));
+}
+
 template <typename From, typename To>
 void CastLoop(const void* src, void* dst, int64_t n) {
   const auto* in = static_cast<const char*>(src);
   To* out = static_cast<To*>(dst);
+  // The widenings a restore of a half-precision export makes, as plain bit
+  // operations the compiler vectorizes: bfloat16 is a float's upper half.
+  if constexpr ((std::is_same_v<From, bfloat16> || std::is_same_v<From, float16>)&&(
+                    std::is_same_v<To, float> || std::is_same_v<To, double>)) {
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, in + 2 * i, 2);
+      float f;
+      if constexpr (std::is_same_v<From, bfloat16>) {
+        f = std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+      } else {
+        f = HalfBitsToFloat(h);
+      }
+      out[i] = static_cast<To>(f);
+    }
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     // Checkpoint bytes need not be aligned for From: memcpy loads them (one
     // unaligned load once compiled).
