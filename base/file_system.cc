@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -236,6 +237,17 @@ class PosixFileSystem final : public FileSystem {
                     .inode = static_cast<uint64_t>(st.st_ino)};
   }
 
+  Status LinkFile(const std::string& from, const std::string& to) override {
+    if (::link(from.c_str(), to.c_str()) == 0) return OkStatus();
+    const int err = errno;
+    // No link across devices, none on some file systems (FAT, some network
+    // and overlay mounts), a full link count: the contents still go.
+    if (err == EXDEV || err == EPERM || err == EOPNOTSUPP || err == EMLINK) {
+      return FileSystem::LinkFile(from, to);
+    }
+    return ErrnoStatus(err, "link to " + to, from);
+  }
+
   Status SyncDir(const std::string& dir) override {
     const std::string& path = dir.empty() ? kDot : dir;
     int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -268,6 +280,29 @@ StatusOr<std::string> FileSystem::ReadFileToString(const std::string& path) {
   }
   CKFLOW_RETURN_IF_ERROR(file->ReadAt(0, contents.size(), contents.data()));
   return contents;
+}
+
+Status FileSystem::LinkFile(const std::string& from, const std::string& to) {
+  if (FileExists(to).ok()) return ErrnoStatus(EEXIST, "link to " + to, from);
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> in, NewRandomAccessFile(from));
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> out, NewWritableFile(to));
+  constexpr size_t kChunk = size_t{4} << 20;
+  std::string buffer(std::min<uint64_t>(in->size(), kChunk), '\0');
+  Status s;
+  for (uint64_t offset = 0; s.ok() && offset < in->size(); offset += buffer.size()) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(buffer.size(), in->size() - offset));
+    s = in->ReadAt(offset, n, buffer.data());
+    if (s.ok()) s = out->WriteAt(offset, std::string_view(buffer.data(), n));
+  }
+  // A link is as durable as its source; a copy is only once synced.
+  if (s.ok()) s = out->Sync();
+  Status closed = out->Close();
+  if (s.ok()) s = closed;
+  if (!s.ok()) {
+    DeleteFile(to).IgnoreError();
+    return s.WithContext("copying '" + from + "' to '" + to + "'");
+  }
+  return OkStatus();
 }
 
 std::string Dirname(std::string_view path) {

@@ -120,7 +120,8 @@ FileSystem* Checkpoint::file_system() const { return root_->saver()->file_system
 
 StatusOr<std::string> Checkpoint::Write(const std::string& prefix, Session& session,
                                         const SaveOptions& options) {
-  CKFLOW_RETURN_IF_ERROR(internal::Saver::CheckOptions(options, "writing '" + prefix + "'"));
+  CKFLOW_RETURN_IF_ERROR(
+      internal::Saver::CheckOptions(options, "writing '" + prefix + "'", root_->saver()->group()));
   return internal::SaveRoot(
       root_, session, options,
       {.count = false,
@@ -135,7 +136,8 @@ StatusOr<std::string> Checkpoint::Save(const std::string& prefix, const SaveOpti
 
 StatusOr<std::string> Checkpoint::Save(const std::string& prefix, Session& session,
                                        const SaveOptions& options) {
-  CKFLOW_RETURN_IF_ERROR(internal::Saver::CheckOptions(options, "saving under '" + prefix + "'"));
+  CKFLOW_RETURN_IF_ERROR(internal::Saver::CheckOptions(options, "saving under '" + prefix + "'",
+                                                       root_->saver()->group()));
   internal::SaveSequence sequence{
       .path = [&prefix](int64_t n) { return prefix + "-" + std::to_string(n); },
       .remove_debris = internal::RemoveDebrisOf(*root_, prefix, /*numbered=*/true)};

@@ -75,7 +75,8 @@ StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(Checkpoin
                                 "' must be a non-empty file name (no '/')");
   }
   CKFLOW_RETURN_IF_ERROR(
-      internal::Saver::CheckOptions(options.save_options, "CheckpointManager: save_options"));
+      internal::Saver::CheckOptions(options.save_options, "CheckpointManager: save_options",
+                                    internal::RootOf(checkpoint)->saver()->group()));
   if (!options.clock) options.clock = WallClock;
   if (directory.empty()) directory = ".";
   std::unique_ptr<CheckpointManager> manager(

@@ -46,6 +46,25 @@ struct SaveOptions {
   // 1: one file per task, as TensorFlow writes. Readers of the format
   // (TensorFlow's among them) read any number of data files.
   int files_per_device = 0;
+  // Write only what changed since this Checkpoint's previous save, and still
+  // make an ordinary, complete checkpoint. A variable that no kernel has
+  // written since then (each write moves a version counter; no bytes are
+  // hashed) is not written again: a data file holding only such values is
+  // hard-linked from the previous checkpoint (copied where the file system
+  // has no links), and the new index lists it as any other. So TensorFlow
+  // restores the checkpoint without knowing, and deleting an older one
+  // (max_to_keep) never breaks a newer one: a link is a name, not a
+  // reference. The second save learns which values change; if they share
+  // files with values that do not, it saves in full once with the two
+  // apart, and each save after writes only the files that changed. A value
+  // no variable's version vouches for (one an op computes when the save
+  // reads it) and the object graph count as changed; a restore writes
+  // what it restores, so the first save after one is full. Falls back
+  // to a full save, with a log line saying why, when the previous
+  // checkpoint is gone or was rewritten, when the model's structure or the
+  // layout changed, or when saving over the previous checkpoint's own name.
+  // Not for a member of a group.
+  bool incremental = false;
 };
 
 // As TensorFlow's tf.train.CheckpointOptions: how a Checkpoint does I/O.

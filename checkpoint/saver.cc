@@ -5,11 +5,17 @@
 #include <cctype>
 #include <cstdio>
 #include <limits>
+#include <map>
+#include <optional>
+#include <unordered_map>
 #include <unordered_set>
 
+#include "base/atomic_file_internal.h"
 #include "base/logging.h"
 #include "base/parallel.h"
 #include "bundle/bundle_format.h"
+#include "bundle/bundle_index_internal.h"
+#include "bundle/tensor_slice.h"
 #include "checkpoint/group_internal.h"
 #include "checkpoint/save_files_internal.h"
 #include "checkpoint/saver_internal.h"
@@ -121,6 +127,61 @@ std::string ShardPrefix(const std::string& prefix, int shard, int num_shards) {
   return prefix + suffix;
 }
 
+// Below this many bytes rewritten needlessly, an incremental save does not
+// regroup its files (a full save) to avoid them.
+constexpr int64_t kMinRegroupBytes = int64_t{1} << 20;
+
+// The data files a save spreads `values` over: one SaveV2 per task (its
+// host device, as TensorFlow groups them), in order of first appearance,
+// values without a device (save_counter, say) and the object graph with the
+// first; then each task's values over as many files as write in parallel.
+// With `changed` (an incremental save regrouping), each task's changed
+// values go into files apart from its unchanged ones, first, so that the
+// unchanged files can be linked from save to save; the first file is then
+// the first task's changed values, possibly none but the object graph.
+std::vector<std::vector<int>> LayoutFiles(const std::vector<ObjectGraph::Value>& values,
+                                          const SaveOptions& options, bool shard_per_device,
+                                          bool object_graph, const std::vector<bool>* changed) {
+  std::vector<std::string> devices;
+  std::vector<std::vector<int>> groups;
+  std::vector<int> default_group;
+  for (size_t v = 0; v < values.size(); ++v) {
+    const std::string device =
+        shard_per_device ? values[v].attribute.device : HostDevice(values[v].attribute.device);
+    if (device.empty()) {
+      default_group.push_back(static_cast<int>(v));
+      continue;
+    }
+    auto it = std::find(devices.begin(), devices.end(), device);
+    if (it == devices.end()) {
+      devices.push_back(device);
+      groups.emplace_back();
+      it = devices.end() - 1;
+    }
+    groups[it - devices.begin()].push_back(static_cast<int>(v));
+  }
+  if (groups.empty()) groups.emplace_back();
+  groups[0].insert(groups[0].begin(), default_group.begin(), default_group.end());
+  std::vector<std::vector<int>> files;
+  auto spread = [&](std::vector<int> group) {
+    const int count = FilesFor(values, group, options);
+    for (std::vector<int>& file : SplitBySize(values, std::move(group), count)) {
+      files.push_back(std::move(file));
+    }
+  };
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (changed == nullptr) {
+      spread(std::move(groups[g]));
+      continue;
+    }
+    std::vector<int> hot;
+    std::vector<int> cold;
+    for (int v : groups[g]) ((*changed)[v] ? hot : cold).push_back(v);
+    if (!hot.empty() || (g == 0 && object_graph)) spread(std::move(hot));
+    if (!cold.empty()) spread(std::move(cold));
+  }
+  return files;
+}
 }  // namespace
 
 StatusOr<Saver::SaveGraph*> Saver::SaveGraphFor(const std::vector<ObjectGraph::Value>& values,
@@ -235,15 +296,42 @@ Saver::~Saver() {
   if (!s.ok()) Log(LogSeverity::kError, "an asynchronous checkpoint save failed: " + s.ToString());
 }
 
-Status Saver::WaitForPendingWrite() { return writer_.Wait(); }
+Status Saver::WaitForPendingWrite() {
+  Status s = writer_.Wait();
+  if (pending_saved_ != nullptr) {
+    if (s.ok() && !pending_saved_->data_files.empty()) last_saved_ = std::move(*pending_saved_);
+    pending_saved_.reset();
+  }
+  return s;
+}
 
-StatusOr<std::vector<Tensor>> Saver::ReadAll(SaveGraph& save, Session& session) {
-  SaveGraph::SnapshotSources& sources = save.sources;
+namespace {
+
+// A resource of `session`'s own, which names it for as long as it lives (a
+// session's address, or its ResourceMgr's, can come back with the next one).
+StatusOr<std::shared_ptr<ResourceBase>> SessionToken(Session& session) {
   struct Token : ResourceBase {};
   CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<Token> token,
                           session.resources().LookupOrCreate<Token>("_ckflow_snapshot_sources", [] {
                             return std::make_shared<Token>();
                           }));
+  return std::shared_ptr<ResourceBase>(std::move(token));
+}
+
+// The variables VarHandleOp `handles` name in `session` (made, uninitialized,
+// where missing, as running the handle ops would).
+StatusOr<std::vector<std::shared_ptr<VariableResource>>> SessionVariables(
+    Session& session, const std::vector<Output>& handles) {
+  CKFLOW_ASSIGN_OR_RETURN(ops::VariableDeclarations declared, ops::DeclarationsOf(handles));
+  return LookupOrCreateVariables(session.resources(), declared.shared_names, declared.dtypes,
+                                 declared.shapes);
+}
+
+}  // namespace
+
+StatusOr<std::vector<Tensor>> Saver::ReadAll(SaveGraph& save, Session& session) {
+  SaveGraph::SnapshotSources& sources = save.sources;
+  CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<ResourceBase> token, SessionToken(session));
   if (sources.token.lock() != token) {
     // Running a read per variable cost a handle op and a read op each (a
     // save of 20,000 small variables stalled for 40,000 nodes).
@@ -260,10 +348,8 @@ StatusOr<std::vector<Tensor>> Saver::ReadAll(SaveGraph& save, Session& session) 
         sources.run_at.push_back(i);
       }
     }
-    CKFLOW_ASSIGN_OR_RETURN(ops::VariableDeclarations declared, ops::DeclarationsOf(handles));
     CKFLOW_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<VariableResource>> variables,
-                            LookupOrCreateVariables(session.resources(), declared.shared_names,
-                                                    declared.dtypes, declared.shapes));
+                            SessionVariables(session, handles));
     sources.variables.resize(save.reads.size());
     for (size_t i = 0, k = 0; i < save.reads.size(); ++i) {
       if (sources.direct[i]) sources.variables[i] = variables[k++];
@@ -312,10 +398,18 @@ Status RunSave(Session& session, FileSystem* fs, const std::vector<Feed>& feeds,
 
 }  // namespace
 
-Status Saver::CheckOptions(const SaveOptions& options, const std::string& what) {
-  if (options.files_per_device >= 0) return OkStatus();
-  return InvalidArgumentError(what, ": SaveOptions::files_per_device is ", options.files_per_device,
-                              "; it must be 0 (automatic) or more");
+Status Saver::CheckOptions(const SaveOptions& options, const std::string& what,
+                           const CheckpointGroup* group) {
+  if (options.files_per_device < 0) {
+    return InvalidArgumentError(what, ": SaveOptions::files_per_device is ",
+                                options.files_per_device, "; it must be 0 (automatic) or more");
+  }
+  if (options.incremental && group != nullptr) {
+    // Each member's part is placed anew at every save, and the members
+    // would have to agree on which files each may link.
+    return InvalidArgumentError(what, ": SaveOptions::incremental is not for a member of a group");
+  }
+  return OkStatus();
 }
 
 StatusOr<Saver::SavePlan> Saver::PlanOf(const ObjectGraph& graph, bool object_graph) {
@@ -373,77 +467,264 @@ Status Saver::WritePlan(SavePlan& plan, const std::string& prefix, Session& sess
   CKFLOW_RETURN_IF_ERROR(WaitForPendingWrite());
   const std::vector<ObjectGraph::Value>& values = plan.values;
   const int threads = MaxParallelism();
-  if (!plan.layout || plan.layout->files_per_device != options.files_per_device ||
-      plan.layout->durable != options.durable || plan.layout->threads != threads) {
-    plan.layout.reset();
-    // One SaveV2 per task (its host device, as TensorFlow groups them), in
-    // order of first appearance. Values without a device (save_counter, say)
-    // and the object graph go with the first.
-    std::vector<std::string> devices;
-    std::vector<std::vector<int>> groups;
-    std::vector<int> default_group;
-    for (size_t v = 0; v < values.size(); ++v) {
-      const std::string device = format_.shard_per_device ? values[v].attribute.device
-                                                          : HostDevice(values[v].attribute.device);
-      if (device.empty()) {
-        default_group.push_back(static_cast<int>(v));
-        continue;
-      }
-      auto it = std::find(devices.begin(), devices.end(), device);
-      if (it == devices.end()) {
-        devices.push_back(device);
-        groups.emplace_back();
-        it = devices.end() - 1;
-      }
-      groups[it - devices.begin()].push_back(static_cast<int>(v));
-    }
-    if (groups.empty()) groups.emplace_back();
-    groups[0].insert(groups[0].begin(), default_group.begin(), default_group.end());
-    // Then each task's values over as many files as write in parallel.
-    std::vector<std::vector<int>> files;
-    for (std::vector<int>& group : groups) {
-      const int count = FilesFor(values, group, options);
-      for (std::vector<int>& file : SplitBySize(values, std::move(group), count)) {
-        files.push_back(std::move(file));
-      }
-    }
-    plan.layout = SavePlan::Layout{.files_per_device = options.files_per_device,
+  auto new_layout = [&](const std::vector<bool>* changed) {
+    plan.layout = SavePlan::Layout{.id = ++last_layout_id_,
+                                   .files_per_device = options.files_per_device,
                                    .durable = options.durable,
                                    .threads = threads,
-                                   .files = std::move(files)};
+                                   .files = LayoutFiles(values, options, format_.shard_per_device,
+                                                        format_.object_graph, changed)};
+  };
+  if (!plan.layout || plan.layout->files_per_device != options.files_per_device ||
+      plan.layout->durable != options.durable || plan.layout->threads != threads) {
+    new_layout(nullptr);
   }
-  SaveGraph*& cached = options.async ? plan.layout->snapshot_save : plan.layout->save;
-  if (cached == nullptr) {
-    CKFLOW_ASSIGN_OR_RETURN(cached, SaveGraphFor(values, plan.layout->files, options.durable,
-                                                 /*from_snapshot=*/options.async));
-  }
-  SaveGraph* save = cached;
+  CKFLOW_RETURN_IF_ERROR(fs_->CreateDirs(Dirname(prefix)));
 
-  const int n = static_cast<int>(plan.layout->files.size());
+  // An incremental save takes the files of the last save whose values all
+  // kept their versions (linked), and writes the rest.
+  std::vector<uint64_t> versions;
+  std::vector<int> linked;
+  if (options.incremental) {
+    StatusOr<std::vector<uint64_t>> now = VersionsOf(plan, session);
+    if (!now.ok()) return now.status().WithContext("saving checkpoint '" + prefix + "'");
+    versions = *std::move(now);
+    if (last_saved_ && last_saved_->layout_id == plan.layout->id &&
+        CleanPath(last_saved_->prefix) != CleanPath(prefix)) {
+      std::vector<bool> changed(values.size());
+      for (size_t v = 0; v < values.size(); ++v) {
+        changed[v] = versions[v] == 0 || versions[v] != last_saved_->versions[v];
+      }
+      // Bytes of changed values, and of unchanged ones written only because
+      // they share a file with a changed one.
+      int64_t needed = 0;
+      int64_t wasted = 0;
+      const std::vector<std::vector<int>>& files = plan.layout->files;
+      for (size_t f = 0; f < files.size(); ++f) {
+        bool write = f == 0 && format_.object_graph;  // the object graph's
+        int64_t file_changed = 0;
+        int64_t file_unchanged = 0;
+        for (int v : files[f]) {
+          write = write || changed[v];
+          (changed[v] ? file_changed : file_unchanged) += DeclaredBytes(values[v].attribute);
+        }
+        if (!write) {
+          linked.push_back(static_cast<int>(f));
+        } else {
+          needed += file_changed;
+          wasted += file_unchanged;
+        }
+      }
+      if (linked.size() == files.size()) linked.erase(linked.begin());  // something to write
+      if (wasted > std::max(needed, kMinRegroupBytes)) {
+        // Most of what would be written has not changed: save in full once
+        // with changed and unchanged values in files apart, so that the
+        // saves after this one write only what changes.
+        linked.clear();
+        new_layout(&changed);
+      }
+    }
+    if (!linked.empty()) {
+      Status link = LinkUnchanged(*last_saved_, plan, linked, prefix);
+      if (!link.ok()) {
+        Log(LogSeverity::kWarning, "incremental save of '" + prefix +
+                                       "': writing every file, as nothing can be linked from '" +
+                                       last_saved_->prefix + "': " + link.ToString());
+        linked.clear();
+        RemoveLinked(prefix);
+      }
+    }
+  }
+
+  const std::vector<std::vector<int>>& files = plan.layout->files;
+  const int n = static_cast<int>(files.size());
+  std::vector<int> written;
+  for (int f = 0, k = 0; f < n; ++f) {
+    if (k < static_cast<int>(linked.size()) && linked[k] == f) {
+      ++k;
+    } else {
+      written.push_back(f);
+    }
+  }
+  SaveGraph* save = nullptr;
+  if (linked.empty()) {
+    SaveGraph*& cached = options.async ? plan.layout->snapshot_save : plan.layout->save;
+    if (cached == nullptr) {
+      CKFLOW_ASSIGN_OR_RETURN(cached, SaveGraphFor(values, files, options.durable,
+                                                   /*from_snapshot=*/options.async));
+    }
+    save = cached;
+  } else {
+    // The files that changed, in the layout's order (the first, with the
+    // object graph, always among them); cached by SaveGraphFor's signature,
+    // which repeats from save to save while the same values change.
+    std::vector<std::vector<int>> changed_files;
+    for (int f : written) changed_files.push_back(files[f]);
+    StatusOr<SaveGraph*> built = SaveGraphFor(values, changed_files, options.durable,
+                                              /*from_snapshot=*/options.async);
+    if (!built.ok()) {
+      RemoveLinked(prefix);
+      return built.status();
+    }
+    save = *built;
+  }
+
   std::vector<Feed> feeds;
   std::vector<std::string> shard_prefixes;
-  for (int i = 0; i < n; ++i) {
-    shard_prefixes.push_back(ShardPrefix(prefix, i, n));
-    feeds.emplace_back(save->shard_prefixes[i], Tensor::Scalar(shard_prefixes.back()));
+  for (int f = 0; f < n; ++f) shard_prefixes.push_back(ShardPrefix(prefix, f, n));
+  for (size_t k = 0; k < written.size(); ++k) {
+    feeds.emplace_back(save->shard_prefixes[k], Tensor::Scalar(shard_prefixes[written[k]]));
   }
   if (format_.object_graph) feeds.emplace_back(save->object_graph, plan.object_graph);
   feeds.emplace_back(save->merge_inputs, StringVector(shard_prefixes));
   feeds.emplace_back(save->merge_destination, Tensor::Scalar(prefix));
 
-  CKFLOW_RETURN_IF_ERROR(fs_->CreateDirs(Dirname(prefix)));
+  std::shared_ptr<SavedFiles> record;
+  if (options.incremental) {
+    record = std::make_shared<SavedFiles>(SavedFiles{
+        .layout_id = plan.layout->id, .prefix = prefix, .versions = std::move(versions)});
+  }
   if (!options.async) {
     CKFLOW_RETURN_IF_ERROR(RunSave(session, fs_, feeds, save->merge, prefix));
-    return on_written ? on_written() : OkStatus();
+    if (record != nullptr) {
+      StatusOr<std::vector<FileStat>> stats = StatDataFiles(fs_, prefix, n);
+      if (stats.ok()) record->data_files = *std::move(stats);
+    }
+    CKFLOW_RETURN_IF_ERROR(on_written ? on_written() : OkStatus());
+    if (record != nullptr && !record->data_files.empty()) last_saved_ = std::move(*record);
+    return OkStatus();
   }
-  CKFLOW_RETURN_IF_ERROR(
-      Snapshot(*save, session, &feeds).WithContext("snapshotting for '" + prefix + "'"));
-  writer_.Start([fs = fs_, &session, feeds = std::move(feeds), merge = save->merge, prefix,
-                 on_written = std::move(on_written), on_done = options.on_done] {
+  if (Status s = Snapshot(*save, session, &feeds); !s.ok()) {
+    if (!linked.empty()) RemoveLinked(prefix);
+    return s.WithContext("snapshotting for '" + prefix + "'");
+  }
+  pending_saved_ = record;
+  writer_.Start([fs = fs_, &session, feeds = std::move(feeds), merge = save->merge, prefix, n,
+                 record, on_written = std::move(on_written), on_done = options.on_done] {
     Status s = RunSave(session, fs, feeds, merge, prefix);
+    if (s.ok() && record != nullptr) {
+      StatusOr<std::vector<FileStat>> stats = StatDataFiles(fs, prefix, n);
+      if (stats.ok()) record->data_files = *std::move(stats);
+    }
     if (s.ok() && on_written) s = on_written();
     if (on_done) on_done(prefix, s);
     return s;
   });
+  return OkStatus();
+}
+
+void Saver::RemoveLinked(const std::string& prefix) {
+  const CheckpointNaming naming{std::string(Basename(prefix)), /*numbered=*/false};
+  RemoveSaveDebris(fs_, Dirname(prefix), naming).status().IgnoreError();
+}
+
+StatusOr<std::vector<uint64_t>> Saver::VersionsOf(SavePlan& plan, Session& session) {
+  SavePlan::VersionSources& sources = plan.version_sources;
+  CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<ResourceBase> token, SessionToken(session));
+  if (sources.token.lock() != token) {
+    sources = SavePlan::VersionSources();
+    std::vector<Output> handles;
+    std::vector<size_t> at;
+    for (size_t v = 0; v < plan.values.size(); ++v) {
+      if (!FoundByName(plan.values[v].attribute.handle)) continue;
+      handles.push_back(plan.values[v].attribute.handle);
+      at.push_back(v);
+    }
+    CKFLOW_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<VariableResource>> variables,
+                            SessionVariables(session, handles));
+    sources.variables.resize(plan.values.size());
+    for (size_t k = 0; k < at.size(); ++k) sources.variables[at[k]] = variables[k];
+    sources.token = token;
+  }
+  std::vector<uint64_t> versions(plan.values.size(), 0);
+  for (size_t v = 0; v < versions.size(); ++v) {
+    if (std::shared_ptr<VariableResource> variable = sources.variables[v].lock()) {
+      MutexLock lock(&variable->mu());
+      versions[v] = variable->version_locked();
+    }
+  }
+  return versions;
+}
+
+StatusOr<std::vector<FileStat>> Saver::StatDataFiles(FileSystem* fs, const std::string& prefix,
+                                                     int num_files) {
+  std::vector<FileStat> stats;
+  for (int f = 0; f < num_files; ++f) {
+    CKFLOW_ASSIGN_OR_RETURN(FileStat stat, fs->Stat(DataFilename(prefix, f, num_files)));
+    stats.push_back(stat);
+  }
+  return stats;
+}
+
+Status Saver::LinkUnchanged(const SavedFiles& base, const SavePlan& plan,
+                            const std::vector<int>& files, const std::string& prefix) {
+  const int n = static_cast<int>(plan.layout->files.size());
+  CKFLOW_ASSIGN_OR_RETURN(BundleIndex index, ReadBundleIndex(fs_, base.prefix));
+  if (index.header.num_shards() != n || static_cast<int>(base.data_files.size()) != n) {
+    return FailedPreconditionError(index.path, ": ", index.header.num_shards(),
+                                   " data files, not the ", n, " it was saved with");
+  }
+  std::unordered_map<std::string_view, const tensorflow::BundleEntryProto*> entries;
+  for (const auto& [key, entry] : index.entries) entries.emplace(key, &entry);
+  auto find = [&](std::string_view key,
+                  int shard) -> StatusOr<const tensorflow::BundleEntryProto*> {
+    auto it = entries.find(key);
+    if (it == entries.end() || (shard >= 0 && it->second->shard_id() != shard)) {
+      return FailedPreconditionError(index.path, ": no entry for key '", key, "' in data file ",
+                                     shard, " (not the checkpoint this saver wrote)");
+    }
+    return it->second;
+  };
+  tensorflow::BundleHeaderProto header = index.header;
+  header.set_num_shards(1);
+  CKFLOW_RETURN_IF_ERROR(fs_->CreateDirs(prefix + "_temp"));
+  for (int f : files) {
+    const std::string from = DataFilename(base.prefix, f, n);
+    CKFLOW_ASSIGN_OR_RETURN(FileStat now, fs_->Stat(from));
+    const FileStat& then = base.data_files[f];
+    if (now.size != then.size || now.inode != then.inode || now.device != then.device ||
+        now.mtime_ns != then.mtime_ns) {
+      return FailedPreconditionError(from, ": replaced or rewritten since it was saved");
+    }
+    // The entries SaveV2 would have written for these values: each at the
+    // same offset of the same bytes, in the part's only data file; a part
+    // of a partitioned variable also under the full tensor's entry, which
+    // lists the slices this part holds.
+    std::vector<std::pair<std::string, tensorflow::BundleEntryProto>> part;
+    std::map<std::string, tensorflow::BundleEntryProto> full;
+    for (int v : plan.layout->files[f]) {
+      const ObjectGraph::Value& value = plan.values[v];
+      std::string key = value.key;
+      std::optional<TensorSlice> slice;
+      if (!value.attribute.slice_spec.empty()) {
+        CKFLOW_ASSIGN_OR_RETURN(ShapeAndSlice spec, ParseShapeAndSlice(value.attribute.slice_spec));
+        key = EncodeTensorNameSlice(value.key, spec.slice);
+        slice = spec.slice;
+      }
+      CKFLOW_ASSIGN_OR_RETURN(const tensorflow::BundleEntryProto* entry, find(key, f));
+      part.emplace_back(key, *entry).second.set_shard_id(0);
+      if (!slice) continue;
+      CKFLOW_ASSIGN_OR_RETURN(const tensorflow::BundleEntryProto* whole, find(value.key, -1));
+      auto [it, added] = full.try_emplace(value.key);
+      if (added) {
+        it->second.set_dtype(whole->dtype());
+        *it->second.mutable_shape() = whole->shape();
+      }
+      for (const tensorflow::TensorSliceProto& s : whole->slices()) {
+        if (EncodeTensorNameSlice(value.key, TensorSliceFromProto(s)) == key) {
+          *it->second.add_slices() = s;
+          break;
+        }
+      }
+    }
+    for (auto& [key, entry] : full) part.emplace_back(key, std::move(entry));
+    std::sort(part.begin(), part.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    CKFLOW_ASSIGN_OR_RETURN(std::string table, BuildBundleIndex(header, part));
+    const std::string part_prefix = ShardPrefix(prefix, f, n);
+    CKFLOW_RETURN_IF_ERROR(fs_->LinkFile(from, DataFilename(part_prefix, 0, 1)));
+    CKFLOW_RETURN_IF_ERROR(WriteNewFile(fs_, IndexFilename(part_prefix), table));
+  }
   return OkStatus();
 }
 

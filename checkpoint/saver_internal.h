@@ -133,8 +133,10 @@ class Saver {
   Status WriteObjects(const std::shared_ptr<Trackable>& root, const std::string& prefix,
                       Session& session, const SaveOptions& options,
                       std::function<Status()> on_written = {});
-  // InvalidArgument, naming `what`, for options no save can follow.
-  static Status CheckOptions(const SaveOptions& options, const std::string& what);
+  // InvalidArgument, naming `what`, for options no save can follow (and,
+  // for a member of `group`, that a group cannot).
+  static Status CheckOptions(const SaveOptions& options, const std::string& what,
+                             const CheckpointGroup* group = nullptr);
   // Waits for the background write, if any, and returns its status (once).
   Status WaitForPendingWrite();
 
@@ -185,6 +187,7 @@ class Saver {
     // The last split of values into data files and its save ops, for the
     // options and pool size it was made under.
     struct Layout {
+      uint64_t id = 0;  // unique among this saver's layouts
       int files_per_device = 0;
       bool durable = false;
       int threads = 0;
@@ -193,7 +196,38 @@ class Saver {
       SaveGraph* snapshot_save = nullptr;   // built at the first async save
     };
     std::optional<Layout> layout;
+    // The variable behind each value, for its version (an incremental
+    // save's test of change); null for a value no variable's version
+    // vouches for. Looked up once per session, as SnapshotSources.
+    struct VersionSources {
+      std::weak_ptr<ResourceBase> token;
+      std::vector<std::weak_ptr<VariableResource>> variables;
+    } version_sources;
   };
+  // A checkpoint this saver wrote, as an incremental save builds on it:
+  // which layout, and each value's version when it was saved.
+  struct SavedFiles {
+    uint64_t layout_id = 0;
+    std::string prefix;
+    std::vector<uint64_t> versions;  // per value; 0: counts as changed
+    // Each data file as written, so one replaced or rewritten since (a
+    // later save under the same name, a user's copy) is not linked.
+    std::vector<FileStat> data_files;
+  };
+  // The values' versions now (0 where none vouches).
+  StatusOr<std::vector<uint64_t>> VersionsOf(SavePlan& plan, Session& session);
+  // Makes `files` of plan's layout parts of the save into `prefix`
+  // (<prefix>_temp/part-f-of-n) from `base`'s data files, linked, each with
+  // an index of `base`'s entries for it. FailedPrecondition (naming what)
+  // where `base` is no longer as it was written; then a full save follows.
+  Status LinkUnchanged(const SavedFiles& base, const SavePlan& plan, const std::vector<int>& files,
+                       const std::string& prefix);
+  // Removes what LinkUnchanged put under `prefix`_temp (a save that does
+  // not go on; the linked-from checkpoint keeps its names).
+  void RemoveLinked(const std::string& prefix);
+  // `prefix`'s data files as they are now, for SavedFiles::data_files.
+  static StatusOr<std::vector<FileStat>> StatDataFiles(FileSystem* fs, const std::string& prefix,
+                                                       int num_files);
   static StatusOr<SavePlan> PlanOf(const ObjectGraph& graph, bool object_graph);
   Status WritePlan(SavePlan& plan, const std::string& prefix, Session& session,
                    const SaveOptions& options, std::function<Status()> on_written);
@@ -227,6 +261,12 @@ class Saver {
   std::unordered_map<std::string, std::unique_ptr<SaveGraph>> save_graphs_;
   std::unordered_map<int, Output> reads_;  // ReadVariableOp per handle node id
   std::unique_ptr<SavePlan> plan_;         // of WriteObjects' last root
+  uint64_t last_layout_id_ = 0;
+  // The last save an incremental one can build on, and the asynchronous
+  // write that becomes it if it succeeds (filled by the writer's thread,
+  // read after WaitForPendingWrite joins it).
+  std::optional<SavedFiles> last_saved_;
+  std::shared_ptr<SavedFiles> pending_saved_;
 
   AsyncWriter writer_;  // last: stopped before what writes use
 };

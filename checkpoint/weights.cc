@@ -46,6 +46,11 @@ Status SaveWeights(const std::shared_ptr<Trackable>& root, const std::string& pa
     return InvalidArgumentError("SaveWeights('", path,
                                 "'): async saves need a Checkpoint (Checkpoint::Sync waits)");
   }
+  if (options.incremental) {
+    // Keras' save_weights writes one path over and over: nothing to link.
+    return InvalidArgumentError("SaveWeights('", path,
+                                "'): incremental saves need a Checkpoint's numbered saves");
+  }
   if (root == nullptr) return InvalidArgumentError("SaveWeights('", path, "'): the object is null");
   CKFLOW_RETURN_IF_ERROR(internal::Saver::CheckOptions(options, "SaveWeights('" + path + "')"));
   internal::ObjectGraph graph = internal::BuildObjectGraph(root);

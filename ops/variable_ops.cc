@@ -67,7 +67,13 @@ bool IsExclusive(const Tensor& t) {
 
 }  // namespace
 
+uint64_t VariableResource::NextVersion() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 StatusOr<Tensor*> VariableResource::PrepareToOverwriteLocked(const TensorShape& shape) {
+  version_ = NextVersion();
   if (value_.IsValid() && value_.shape() == shape && IsExclusive(value_)) return &value_;
   CKFLOW_ASSIGN_OR_RETURN(value_, Tensor::Allocate(dtype_, shape));
   return &value_;
@@ -75,6 +81,7 @@ StatusOr<Tensor*> VariableResource::PrepareToOverwriteLocked(const TensorShape& 
 
 StatusOr<Tensor*> VariableResource::PrepareToUpdateLocked() {
   if (!initialized_) return NotInitializedError();
+  version_ = NextVersion();
   if (!IsExclusive(value_)) {
     CKFLOW_ASSIGN_OR_RETURN(Tensor copy, Tensor::Allocate(dtype_, value_.shape()));
     CKFLOW_RETURN_IF_ERROR(copy.CopyFrom(value_));
@@ -91,6 +98,7 @@ Status VariableResource::Assign(const Tensor& value) {
   // constant) is copied, so a later in-place update cannot reach its owner.
   if (IsExclusive(value)) {
     value_ = value;
+    version_ = NextVersion();
   } else {
     CKFLOW_ASSIGN_OR_RETURN(Tensor * dst, PrepareToOverwriteLocked(value.shape()));
     CKFLOW_RETURN_IF_ERROR(dst->CopyFrom(value));

@@ -18,6 +18,7 @@
 #ifndef CKFLOW_OPS_VARIABLE_RESOURCE_INTERNAL_H_
 #define CKFLOW_OPS_VARIABLE_RESOURCE_INTERNAL_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -76,6 +77,15 @@ class VariableResource : public ResourceBase {
   // restore a checkpoint)".
   Status NotInitializedError() const;
 
+  // Moves on whenever the value may have changed: every Prepare*Locked and
+  // Assign, so every kernel that writes the variable (an assignment, an
+  // optimizer's update, a restore). Drawn from one counter for all
+  // variables, so a version is never reused, not even by a variable that
+  // replaces this one under its name. An incremental save (SaveOptions::
+  // incremental) skips a variable whose version equals the one it saved:
+  // no hashing of unchanged bytes. Never 0.
+  uint64_t version_locked() const CKFLOW_REQUIRES(mu_) { return version_; }
+
  private:
   const std::string name_;
   const DataType dtype_;
@@ -84,6 +94,9 @@ class VariableResource : public ResourceBase {
   mutable Mutex mu_;
   Tensor value_ CKFLOW_GUARDED_BY(mu_);
   bool initialized_ CKFLOW_GUARDED_BY(mu_) = false;
+  uint64_t version_ CKFLOW_GUARDED_BY(mu_) = NextVersion();
+
+  static uint64_t NextVersion();
 };
 
 // The variable `name` in `resources`, created uninitialized if absent (what

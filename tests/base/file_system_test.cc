@@ -77,6 +77,43 @@ TEST(FileSystem, ListStatAndSyncDir) {
   CKFLOW_EXPECT_OK(fs->SyncDir(dir));
 }
 
+// LinkFile: POSIX makes a second name of the same file; the default (what a
+// file system without hard links gets) copies, in chunks, and refuses to
+// replace an existing file.
+TEST(FileSystem, LinkFileLinksOrCopies) {
+  const std::string dir = testing::NewTempDir("fs");
+  FileSystem* fs = FileSystem::Default();
+  std::string contents(9 << 20, '\0');  // several of the copy's chunks
+  for (size_t i = 0; i < contents.size(); ++i) contents[i] = static_cast<char>(i * 131 % 251);
+  std::ofstream(dir + "/a", std::ios::binary) << contents;
+  CKFLOW_ASSERT_OK(fs->LinkFile(dir + "/a", dir + "/linked"));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(FileStat a, fs->Stat(dir + "/a"));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(FileStat linked, fs->Stat(dir + "/linked"));
+  EXPECT_EQ(linked.inode, a.inode);
+  EXPECT_THAT(
+      fs->LinkFile(dir + "/a", dir + "/linked"),
+      testing::StatusIs(StatusCode::kAlreadyExists, dir + "/a: link to " + dir + "/linked"));
+  EXPECT_THAT(fs->LinkFile(dir + "/missing", dir + "/b"),
+              testing::StatusIs(StatusCode::kNotFound, dir + "/missing"));
+
+  struct NoLinks final : FileSystemWrapper {
+    NoLinks() : FileSystemWrapper(FileSystem::Default()) {}
+    Status LinkFile(const std::string& from, const std::string& to) override {
+      return FileSystem::LinkFile(from, to);
+    }
+  } copying;
+  CKFLOW_ASSERT_OK(copying.LinkFile(dir + "/a", dir + "/copied"));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(FileStat copied, fs->Stat(dir + "/copied"));
+  EXPECT_NE(copied.inode, a.inode);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string read, fs->ReadFileToString(dir + "/copied"));
+  EXPECT_TRUE(read == contents);
+  EXPECT_THAT(copying.LinkFile(dir + "/a", dir + "/copied"),
+              testing::StatusIs(StatusCode::kAlreadyExists, dir + "/copied"));
+  EXPECT_THAT(copying.LinkFile(dir + "/missing", dir + "/c"),
+              testing::StatusIs(StatusCode::kNotFound, dir + "/missing"));
+  EXPECT_EQ(fs->FileExists(dir + "/c").code(), StatusCode::kNotFound);
+}
+
 TEST(Paths, CleanPathIsLexical) {
   EXPECT_EQ(CleanPath("a/./b/"), "a/b");
   EXPECT_EQ(CleanPath("a//b"), "a/b");

@@ -129,6 +129,27 @@ TEST(GroupCheckpoint, SavedByThreeRestoredByOneAndByTwo) {
   EXPECT_EQ(restored[0] + restored[1], total);
 }
 
+// Each member's part is placed anew at every save, so nothing could be
+// linked: an incremental save is refused on every member before anything
+// changes (the save counter stays), and a manager refuses the option.
+TEST(GroupCheckpoint, IncrementalSavesAreRefused) {
+  const std::string dir = testing::NewTempDir("group");
+  RunGroup(2, [&](int, CheckpointGroup& group) {
+    std::unique_ptr<GroupModel> m = MakeModel(&group);
+    ASSERT_NE(m, nullptr);
+    CKFLOW_ASSERT_OK(m->Set(7));
+    EXPECT_THAT(m->checkpoint().Save(dir + "/ckpt", m->session(), {.incremental = true}),
+                testing::StatusIs(StatusCode::kInvalidArgument, "not for a member of a group"));
+    EXPECT_THAT(
+        CheckpointManager::Create(m->checkpoint(), dir, {.save_options = {.incremental = true}})
+            .status(),
+        testing::StatusIs(StatusCode::kInvalidArgument, "incremental"));
+    StatusOr<std::string> saved = m->checkpoint().Save(dir + "/ckpt", m->session());
+    ASSERT_TRUE(saved.ok()) << saved.status();
+    EXPECT_EQ(*saved, dir + "/ckpt-1");
+  });
+}
+
 TEST(GroupCheckpoint, ASingleProcessCheckpointRestoresIntoFourMembers) {
   const std::string dir = testing::NewTempDir("group");
   SavePlain(dir, 3);

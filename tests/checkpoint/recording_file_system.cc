@@ -25,6 +25,8 @@ const char* FsOpName(FsOp op) {
       return "rmdir";
     case FsOp::kSyncDir:
       return "syncdir";
+    case FsOp::kLink:
+      return "link";
     case FsOp::kOpen:
       return "open";
     case FsOp::kList:
@@ -41,7 +43,7 @@ bool IsMutation(FsOp op) { return op < FsOp::kOpen; }
 
 std::string FsEvent::ToString() const {
   std::string s = "step " + std::to_string(step) + ": " + FsOpName(op) + " " + path;
-  if (op == FsOp::kRename) s += " -> " + to;
+  if (op == FsOp::kRename || op == FsOp::kLink) s += " -> " + to;
   return s;
 }
 
@@ -66,8 +68,9 @@ Status RecordingFileSystem::Begin(FsEvent* event, bool* short_write) {
     std::lock_guard<std::mutex> lock(mu_);
     events_[event->index].ok = false;
   }
-  const std::string what =
-      event->op == FsOp::kRename ? std::string("rename to ") + event->to : FsOpName(event->op);
+  const std::string what = event->op == FsOp::kRename || event->op == FsOp::kLink
+                               ? std::string(FsOpName(event->op)) + " to " + event->to
+                               : FsOpName(event->op);
   return ErrnoStatus(err, what + " (injected)", event->path);
 }
 
@@ -153,6 +156,14 @@ Status RecordingFileSystem::RenameFile(const std::string& from, const std::strin
   return s;
 }
 
+Status RecordingFileSystem::LinkFile(const std::string& from, const std::string& to) {
+  FsEvent e{FsOp::kLink, from, to};
+  CKFLOW_RETURN_IF_ERROR(Begin(&e));
+  Status s = target()->LinkFile(from, to);
+  End(e, s.ok());
+  return s;
+}
+
 #define CKFLOW_RECORD(op, path, call) \
   FsEvent e{op, path};                \
   CKFLOW_RETURN_IF_ERROR(Begin(&e));  \
@@ -207,6 +218,11 @@ std::set<std::string> ReplayTree(const std::vector<FsEvent>& events, const std::
         break;
       case FsOp::kRename: {
         if (!path.empty()) tree.erase(path);
+        const std::string to = Under(root, e.to);
+        if (!to.empty()) tree.insert(to);
+        break;
+      }
+      case FsOp::kLink: {
         const std::string to = Under(root, e.to);
         if (!to.empty()) tree.insert(to);
         break;

@@ -29,6 +29,7 @@ enum class FsOp {
   kCreateDirs,
   kDeleteDir,
   kSyncDir,
+  kLink,
   // Reads; recorded, and numbered as steps too when `count_reads`.
   kOpen,
   kList,
@@ -41,7 +42,7 @@ bool IsMutation(FsOp op);
 struct FsEvent {
   FsOp op;
   std::string path;
-  std::string to;    // kRename only
+  std::string to;    // kRename and kLink only
   int step = 0;      // 0 if not a numbered step
   bool ok = true;    // it happened (set after the call)
   size_t index = 0;  // in events()
@@ -114,6 +115,7 @@ class RecordingFileSystem final : public FileSystemWrapper {
   StatusOr<std::vector<std::string>> ListDir(const std::string& dir) override;
   StatusOr<FileStat> Stat(const std::string& path) override;
   Status SyncDir(const std::string& dir) override;
+  Status LinkFile(const std::string& from, const std::string& to) override;
 
  private:
   mutable std::mutex mu_;
