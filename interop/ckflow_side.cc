@@ -295,6 +295,11 @@ struct GenericOptions {
   int files_per_device = 0;
   int group = 0;              // > 0: that many threads, as the members of a group
   std::string cast = "none";  // RestoreOptions::cast: none, widening or any
+  // The manager saves `saves` times; before each save after the first,
+  // every float32 variable whose key starts with `change` gains 1.
+  int saves = 1;
+  std::string change;
+  bool incremental = false;  // SaveOptions::incremental
 };
 
 // A zero (false, empty) tensor like `t`.
@@ -310,6 +315,7 @@ Tensor ZerosLike(const Tensor& t) {
 
 Status Generic(const GenericOptions& o, CheckpointGroup* group = nullptr) {
   CKFLOW_ASSIGN_OR_RETURN(NamedTensors spec, ReadValues(o.spec));
+  std::vector<Output> steps;  // what changes between the manager's saves
   Scope root = Scope::NewRootScope();
   auto top = std::make_shared<Module>();
   std::map<std::string, std::shared_ptr<Trackable>> modules = {{"", top}};
@@ -350,6 +356,11 @@ Status Generic(const GenericOptions& o, CheckpointGroup* group = nullptr) {
                                 ops::Const(root, o.zeros ? ZerosLike(value) : value), options);
     if (var == nullptr) return root.status();
     parent->Track(name, var);
+    if (!o.change.empty() && key.starts_with(o.change) && value.dtype() == DT_FLOAT) {
+      Tensor ones(DT_FLOAT, value.shape());
+      for (float& x : ones.flat<float>()) x = 1.0f;
+      steps.push_back(var->AssignAdd(root, ops::Const(root, ones)));
+    }
   }
 
   Checkpoint::Dependencies dependencies;
@@ -383,7 +394,8 @@ Status Generic(const GenericOptions& o, CheckpointGroup* group = nullptr) {
   Report("restored_save_counter", std::to_string(counter));
   if (!o.dump.empty()) CKFLOW_RETURN_IF_ERROR(DumpValues(*session, checkpoint.root(), o.dump));
 
-  const SaveOptions save_options{.files_per_device = o.files_per_device};
+  const SaveOptions save_options{.files_per_device = o.files_per_device,
+                                 .incremental = o.incremental};
   if (!o.write.empty()) {
     CKFLOW_ASSIGN_OR_RETURN(std::string saved, checkpoint.Write(o.write, *session, save_options));
     Report("saved", saved);
@@ -399,8 +411,14 @@ Status Generic(const GenericOptions& o, CheckpointGroup* group = nullptr) {
                                                .keep_checkpoint_every_n_hours = o.keep_every_hours,
                                                .checkpoint_name = o.checkpoint_name,
                                                .save_options = save_options}));
-    CKFLOW_ASSIGN_OR_RETURN(std::string saved, manager->Save(*session));
+    std::string saved, all;
+    for (int k = 0; k < o.saves; ++k) {
+      if (k > 0 && !steps.empty()) CKFLOW_RETURN_IF_ERROR(session->Run({}, {}, steps).status());
+      CKFLOW_ASSIGN_OR_RETURN(saved, manager->Save(*session));
+      all += (all.empty() ? "" : " ") + saved;
+    }
     Report("saved", saved);
+    Report("saved_all", all);
     std::string kept;
     for (const std::string& p : manager->checkpoints()) kept += (kept.empty() ? "" : " ") + p;
     Report("kept", kept);
@@ -630,6 +648,11 @@ int main(int argc, char** argv) {
                       "spread the variables over the CPUs of this many tasks");
   generic->add_option("--files-per-device", g.files_per_device, "SaveOptions::files_per_device");
   generic->add_option("--group", g.group, "save as a group of this many threads");
+  generic->add_option("--saves", g.saves, "how many times the manager saves");
+  generic->add_option("--change", g.change,
+                      "before each save after the first, add 1 to the float32 variables whose "
+                      "key starts with this");
+  generic->add_flag("--incremental", g.incremental, "SaveOptions::incremental");
   generic->add_option("--cast", g.cast, "RestoreOptions::cast of the restore")
       ->check(CLI::IsMember({"none", "widening", "any"}));
   EagerOptions e;

@@ -724,6 +724,44 @@ def test_checkpoint_managers_take_turns(tmp_path, ckflow, keep_every_hours, name
     assert list(state.all_model_checkpoint_paths) == [ckpt(4), ckpt(5)]
 
 
+# Incremental saves (SaveOptions::incremental, issue 37 section 2): the
+# manager saves four times while only the head changes. From the third save
+# on, the base's data file is a hard link to the previous checkpoint's, and
+# max_to_keep=2 has deleted the checkpoints they were linked from. TensorFlow
+# restores each kept checkpoint, not knowing, bit for bit.
+def test_incremental_saves_restore_in_tensorflow(tmp_path, ckflow):
+    base = float_spec([f"model/base/w{i}" for i in range(4)], 21, shape=(512, 256))
+    head = float_spec(["model/head/kernel", "model/head/bias"], 22, shape=(64,))
+    spec = {**base, **head}
+    values.write(tmp_path / "spec", spec)
+    d = tmp_path / "ckpts"
+    ck = ckflow.side(
+        "generic", "--spec", tmp_path / "spec", "--manager", d, "--max-to-keep", 2,
+        "--saves", 4, "--change", "model/head/", "--incremental",
+    )
+    saved = ck["saved_all"].split(" ")
+    assert saved == [str(d / f"ckpt-{n}") for n in range(1, 5)]
+    assert ck["kept"].split(" ") == saved[2:]
+
+    def inodes(prefix):
+        return {os.stat(os.path.join(d, f)).st_ino for f in data_files(prefix)}
+
+    assert len(inodes(saved[3])) == 2 and len(inodes(saved[2]) & inodes(saved[3])) == 1
+    for n, prefix in ((2, saved[2]), (3, saved[3])):
+        want = dict(spec)
+        for key, (dtype, array) in head.items():
+            changed = array.copy()
+            for _ in range(n):
+                changed = changed + np.float32(1)
+            want[key] = (dtype, changed)
+        roots, variables = tf_module(zeros_spec(spec))
+        checkpoint = tf.train.Checkpoint(**roots)
+        checkpoint.restore(prefix).assert_consumed()
+        assert int(checkpoint.save_counter.numpy()) == n + 1
+        assert_same_bits(eager_dump(variables), expected_dump(want), f"TensorFlow reading {prefix}")
+        assert listing_ckflow(ckflow, prefix) == listing_tf(prefix)
+
+
 # A relative directory (issue 37, section 6): TensorFlow's
 # update_checkpoint_state stores a relative path relative to the directory
 # ("train", "train/model-1" stores "model-1"); ckflow's UpdateCheckpointState,
