@@ -100,7 +100,7 @@ run_benchmarks() {
   "$PYTHON" bench/report.py machine "$results" --build build/release
   bench_run peers "$py" bench/tf_side_by_side.py --ckflow "$ckflow" \
     --torch-baseline "$bin/torch_baseline" --repeat 3 --json "$results/peers.json"
-  gbench checkpoint_bench --benchmark_filter='Save/.*durable:1|SaveAsync|RestoreSmall/.*cold:1|RestoreOnCreate|RestoreCast'
+  gbench checkpoint_bench --benchmark_filter='Save/.*durable:1|SaveAsync|RestoreSmall/.*cold:1|RestoreOnCreate|RestoreCast|SaveIncremental'
   bench_run save_200k "$ckflow" bench save --count 200000 --size 200000KiB --repeat 3 \
     --json "$results/save_200k.json"
   bench_run save_async_20k "$ckflow" bench save --async --count 20000 --size 20000KiB --repeat 5 \

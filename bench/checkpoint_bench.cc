@@ -21,6 +21,13 @@
 //   SaveAsync     the stall of Write({.async = true}) vs a synchronous
 //                 Write with the same durability, and its snapshot vs
 //                 memcpy of the same bytes.
+//   SaveIncremental  fine-tuning: a frozen base and a trainable head, the
+//                 head changed before each CheckpointManager save (5 kept).
+//                 SaveOptions::incremental (the base's files linked) vs the
+//                 raw write of the head's bytes into a new file with the
+//                 oldest of 5 removed, and vs a full save of the same
+//                 model; bytes written per save, and the disk 5 kept
+//                 checkpoints use.
 //
 // Arguments are MiB/count/threads. CKFLOW_BENCH_MIB (default 1024),
 // CKFLOW_BENCH_COUNT (64) and CKFLOW_BENCH_SMALL (20000) set the default
@@ -30,15 +37,18 @@
 
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <tbb/global_control.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "base/cast.h"
@@ -504,6 +514,169 @@ void BM_SaveAsync(benchmark::State& state) {
   state.counters["snapshot_vs_memcpy"] = memcpy_s / stall_s;
 }
 
+// Counts the bytes written through it: what a save puts on the disk.
+class CountingFileSystem final : public FileSystemWrapper {
+ public:
+  CountingFileSystem() : FileSystemWrapper(FileSystem::Default()) {}
+  int64_t written() const { return written_.load(); }
+
+  StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
+    CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, target()->NewWritableFile(path));
+    return std::unique_ptr<WritableFile>(new Counted(std::move(file), &written_));
+  }
+
+ private:
+  class Counted final : public WritableFile {
+   public:
+    Counted(std::unique_ptr<WritableFile> file, std::atomic<int64_t>* written)
+        : file_(std::move(file)), written_(written) {}
+    Status WriteAt(uint64_t offset, std::string_view data) override {
+      *written_ += static_cast<int64_t>(data.size());
+      return file_->WriteAt(offset, data);
+    }
+    Status Sync() override { return file_->Sync(); }
+    void StartWriteback(uint64_t offset, size_t n) override { file_->StartWriteback(offset, n); }
+    Status Close() override { return file_->Close(); }
+    const std::string& path() const override { return file_->path(); }
+
+   private:
+    std::unique_ptr<WritableFile> file_;
+    std::atomic<int64_t>* written_;
+  };
+  std::atomic<int64_t> written_{0};
+};
+
+// Bytes of disk the files in `dir` take, each file counted once however
+// many names (hard links) it has.
+int64_t DiskUsed(const std::string& dir) {
+  std::set<std::pair<dev_t, ino_t>> seen;
+  int64_t bytes = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    struct stat st;
+    if (::stat(e.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (seen.emplace(st.st_dev, st.st_ino).second) bytes += int64_t{st.st_blocks} * 512;
+  }
+  return bytes;
+}
+
+// args: base MiB, head MiB, threads, durable. Fine-tuning: a frozen base
+// of 16 MiB variables and a head of 16 MiB variables that the loop changes
+// before each save (the training steps between saves cost the save
+// nothing, so the bench runs none), saved by a CheckpointManager keeping 5
+// with SaveOptions::incremental. The baseline, in each iteration: the same
+// file work done raw, a new file of the head's bytes written (pwrite, with
+// fsync if durable) and, as the manager's retention deletes the oldest
+// kept checkpoint, the oldest of 5 kept raw files removed; the write alone
+// is reported too. Then, apart (its 1 GiB writes would slow whatever comes
+// next), a manager over the same model saving in full.
+// ratio = raw time / incremental save time (target >= 1/1.5).
+void BM_SaveIncremental(benchmark::State& state) {
+  constexpr int64_t kVariableMiB = 16;
+  constexpr int kKeep = 5;
+  const int64_t base_count = state.range(0) / kVariableMiB;
+  const int64_t head_count = std::max<int64_t>(1, state.range(1) / kVariableMiB);
+  const int threads = static_cast<int>(state.range(2));
+  const bool durable = state.range(3) != 0;
+  tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
+  const int64_t elements = (kVariableMiB << 20) / 4;
+  auto p = Model(base_count + head_count, elements, true);
+  // The head: the last variables, each + 1 per step.
+  std::vector<Output> step;
+  Output ones = ops::Fill(p->scope, ops::Const(p->scope, std::vector<int64_t>{elements}, {1}),
+                          ops::Const(p->scope, 1.0f));
+  for (int64_t i = base_count; i < base_count + head_count; ++i) {
+    step.push_back(p->vars[i]->AssignAdd(p->scope, ones));
+  }
+  CountingFileSystem counting;
+  Checkpoint incremental_root(p->scope, {{"model", p->model}}, {.file_system = &counting});
+  Checkpoint full_root(p->scope, {{"model", p->model}}, {.file_system = &counting});
+  const std::string inc_dir = BenchDir() + "/incremental";
+  const std::string full_dir = BenchDir() + "/full";
+  const std::string raw_dir = BenchDir() + "/raw_rotation";
+  for (const std::string& d : {inc_dir, full_dir, raw_dir}) fs::remove_all(d);
+  fs::create_directories(raw_dir);
+  auto inc = CheckpointManager::Create(
+                 incremental_root, inc_dir,
+                 {.max_to_keep = kKeep, .save_options = {.durable = durable, .incremental = true}})
+                 .value();
+  auto full = CheckpointManager::Create(
+                  full_root, full_dir, {.max_to_keep = kKeep, .save_options = {.durable = durable}})
+                  .value();
+  auto train = [&] { CKFLOW_CHECK(p->session->Run({}, {}, step).ok()); };
+  // The full manager's first save creates its save counter, a new object
+  // in the process's trackable structure, after which every saver plans
+  // its save anew (and an incremental one saves in full, twice, to
+  // regroup): before the rest, as a program's objects are made before it
+  // trains.
+  CKFLOW_CHECK(full->Save(*p->session).ok());
+  // Then the steady state: the first save is full, the second regroups
+  // (full too), and deleting the two (1 GiB of files of their own, ~0.2 s
+  // of unlink on ext4) falls on the saves that push them out of the kept.
+  for (int warmup = 0; warmup < kKeep + 2; ++warmup) {
+    train();
+    CKFLOW_CHECK(inc->Save(*p->session).ok());
+  }
+  std::vector<std::vector<char>> head(head_count, std::vector<char>(kVariableMiB << 20, 1));
+  std::vector<std::string> raw_kept;
+  int raw_count = 0;
+  auto raw_rotation = [&]() -> std::pair<double, double> {
+    const std::string path = raw_dir + "/" + std::to_string(raw_count++);
+    auto start = Clock::now();
+    const double write = workloads::RawWrite(path, head, threads, durable, 1);
+    raw_kept.push_back(path);
+    if (raw_kept.size() > kKeep) {
+      RemoveCheckpoint(raw_kept.front());
+      raw_kept.erase(raw_kept.begin());
+    }
+    return {SecondsSince(start), write};
+  };
+  for (int k = 0; k < kKeep; ++k) raw_rotation();
+  double inc_s = 0, raw_s = 0, raw_write_s = 0;
+  int64_t inc_bytes = 0;
+  for (auto _ : state) {
+    train();
+    ::sync();
+    const auto [rotation, write] = raw_rotation();
+    raw_s += rotation;
+    raw_write_s += write;
+    ::sync();
+    const int64_t before = counting.written();
+    auto start = Clock::now();
+    StatusOr<std::string> saved = inc->Save(*p->session);
+    const double t = SecondsSince(start);
+    if (!saved.ok()) state.SkipWithError(saved.status().ToString().c_str());
+    inc_s += t;
+    inc_bytes += counting.written() - before;
+    state.SetIterationTime(t);
+  }
+  const int64_t inc_disk = DiskUsed(inc_dir);
+  // The full saves, as many, once the incremental ones are done.
+  double full_s = 0;
+  int64_t full_bytes = 0;
+  for (int64_t i = 0; i < state.iterations(); ++i) {
+    train();
+    ::sync();
+    const int64_t before = counting.written();
+    auto start = Clock::now();
+    CKFLOW_CHECK(full->Save(*p->session).ok());
+    full_s += SecondsSince(start);
+    full_bytes += counting.written() - before;
+  }
+  const double n = static_cast<double>(state.iterations());
+  state.counters["incremental_ms"] = inc_s / n * 1e3;
+  state.counters["full_ms"] = full_s / n * 1e3;
+  state.counters["raw_ms"] = raw_s / n * 1e3;
+  state.counters["raw_write_ms"] = raw_write_s / n * 1e3;
+  state.counters["ratio"] = raw_s / inc_s;
+  state.counters["vs_raw_write"] = raw_write_s / inc_s;
+  state.counters["vs_full"] = full_s / inc_s;
+  state.counters["written_MiB_per_save"] = static_cast<double>(inc_bytes) / n / (1 << 20);
+  state.counters["full_written_MiB_per_save"] = static_cast<double>(full_bytes) / n / (1 << 20);
+  state.counters["disk_5_kept_MiB"] = static_cast<double>(inc_disk) / (1 << 20);
+  state.counters["full_disk_5_kept_MiB"] = static_cast<double>(DiskUsed(full_dir)) / (1 << 20);
+  for (const std::string& d : {inc_dir, full_dir, raw_dir}) fs::remove_all(d);
+}
+
 void Register() {
   const int64_t mib = EnvInt("CKFLOW_BENCH_MIB", 1024);
   const int64_t count = EnvInt("CKFLOW_BENCH_COUNT", 64);
@@ -554,6 +727,16 @@ void Register() {
   }
   restore_small->ArgNames({"vars", "threads", "cold"})
       ->UseManualTime()
+      ->Unit(benchmark::kMillisecond);
+  // 5 iterations: the kept checkpoints are the measured saves'.
+  auto* incremental = benchmark::RegisterBenchmark("SaveIncremental", BM_SaveIncremental);
+  for (int64_t size : sizes) {
+    incremental->Args({size, 16, 2, 0});
+    incremental->Args({size, 16, 2, 1});
+  }
+  incremental->ArgNames({"MiB", "head_MiB", "threads", "durable"})
+      ->UseManualTime()
+      ->Iterations(5)
       ->Unit(benchmark::kMillisecond);
   auto* on_create = benchmark::RegisterBenchmark("RestoreOnCreate", BM_RestoreOnCreate);
   for (int64_t n : smalls) on_create->Args({n});
