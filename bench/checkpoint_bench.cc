@@ -603,11 +603,9 @@ void BM_SaveIncremental(benchmark::State& state) {
                   full_root, full_dir, {.max_to_keep = kKeep, .save_options = {.durable = durable}})
                   .value();
   auto train = [&] { CKFLOW_CHECK(p->session->Run({}, {}, step).ok()); };
-  // The full manager's first save creates its save counter, a new object
-  // in the process's trackable structure, after which every saver plans
-  // its save anew (and an incremental one saves in full, twice, to
-  // regroup): before the rest, as a program's objects are made before it
-  // trains.
+  // The full manager's first save makes its save counter and writes its
+  // first checkpoint: before the rest, as a program's objects are made
+  // before it trains.
   CKFLOW_CHECK(full->Save(*p->session).ok());
   // Then the steady state: the first save is full, the second regroups
   // (full too), and deleting the two (1 GiB of files of their own, ~0.2 s

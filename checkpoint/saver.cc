@@ -412,6 +412,22 @@ Status Saver::CheckOptions(const SaveOptions& options, const std::string& what,
   return OkStatus();
 }
 
+namespace {
+
+// Whether two plans save the same values the same way: the same keys, read
+// from the same handles, with the same devices and slices.
+bool SameValues(const std::vector<ObjectGraph::Value>& a,
+                const std::vector<ObjectGraph::Value>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
+    return x.key == y.key && x.attribute.handle.node() == y.attribute.handle.node() &&
+           x.attribute.handle.index() == y.attribute.handle.index() &&
+           x.attribute.dtype == y.attribute.dtype && x.attribute.device == y.attribute.device &&
+           x.attribute.slice_spec == y.attribute.slice_spec;
+  });
+}
+
+}  // namespace
+
 StatusOr<Saver::SavePlan> Saver::PlanOf(const ObjectGraph& graph, bool object_graph) {
   SavePlan plan;
   plan.values = graph.values;
@@ -448,7 +464,7 @@ Status Saver::WriteObjects(const std::shared_ptr<Trackable>& root, const std::st
   if (plan_ == nullptr || plan_->generation != generation || plan_->root != root.get() ||
       std::any_of(plan_->objects.begin(), plan_->objects.end(),
                   [](const std::weak_ptr<Trackable>& o) { return o.expired(); })) {
-    plan_.reset();
+    std::unique_ptr<SavePlan> old = std::move(plan_);
     ObjectGraph graph = BuildObjectGraph(root);
     CKFLOW_RETURN_IF_ERROR(graph.tracking_status);
     StatusOr<SavePlan> plan = PlanOf(graph, format_.object_graph);
@@ -457,6 +473,14 @@ Status Saver::WriteObjects(const std::shared_ptr<Trackable>& root, const std::st
     plan->root = root.get();
     plan->objects.reserve(graph.nodes.size());
     for (const ObjectGraphNode& node : graph.nodes) plan->objects.push_back(node.object);
+    // The generation is the whole process's: an object tracked anywhere
+    // (another Checkpoint's save counter) moves it. Where the values are
+    // still the same, so are their files, their save ops and what an
+    // incremental save may link.
+    if (old != nullptr && old->root == root.get() && SameValues(old->values, plan->values)) {
+      plan->layout = std::move(old->layout);
+      plan->version_sources = std::move(old->version_sources);
+    }
     plan_ = std::make_unique<SavePlan>(*std::move(plan));
   }
   return WritePlan(*plan_, prefix, session, options, std::move(on_written));

@@ -232,6 +232,23 @@ TEST_F(IncrementalSaveTest, NothingIsLinkedFromACheckpointGoneOrRewritten) {
   EXPECT_TRUE(SameTensor(head, Filled(kHead, 8)));
 }
 
+// An object tracked elsewhere in the process (here another Checkpoint's
+// save counter, made at its first save) makes the saver plan its save
+// anew; with the same values it keeps its files, and still links.
+TEST_F(IncrementalSaveTest, AnObjectTrackedElsewhereDoesNotStopTheLinks) {
+  Program p;
+  std::vector<std::string> paths = SaveSteps(p, 2, /*keep=*/5);
+  Checkpoint other(p.scope, {{"model", p.model}});
+  CKFLOW_ASSERT_OK(other.Save(dir_ + "/other/ckpt", *p.session).status());
+  p.Step(9);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(
+      std::string path, p.checkpoint->Save(dir_ + "/ckpt", *p.session, {.incremental = true}));
+  EXPECT_EQ(Shared(paths[1], path), 1);
+  auto [base, head] = Restored(path);
+  EXPECT_TRUE(SameTensor(base, Counting(kBase, 0.0f)));
+  EXPECT_TRUE(SameTensor(head, Filled(kHead, 9)));
+}
+
 TEST_F(IncrementalSaveTest, SavingOverThePreviousCheckpointWritesEverything) {
   Program p;
   const SaveOptions incremental{.incremental = true};
