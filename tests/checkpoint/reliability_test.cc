@@ -583,6 +583,25 @@ TEST(Debris, OnlyASaveAfterAnIncompleteOneListsTheDirectory) {
 
 // ------------------------------------------------------------ crashes
 
+// How many data files checkpoints `a` and `b` share (hard links of one
+// file, as an incremental save makes).
+int SharedDataFiles(const std::string& a, const std::string& b) {
+  auto files = [](const std::string& prefix) {
+    std::set<std::pair<uint64_t, uint64_t>> ids;
+    const std::string data = std::string(Basename(prefix)) + ".data-";
+    for (const auto& e : stdfs::directory_iterator(Dirname(prefix))) {
+      if (!e.path().filename().string().starts_with(data)) continue;
+      StatusOr<FileStat> st = FileSystem::Default()->Stat(e.path().string());
+      if (st.ok()) ids.emplace(st->device, st->inode);
+    }
+    return ids;
+  };
+  const auto in_a = files(a);
+  int shared = 0;
+  for (const auto& id : files(b)) shared += static_cast<int>(in_a.count(id));
+  return shared;
+}
+
 struct ChildResult {
   int rc;
   std::string out;
@@ -634,24 +653,41 @@ TEST_P(CrashPointTest, KilledAtEveryStepOfASave) {
   const std::string base = root + "/base", dir = root + "/d";
   ChildResult first = RunChild(base + " " + mode + " 1 2");
   ASSERT_EQ(first.rc, 0) << first.out;
+  // The save killed is the child's last: step 3, or for an incremental
+  // save step 5, the first that links (3 is full, 4 regroups the frozen
+  // variable into a file of its own), killed only at its own steps.
+  const bool incremental = mode == "incremental";
+  const int64_t last = incremental ? 5 : 3;
+  const std::string saves = " 3 " + std::to_string(last);
+  int first_step = 1;
+  if (incremental) {
+    CopyDir(base, dir);
+    ChildResult before = RunChild(dir + " " + mode + " 3 4");
+    ASSERT_EQ(before.rc, 0) << before.out;
+    first_step = before.steps() + 1;
+  }
   CopyDir(base, dir);
-  ChildResult dry = RunChild(dir + " " + mode + " 3 3");
+  ChildResult dry = RunChild(dir + " " + mode + saves);
   ASSERT_EQ(dry.rc, 0) << dry.out;
   const int steps = dry.steps();
-  ASSERT_GT(steps, 10) << dry.out;
+  ASSERT_GT(steps - first_step, 10) << dry.out;
+  if (incremental) {
+    EXPECT_EQ(SharedDataFiles(Ckpt(dir, 4), Ckpt(dir, 5)), 1) << "the last save did not link";
+  }
   int kills = 0, rolled_forward = 0;
-  for (int step = 1; step <= steps; ++step) {
+  for (int step = first_step; step <= steps; ++step) {
     for (bool after : {false, true}) {
       CopyDir(base, dir);
-      ChildResult killed = RunChild(dir + " " + mode + " 3 3 --kill-step " + std::to_string(step) +
-                                    (after ? " --kill-after" : ""));
+      ChildResult killed = RunChild(dir + " " + mode + saves + " --kill-step " +
+                                    std::to_string(step) + (after ? " --kill-after" : ""));
       SCOPED_TRACE(killed.out);
       ASSERT_TRUE(killed.killed()) << "mode " << mode << " step " << step;
       ++kills;
       const std::optional<std::string> latest = LatestCheckpoint(dir);
-      ASSERT_TRUE(latest == Ckpt(dir, 2) || latest == Ckpt(dir, 3)) << latest.value_or("(none)");
-      const int64_t n = latest == Ckpt(dir, 3) ? 3 : 2;
-      rolled_forward += n == 3;
+      ASSERT_TRUE(latest == Ckpt(dir, last - 1) || latest == Ckpt(dir, last))
+          << latest.value_or("(none)");
+      const int64_t n = latest == Ckpt(dir, last) ? last : last - 1;
+      rolled_forward += n == last;
       Status held = SteppedModel::CheckHoldsStep(*latest, n);
       ASSERT_TRUE(held.ok()) << held;
       // A fresh process (this one) restores it.
@@ -661,19 +697,21 @@ TEST_P(CrashPointTest, KilledAtEveryStepOfASave) {
       ASSERT_TRUE(status.ok()) << status.status();
       CKFLOW_ASSERT_OK(status->RunRestoreOps(model->session()));
       CKFLOW_ASSERT_OK(model->CheckSessionHoldsStep(n));
-      ChildResult next = RunChild(dir + " " + mode + " 4 4");
+      const std::string after_kill = std::to_string(last + 1);
+      ChildResult next = RunChild(dir + " " + mode + " " + after_kill + " " + after_kill);
       ASSERT_EQ(next.rc, 0) << next.out;
-      EXPECT_EQ(LatestCheckpoint(dir), Ckpt(dir, 4));
+      EXPECT_EQ(LatestCheckpoint(dir), Ckpt(dir, last + 1));
       ASSERT_EQ(Join(testing::StrayFiles(dir)), "") << "mode " << mode << " step " << step;
       ExpectFsckClean(dir);
     }
   }
   std::printf("[ figures  ] crash points %s: %d steps, %d kills, %d after the commit\n",
-              mode.c_str(), steps, kills, rolled_forward);
+              mode.c_str(), steps - first_step + 1, kills, rolled_forward);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, CrashPointTest,
-                         ::testing::Values("sync", "durable", "async", "async_durable", "sharded"));
+                         ::testing::Values("sync", "durable", "async", "async_durable", "sharded",
+                                           "incremental"));
 
 // Kills at random moments (SIGKILL from outside, while the child saves in a
 // loop), rotating the modes. Counts lost, corrupt and regressed
@@ -685,7 +723,8 @@ TEST(RandomKills, NothingLostCorruptOrRegressed) {
   const char* seed_env = std::getenv("CKFLOW_RANDOM_SEED");
   const int kills = kills_env ? std::atoi(kills_env) : 12;
   const uint64_t seed = seed_env ? std::strtoull(seed_env, nullptr, 10) : 20261201;
-  const std::vector<std::string> modes = {"sync", "durable", "async", "async_durable", "sharded"};
+  const std::vector<std::string> modes = {"sync",          "durable", "async",
+                                          "async_durable", "sharded", "incremental"};
   const std::string dir = testing::NewTempDir("random");
   // How long a child takes to start and save a few times: kill within that.
   auto t0 = std::chrono::steady_clock::now();

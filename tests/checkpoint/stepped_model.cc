@@ -20,11 +20,12 @@ class Holder : public Trackable {
 }  // namespace
 
 int64_t SteppedModel::Elements(int i) {
-  static constexpr int64_t kElements[kVariables] = {300000, 7, 20000};
+  static constexpr int64_t kElements[kVariables] = {300000, 7, 20000, 500000};
   return kElements[i];
 }
 
 float SteppedModel::Value(int64_t step, int variable, int64_t element) {
+  if (variable == kFrozen) step /= kFrozenSteps;
   return static_cast<float>(step * 1000 + variable * 100) + static_cast<float>(element % 97) / 8;
 }
 
@@ -96,13 +97,18 @@ StatusOr<std::unique_ptr<SteppedModel>> SteppedModel::Create(CheckpointOptions o
 
 Status SteppedModel::SetStep(int64_t step) {
   std::vector<Feed> feeds;
+  std::vector<Output> assigns;
   for (int i = 0; i < kVariables; ++i) {
+    if (i == kFrozen && frozen_at_ == step / kFrozenSteps) continue;
     Tensor t(DT_FLOAT, TensorShape({Elements(i)}));
     auto values = t.flat<float>();
     for (int64_t e = 0; e < Elements(i); ++e) values[e] = Value(step, i, e);
     feeds.emplace_back(feeds_[i], std::move(t));
+    assigns.push_back(assigns_[i]);
   }
-  return session_->Run(feeds, {}, assigns_).status();
+  CKFLOW_RETURN_IF_ERROR(session_->Run(feeds, {}, assigns).status());
+  frozen_at_ = step / kFrozenSteps;
+  return OkStatus();
 }
 
 StatusOr<SaveOptions> SaveModeOptions(const std::string& mode) {
@@ -118,6 +124,10 @@ StatusOr<SaveOptions> SaveModeOptions(const std::string& mode) {
   }
   if (mode == "async_durable") {
     o.async = o.durable = true;
+    return o;
+  }
+  if (mode == "incremental") {
+    o.incremental = true;
     return o;
   }
   if (mode == "sharded") {

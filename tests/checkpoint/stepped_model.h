@@ -19,10 +19,13 @@ namespace ckflow::testing {
 
 class SteppedModel {
  public:
-  static constexpr int kVariables = 3;
+  static constexpr int kVariables = 4;
   // Elements of variable i: one large enough to be written in several
-  // chunks, one tiny, one between.
+  // chunks, one tiny, one between, and a frozen one (2 MiB), whose value
+  // moves only every kFrozenSteps steps: what an incremental save links.
   static int64_t Elements(int i);
+  static constexpr int kFrozen = 3;
+  static constexpr int64_t kFrozenSteps = 10;
   static float Value(int64_t step, int variable, int64_t element);
   // The checkpoint key of variable i.
   static std::string Key(int i);
@@ -32,7 +35,9 @@ class SteppedModel {
 
   static StatusOr<std::unique_ptr<SteppedModel>> Create(CheckpointOptions options = {});
 
-  // Assigns step `step`'s values to the variables.
+  // Assigns step `step`'s values to the variables; the frozen one only
+  // when its value moves (an assignment of the same value would still be a
+  // write, which an incremental save must write again).
   Status SetStep(int64_t step);
   // OK if the variables in the session hold step `step`'s values bit for
   // bit; else DataLoss naming the first difference.
@@ -51,10 +56,12 @@ class SteppedModel {
   std::vector<Output> reads_;
   std::unique_ptr<Checkpoint> checkpoint_;
   std::unique_ptr<Session> session_;
+  int64_t frozen_at_ = -1;  // the frozen variable's step / kFrozenSteps
 };
 
 // The save options of a named mode: "sync", "durable", "async",
-// "async_durable", "sharded" (async, durable, three data files).
+// "async_durable", "sharded" (async, durable, three data files),
+// "incremental" (SaveOptions::incremental).
 StatusOr<SaveOptions> SaveModeOptions(const std::string& mode);
 
 // Files in `dir` (recursively, directories with a trailing '/') that are
