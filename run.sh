@@ -17,8 +17,9 @@
 #                    named) for SECONDS (default 300), recording its figures;
 #                    the same clang build compiles all of the library, distributed/
 #                    and the CLI with -Wthread-safety, so a broken locking rule fails it
-#   ./run.sh interop  TensorFlow 2.21 (pinned in a venv under build/) and ckflow
-#                    take turns on the same checkpoints (interop/)
+#   ./run.sh interop [--long]  TensorFlow 2.21 (pinned in a venv under build/)
+#                    and ckflow take turns on the same checkpoints (interop/);
+#                    --long draws 10,000 random structures per differential test
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -264,6 +265,12 @@ case "$cmd" in
     "$PYTHON" bench/report.py reliability "$results"
     ;;
   interop)
+    # --long: the differential tests (interop/test_differential.py) draw
+    # 10,000 structures each instead of 100.
+    if [ "${1:-}" = "--long" ]; then
+      export CKFLOW_DIFFERENTIAL_CASES=10000
+      shift
+    fi
     install_packages "${PACKAGES[@]}" python3-venv dataset-fashion-mnist
     make_venv "$venv" interop/requirements.txt
     configure build/release -DCMAKE_BUILD_TYPE=Release -DCKFLOW_BUILD_TESTS=OFF \
@@ -274,7 +281,7 @@ case "$cmd" in
       interop "$@"
     ;;
   *)
-    sed -n '2,18p' "$0"
+    sed -n '2,21p' "$0"
     exit 2
     ;;
 esac

@@ -313,6 +313,27 @@ Tensor ZerosLike(const Tensor& t) {
   return out;
 }
 
+// The names of a checkpoint key's object path, unescaped as TensorFlow
+// escapes each ("." as "..", "/" as ".S"): "a/b..c/d.Se" is a, b.c, d/e.
+StatusOr<std::vector<std::string>> SplitObjectPath(std::string_view path) {
+  std::vector<std::string> names(1);
+  for (size_t i = 0; i < path.size(); ++i) {
+    if (path[i] == '/') {
+      names.emplace_back();
+    } else if (path[i] != '.') {
+      names.back() += path[i];
+    } else if (i + 1 < path.size() && (path[i + 1] == '.' || path[i + 1] == 'S')) {
+      names.back() += path[++i] == '.' ? '.' : '/';
+    } else {
+      return InvalidArgumentError("a '.' that escapes nothing at ", i);
+    }
+  }
+  for (const std::string& name : names) {
+    if (name.empty()) return InvalidArgumentError("an empty name");
+  }
+  return names;
+}
+
 Status Generic(const GenericOptions& o, CheckpointGroup* group = nullptr) {
   CKFLOW_ASSIGN_OR_RETURN(NamedTensors spec, ReadValues(o.spec));
   std::vector<Output> steps;  // what changes between the manager's saves
@@ -323,26 +344,25 @@ Status Generic(const GenericOptions& o, CheckpointGroup* group = nullptr) {
   for (const auto& [key, value] : spec) {
     if (key == std::string("save_counter") + kValueSuffix) continue;
     const size_t suffix = key.rfind(kValueSuffix);
-    if (suffix == std::string::npos || suffix + std::strlen(kValueSuffix) != key.size() ||
-        key.find("/.") != suffix) {
-      return InvalidArgumentError("spec key '", key, "' is not a plain variable's");
+    StatusOr<std::vector<std::string>> names =
+        suffix == std::string::npos || suffix + std::strlen(kValueSuffix) != key.size()
+            ? InvalidArgumentError("no ", kValueSuffix)
+            : SplitObjectPath(key.substr(0, suffix));
+    if (!names.ok()) {
+      return InvalidArgumentError("spec key '", key,
+                                  "' is not a plain variable's: ", names.status().message());
     }
     const std::string object_path = key.substr(0, suffix);
-    const size_t slash = object_path.rfind('/');
-    const std::string parent_path = slash == std::string::npos ? "" : object_path.substr(0, slash);
-    const std::string name = object_path.substr(slash == std::string::npos ? 0 : slash + 1);
-    // The parent chain, made as needed.
+    const std::string name = names->back();
+    // The parent chain, made as needed (keyed by the escaped path).
     std::shared_ptr<Trackable> parent = top;
     std::string at;
-    for (size_t begin = 0; begin < parent_path.size();) {
-      size_t end = parent_path.find('/', begin);
-      if (end == std::string::npos) end = parent_path.size();
-      const std::string part = parent_path.substr(begin, end - begin);
-      at += (at.empty() ? "" : "/") + part;
+    for (size_t i = 0; i + 1 < names->size(); ++i) {
+      const std::string& part = (*names)[i];
+      at += (at.empty() ? "" : "/") + EscapeLocalName(part);
       auto& module = modules[at];
       if (module == nullptr) module = parent->Track(part, std::make_shared<Module>());
       parent = module;
-      begin = end + 1;
     }
     VariableOptions options;
     if (o.devices > 1) {
