@@ -23,13 +23,14 @@ import gc
 import os
 
 import numpy as np
-import pytest
 import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tf_side
 import values
+from test_interop import (eager_dump, expected_dump, listing_ckflow, listing_tf, restore_outcomes,
+                          verdicts, zeros_spec)
 
 SUFFIX = tf_side.SUFFIX
 CASES = int(os.environ.get("CKFLOW_DIFFERENTIAL_CASES", "100"))
@@ -100,11 +101,6 @@ def spec_of(tree, seed):
             for path, (dtype, shape) in leaves(tree)}
 
 
-def zeros(spec):
-    return {k: (d, np.full(np.shape(a), b"", dtype=object) if d == tf.string else np.zeros_like(a))
-            for k, (d, a) in spec.items()}
-
-
 def tf_structure(tree, spec):
     """The tree as tf.Modules holding tf.Variables with the spec's values:
     ({root name: object}, {key: variable})."""
@@ -126,26 +122,6 @@ def tf_structure(tree, spec):
     return {name: getattr(top, name) for name in tree}, variables
 
 
-def dump(variables):
-    return {k: values.entry(v.dtype, v.numpy()) for k, v in variables.items()}
-
-
-def expected(spec):
-    return {k: values.entry(d, a) for k, (d, a) in spec.items()}
-
-
-def listing_tf(prefix):
-    reader = tf.train.load_checkpoint(str(prefix))
-    dtypes = reader.get_variable_to_dtype_map()
-    return sorted((k, dtypes[k].name, list(s)) for k, s in tf.train.list_variables(str(prefix)))
-
-
-def listing_ckflow(ckflow, prefix):
-    import json
-    tensors = json.loads(ckflow.cli("inspect", "--json", prefix))["tensors"]
-    return sorted((t["key"], t["dtype"], t["shape"]) for t in tensors)
-
-
 @SETTINGS
 @given(tree=TREES, seed=st.integers(0, 2**32 - 1))
 def test_random_structures_round_trip_both_ways(tmp_path_factory, ckflow, tree, seed):
@@ -159,11 +135,11 @@ def test_random_structures_round_trip_both_ways(tmp_path_factory, ckflow, tree, 
     assert ck["restore"] == "ok" and ck["assert_consumed"] == "ok", ck
     got = values.read(str(d / "ck_dump"))
     got.pop("save_counter" + SUFFIX)
-    assert got == expected(spec), "ckflow restoring TensorFlow's checkpoint"
+    assert got == expected_dump(spec), "ckflow restoring TensorFlow's checkpoint"
 
-    roots, variables = tf_structure(tree, zeros(spec))
+    roots, variables = tf_structure(tree, zeros_spec(spec))
     tf.train.Checkpoint(**roots).restore(str(d / "ck")).assert_consumed()
-    assert dump(variables) == expected(spec), "TensorFlow restoring ckflow's checkpoint"
+    assert eager_dump(variables) == expected_dump(spec), "TensorFlow restoring ckflow's checkpoint"
     assert listing_ckflow(ckflow, tf_prefix) == listing_tf(tf_prefix)
     assert listing_ckflow(ckflow, d / "ck") == listing_tf(d / "ck")
 
@@ -200,27 +176,13 @@ def mutated(tree, how, pick):
 
 
 def tf_verdicts(tree, spec, prefix):
-    roots, _ = tf_structure(tree, zeros(spec))
-    checkpoint = tf.train.Checkpoint(**roots)
-    try:
-        status = checkpoint.restore(str(prefix))
-    except (tf.errors.OpError, ValueError) as e:
-        return {"restore": "failed: " + str(e).splitlines()[0]}
-    report = {
-        "restore": "ok",
-        "assert_consumed": tf_side.outcome(status.assert_consumed),
-        "assert_existing_objects_matched": tf_side.outcome(status.assert_existing_objects_matched),
-        "assert_nontrivial_match": tf_side.outcome(status.assert_nontrivial_match),
-    }
-    status.expect_partial()
+    roots, _ = tf_structure(tree, zeros_spec(spec))
+    report, checkpoint, status = restore_outcomes(roots, prefix)
+    if status is not None:
+        status.expect_partial()
     del status, checkpoint, roots
     gc.collect()
     return report
-
-
-def verdicts(report):
-    return {k: report[k].split(":")[0] for k in report
-            if k.startswith("assert") or k == "restore"}
 
 
 @SETTINGS

@@ -565,20 +565,30 @@ STRUCTURE_CASES = {
 }
 
 
-def tf_outcomes(spec, prefix, expect_partial, caplog):
-    """TensorFlow's verdicts, and whether dropping the status warned."""
-    roots, _ = tf_module(zeros_spec(spec))
+def restore_outcomes(roots, prefix):
+    """TensorFlow's verdicts for the restore of `prefix` into `roots` and
+    each assertion, with the checkpoint and its status (None where the
+    restore raised), which the caller drops when it is done with them."""
     checkpoint = tf.train.Checkpoint(**roots)
     try:
         status = checkpoint.restore(str(prefix))
     except (tf.errors.OpError, ValueError) as e:
-        return {"restore": "failed: " + str(e).splitlines()[0]}
+        return {"restore": "failed: " + str(e).splitlines()[0]}, checkpoint, None
     report = {
         "restore": "ok",
         "assert_consumed": tf_side.outcome(status.assert_consumed),
         "assert_existing_objects_matched": tf_side.outcome(status.assert_existing_objects_matched),
         "assert_nontrivial_match": tf_side.outcome(status.assert_nontrivial_match),
     }
+    return report, checkpoint, status
+
+
+def tf_outcomes(spec, prefix, expect_partial, caplog):
+    """TensorFlow's verdicts, and whether dropping the status warned."""
+    roots, _ = tf_module(zeros_spec(spec))
+    report, checkpoint, status = restore_outcomes(roots, prefix)
+    if status is None:
+        return report
     if expect_partial:
         status.expect_partial()
     caplog.clear()
