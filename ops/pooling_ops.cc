@@ -17,8 +17,11 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -176,41 +179,61 @@ Status PoolCompute(KernelContext& ctx, const WindowAttrs& attrs) {
   return OkStatus();
 }
 
+// One tap's share of MaxPoolGrad: where the tap holds the window's maximum
+// (kFirst: where nothing in the window is larger), d gets `left` and rest
+// keeps nothing; elsewhere rest keeps `left`. The choice is a mask on the
+// bits: GCC leaves a select of floats as a branch, and so scalar.
+template <bool kFirst, typename T>
+void TakeWhere(const T* __restrict v, const T* __restrict best, const T* left, int64_t width,
+               T* __restrict d, T* rest) {
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  for (int64_t c = 0; c < width; ++c) {
+    const Bits take = -static_cast<Bits>(kFirst ? !(v[c] < best[c]) : v[c] == best[c]);
+    const Bits l = std::bit_cast<Bits>(left[c]);
+    d[c] += std::bit_cast<T>(l & take);
+    rest[c] = std::bit_cast<T>(l & ~take);
+  }
+}
+
 // MaxPoolGrad of one image's block of `width` channels: each output
 // pixel's gradient goes to its window's first maximum, channel by channel.
-// The window's taps are compared and blended over the whole block at once
-// (no branch per channel), so the loop vectorizes when the pixel index has
-// the float's width: Index is int32_t unless an image has 2^31 pixels.
-template <typename T, typename Index>
+// Scattering to an argmax does not vectorize, so each window is read twice:
+// once for its maximum (TensorFlow's scan: the first tap, then any strictly
+// greater one), then tap by tap in the same order, each tap taking what is
+// left of the gradient where it equals the maximum. The first tap takes it
+// where nothing was larger, which also covers a NaN first tap (the scan
+// keeps it). A tap that does not take adds +0, which changes no sum: the
+// block starts at +0 and so never holds -0.
+template <typename T>
 void MaxPoolGradBlock(const WindowGeometry& g, const T* image, const T* grad, int64_t width,
                       T* dimage) {
   const int64_t depth = g.depth;
   alignas(64) T best[kChannelBlock];
-  alignas(64) Index arg[kChannelBlock];
+  alignas(64) T rest[kChannelBlock];
+  for (int64_t p = 0; p < g.in_h * g.in_w; ++p) std::fill_n(dimage + p * depth, width, T(0));
   for (int64_t oh = 0; oh < g.out_h; ++oh) {
     const auto [h0, h1] = WindowRange(oh, g.stride_h, g.pad_top, g.window_h, g.in_h);
     for (int64_t ow = 0; ow < g.out_w; ++ow) {
       const auto [w0, w1] = WindowRange(ow, g.stride_w, g.pad_left, g.window_w, g.in_w);
       if (h0 >= h1 || w0 >= w1) continue;  // no input under the window
-      const Index first = static_cast<Index>(h0 * g.in_w + w0);
+      const int64_t first = h0 * g.in_w + w0;
       const T* v0 = image + first * depth;
-      for (int64_t c = 0; c < width; ++c) {
-        best[c] = v0[c];
-        arg[c] = first;
-      }
+      std::copy_n(v0, width, best);
       for (int64_t h = h0; h < h1; ++h) {
         for (int64_t w = (h == h0 ? w0 + 1 : w0); w < w1; ++w) {
-          const Index pixel = static_cast<Index>(h * g.in_w + w);
-          const T* v = image + pixel * depth;
-          for (int64_t c = 0; c < width; ++c) {
-            const bool larger = best[c] < v[c];  // a later tap wins only if larger
-            best[c] = larger ? v[c] : best[c];
-            arg[c] = larger ? pixel : arg[c];
-          }
+          const T* v = image + (h * g.in_w + w) * depth;
+          for (int64_t c = 0; c < width; ++c) best[c] = best[c] < v[c] ? v[c] : best[c];
         }
       }
       const T* gr = grad + (oh * g.out_w + ow) * depth;
-      for (int64_t c = 0; c < width; ++c) dimage[arg[c] * depth + c] += gr[c];
+      T* d0 = dimage + first * depth;
+      TakeWhere<true>(v0, best, gr, width, d0, rest);
+      for (int64_t h = h0; h < h1; ++h) {
+        for (int64_t w = (h == h0 ? w0 + 1 : w0); w < w1; ++w) {
+          const T* v = image + (h * g.in_w + w) * depth;
+          TakeWhere<false>(v, best, rest, width, dimage + (h * g.in_w + w) * depth, rest);
+        }
+      }
     }
   }
 }
@@ -222,30 +245,25 @@ Status MaxPoolGradCompute(KernelContext& ctx, const WindowAttrs& attrs) {
   CKFLOW_RETURN_IF_ERROR(CheckPooled(ctx.input(1), "orig_output", s, input.shape()));
   CKFLOW_RETURN_IF_ERROR(CheckPooled(ctx.input(2), "grad", s, input.shape()));
   CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, input.dtype(), input.shape()));
-  const int64_t size = out->NumElements();
-  if (size == 0) return OkStatus();
+  if (out->NumElements() == 0) return OkStatus();
   const WindowGeometry& g = s.g;
   const int64_t depth = g.depth;
   const T* in = input.flat<T>().data();
   const T* grad = ctx.input(2).flat<T>().data();
   T* din = out->flat<T>().data();
-  ParallelForBlocks(size, 1, [&](int64_t b, int64_t e) { std::fill(din + b, din + e, T(0)); });
   const int64_t blocks = (depth + kChannelBlock - 1) / kChannelBlock;
-  const int64_t cost = g.out_h * g.out_w * std::min(g.window_h, g.in_h) *
-                       std::min(g.window_w, g.in_w) * std::min(depth, kChannelBlock);
+  const int64_t cost = (g.in_h * g.in_w + 2 * g.out_h * g.out_w * std::min(g.window_h, g.in_h) *
+                                              std::min(g.window_w, g.in_w)) *
+                       std::min(depth, kChannelBlock);
+  // Each task zeroes and fills its own part of the gradient, which then
+  // stays in cache between the two.
   ParallelRange(g.batch * blocks, cost, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t n = t / blocks;
       const int64_t c0 = (t % blocks) * kChannelBlock;
       const int64_t offset = n * g.in_h * g.in_w * depth + c0;
-      const T* grad_image = grad + n * g.out_h * g.out_w * depth + c0;
-      if (g.in_h * g.in_w <= std::numeric_limits<int32_t>::max()) {
-        MaxPoolGradBlock<T, int32_t>(g, in + offset, grad_image,
-                                     std::min(kChannelBlock, depth - c0), din + offset);
-      } else {
-        MaxPoolGradBlock<T, int64_t>(g, in + offset, grad_image,
-                                     std::min(kChannelBlock, depth - c0), din + offset);
-      }
+      MaxPoolGradBlock<T>(g, in + offset, grad + n * g.out_h * g.out_w * depth + c0,
+                          std::min(kChannelBlock, depth - c0), din + offset);
     }
   });
   return OkStatus();

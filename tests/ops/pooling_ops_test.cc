@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <ostream>
 #include <random>
 #include <string>
@@ -186,6 +188,45 @@ TEST(MaxPoolGrad, EqualInputsSendEachGradientToItsWindowsFirstElement) {
   want[2 * 5 + 0] = 100;
   want[2 * 5 + 2] = 1000;
   ExpectNear(dx, {1, 5, 5, 1}, want, 0, 0, "MaxPoolGrad of equal inputs");
+}
+
+TEST(MaxPoolGrad, NaNsAndSignedZerosFollowTheScan) {
+  // TensorFlow's scan takes the first tap, then any strictly greater one: a
+  // NaN first tap keeps the window, a later NaN never wins, and +0 does not
+  // beat -0. A NaN gradient reaches its window's maximum and nothing else.
+  Scope root = Scope::NewRootScope();
+  const ops::PoolAttrs attrs = Pool(2, 2, 2, 2, "VALID");
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // Four 2x2 windows of a 4x4 image, row-major taps listed per window.
+  const float windows[4][4] = {{nan, 5, 7, 1}, {1, nan, 7, 3}, {-0.0f, 0.0f, -1, -2}, {2, 9, 9, 1}};
+  std::vector<float> image(16);
+  for (int wi = 0; wi < 4; ++wi) {
+    for (int t = 0; t < 4; ++t) {
+      const int h = (wi / 2) * 2 + t / 2, w = (wi % 2) * 2 + t % 2;
+      image[h * 4 + w] = windows[wi][t];
+    }
+  }
+  Output x = ops::Const(root, Tensor::FromVector(image, {1, 4, 4, 1}));
+  Output y = ops::MaxPool(root, x, attrs);
+  Output g = ops::Const(root, Tensor::FromVector<float>({1, 10, 100, nan}, {1, 2, 2, 1}));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor dx, Evaluate(ops::MaxPoolGrad(root, x, y, g, attrs)));
+  const int taken[4] = {0, 2, 0, 1};  // the tap each window's gradient goes to
+  auto got = dx.flat<float>();
+  for (int wi = 0; wi < 4; ++wi) {
+    for (int t = 0; t < 4; ++t) {
+      const int h = (wi / 2) * 2 + t / 2, w = (wi % 2) * 2 + t % 2;
+      const float v = got[h * 4 + w];
+      SCOPED_TRACE("window " + std::to_string(wi) + " tap " + std::to_string(t));
+      if (t != taken[wi]) {
+        EXPECT_EQ(v, 0.0f);
+        EXPECT_FALSE(std::signbit(v));
+      } else if (wi == 3) {
+        EXPECT_TRUE(std::isnan(v));
+      } else {
+        EXPECT_EQ(v, (std::vector<float>{1, 10, 100})[wi]);
+      }
+    }
+  }
 }
 
 // ------------------------------------------------------------ threads
