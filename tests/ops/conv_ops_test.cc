@@ -174,6 +174,8 @@ std::vector<ConvCase> Conv2DCases() {
       {"SameUnevenStrides", {2, 8, 9, 4}, {2, 3, 4, 3}, Attrs({1, 3, 2, 1}, "SAME")},
       {"SameStrideLargerThanWindow", {1, 10, 11, 2}, {2, 2, 2, 3}, Attrs({1, 4, 3, 1}, "SAME")},
       {"SameDilated", {2, 9, 8, 3}, {3, 3, 3, 2}, Attrs({1, 1, 1, 1}, "SAME", {1, 2, 2, 1})},
+      {"OneChannel", {2, 8, 7, 1}, {3, 3, 1, 4}, Attrs({1, 1, 1, 1}, "VALID")},
+      {"OneChannelSame5x5", {2, 6, 7, 1}, {5, 5, 1, 3}, Attrs({1, 1, 1, 1}, "SAME")},
       {"ValidDilatedUnevenly",
        {1, 10, 11, 2},
        {2, 3, 2, 3},
