@@ -72,4 +72,17 @@ std::vector<std::string> OpRegistry::ListTypes() const {
   return types;
 }
 
+StatusOr<Tensor*> KernelContext::ForwardInputOrAllocateOutput(int input, int output, DataType dtype,
+                                                              const TensorShape& shape) {
+  if (input < 64 && (forwardable_ >> input & 1) != 0) {
+    const Tensor& in = *inputs_[input];
+    if (in.dtype() == dtype && in.NumElements() == shape.num_elements() && dtype != DT_STRING &&
+        dtype != DT_RESOURCE && dtype != DT_VARIANT) {
+      CKFLOW_ASSIGN_OR_RETURN(outputs_[output], in.Reshaped(shape));
+      return &outputs_[output];
+    }
+  }
+  return AllocateOutput(output, dtype, shape);
+}
+
 }  // namespace ckflow

@@ -72,7 +72,8 @@ template <typename Fn, typename T>
 Status UnaryCompute(KernelContext& ctx) {
   using C = ComputeType<Fn, T>;
   const Tensor& x = ctx.input(0);
-  CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, DataTypeOf<T>(), x.shape()));
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * out,
+                          ctx.ForwardInputOrAllocateOutput(0, 0, DataTypeOf<T>(), x.shape()));
   const C* in = As<C>(x.flat<T>().data());
   C* o = As<C>(out->flat<T>().data());
   ParallelForBlocks(x.NumElements(), Fn::kCost, [&](int64_t b, int64_t e) {
@@ -129,8 +130,12 @@ Status BinaryCompute(KernelContext& ctx, std::string_view x_arg, std::string_vie
     CKFLOW_ASSIGN_OR_RETURN(broadcast, BroadcastTensorShapes(x.shape(), x_arg, y.shape(), y_arg));
   }
   const TensorShape& shape = x.shape() == y.shape() ? x.shape() : broadcast;
-  CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, DataTypeOf<Out>(), shape));
-  const int64_t n = out->NumElements();
+  // An input the output's size takes its buffer where the run allows
+  // (x first): elementwise, each element is read before it is written.
+  const int64_t n = shape.num_elements();
+  const int forward = x.NumElements() == n ? 0 : 1;
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * out,
+                          ctx.ForwardInputOrAllocateOutput(forward, 0, DataTypeOf<Out>(), shape));
   if (n == 0) return OkStatus();
   const C* xp = As<C>(x.flat<T>().data());
   const C* yp = As<C>(y.flat<T>().data());

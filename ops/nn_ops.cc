@@ -217,7 +217,8 @@ template <typename T>
 Status BiasAddCompute(KernelContext& ctx) {
   const Tensor& value = ctx.input(0);
   const Tensor& bias = ctx.input(1);
-  CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, value.dtype(), value.shape()));
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * out,
+                          ctx.ForwardInputOrAllocateOutput(0, 0, value.dtype(), value.shape()));
   const int64_t channels = bias.NumElements();
   if (channels == 0) return OkStatus();
   const int64_t rows = value.NumElements() / channels;

@@ -213,7 +213,8 @@ Status FusedBatchNormCompute(KernelContext& ctx, const BatchNormAttrs& attrs) {
     }
   }
   const TensorShape vector({channels});
-  CKFLOW_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x.dtype(), x.shape()));
+  // y is written in the last pass, row by row from the same rows of x.
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * y, ctx.ForwardInputOrAllocateOutput(0, 0, x.dtype(), x.shape()));
   Tensor* out[5];
   for (int i = 1; i < 5; ++i) {
     CKFLOW_ASSIGN_OR_RETURN(out[i], ctx.AllocateOutput(i, x.dtype(), vector));
@@ -302,7 +303,9 @@ Status FusedBatchNormGradCompute(KernelContext& ctx, const BatchNormAttrs& attrs
     CKFLOW_RETURN_IF_ERROR(CheckChannelVector(ctx.input(i), kGradArgs[i], channels, x.shape()));
   }
   const TensorShape vector({channels});
-  CKFLOW_ASSIGN_OR_RETURN(Tensor * dx, ctx.AllocateOutput(0, x.dtype(), x.shape()));
+  // dx is written in the last pass, row by row from the same rows of dy.
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * dx,
+                          ctx.ForwardInputOrAllocateOutput(0, 0, x.dtype(), x.shape()));
   CKFLOW_ASSIGN_OR_RETURN(Tensor * dscale, ctx.AllocateOutput(1, x.dtype(), vector));
   CKFLOW_ASSIGN_OR_RETURN(Tensor * doffset, ctx.AllocateOutput(2, x.dtype(), vector));
   for (int i = 3; i < 5; ++i) {

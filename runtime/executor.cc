@@ -422,7 +422,8 @@ class Executor {
     KernelContext ctx(
         *pn.node,
         std::span<const Tensor* const>(state_.inputs.data() + pn.inputs_begin, pn.num_inputs),
-        outputs, resources_, file_system_, bundle_reader_);
+        outputs, resources_, file_system_, bundle_reader_,
+        pn.num_releases > 0 ? Forwardable(pn) : 0);
     Status s;
     const int outer_limit = intra_op_threads_ == 0 ? 0 : SetIntraOpThreads(intra_op_threads_);
     // The kernel boundary: whatever a kernel throws becomes a Status.
@@ -443,6 +444,40 @@ class Executor {
       }
     }
     return OkStatus();
+  }
+
+  // The inputs of `pn` whose buffers its kernel may take for an output
+  // (KernelContext::ForwardInputOrAllocateOutput): a slot this node ends the
+  // use of, that no other consumer still has to read (the last release
+  // count, acquired, orders their reads before our writes), read through
+  // one input only, and whose buffer only the slot holds: not a feed the
+  // caller keeps, a variable's value, or a tensor another slot shares.
+  uint64_t Forwardable(const PlanNode& pn) const {
+    uint64_t mask = 0;
+    const int32_t* releases = plan_.releases_.data() + pn.releases_begin;
+    const int32_t* input_slots = plan_.input_slots_.data() + pn.inputs_begin;
+    for (int32_t k = 0; k < pn.num_releases; ++k) {
+      const int32_t slot = releases[k];
+      if (plan_.slot_consumers_[slot] != 1 &&
+          state_.consumers_left[slot].load(std::memory_order_acquire) != 1) {
+        continue;
+      }
+      if (!state_.slots[slot].RefCountIsOne()) continue;
+      int found = -1;
+      for (int32_t i = 0; i < pn.num_inputs; ++i) {
+        if (input_slots[i] != slot) continue;
+        found = found == -1 ? i : -2;
+      }
+      if (found >= 0 && found < 64) mask |= uint64_t{1} << found;
+    }
+#ifndef CKFLOW_TSAN
+    // A buffer another slot shared was let go on another thread after that
+    // slot's readers finished: use_count's relaxed load saw the release, and
+    // this fence orders those reads before the kernel's writes. (TSan does
+    // not model fences; there the release count above is the only edge.)
+    if (mask != 0) std::atomic_thread_fence(std::memory_order_acquire);
+#endif
+    return mask;
   }
 
   bool Declared(const SlotSpec& spec, const Tensor& t) const {

@@ -92,6 +92,26 @@ FakeOps::FakeOps() {
               ctx.set_output(0, x);
               return OkStatus();
             })});
+  Register({.type = "Negate",
+            .shape_fn = [](InferenceContext& c) -> Status {
+              CKFLOW_RETURN_IF_ERROR(FloatInputs(c));
+              c.AddOutput(DT_FLOAT, c.input_shapes[0]);
+              return OkStatus();
+            },
+            .kernel_factory = [this](const Node&) -> StatusOr<Kernel> {
+              return Kernel([this](KernelContext& ctx) -> Status {
+                const Tensor& x = ctx.input(0);
+                CKFLOW_ASSIGN_OR_RETURN(
+                    Tensor * out, ctx.ForwardInputOrAllocateOutput(0, 0, DT_FLOAT, x.shape()));
+                const bool in_place = out->raw_data() == x.raw_data();
+                auto in = x.flat<float>();
+                auto o = out->flat<float>();
+                for (size_t i = 0; i < o.size(); ++i) o[i] = -in[i];
+                std::lock_guard<std::mutex> lock(mu_);
+                log_.push_back(in_place ? "in place" : "new buffer");
+                return OkStatus();
+              });
+            }});
   Register({.type = "Log",
             .stateful = true,
             .shape_fn = NoOutputs(),
@@ -238,6 +258,8 @@ Output FakeOps::Placeholder(const Scope& s, DataType dtype, PartialShape shape) 
 Output FakeOps::Add(const Scope& s, Output a, Output b) const { return Build(s, "Add", {a, b}); }
 
 Node* FakeOps::Split2(const Scope& s, Output x) const { return Build(s, "Split2", {x}).node(); }
+
+Output FakeOps::Negate(const Scope& s, Output x) const { return Build(s, "Negate", {x}); }
 
 Output FakeOps::Log(const Scope& s, const std::string& tag) const {
   AttrMap attrs;

@@ -13,6 +13,9 @@
 //   Add         float32 elementwise a + b (equal shapes)
 //   NoOp        nothing
 //   Split2      float32 x -> (x, -x)
+//   Negate      float32 x -> -x through ForwardInputOrAllocateOutput; appends
+//               "in place" to log() if it wrote into x's buffer, else
+//               "new buffer"
 //   Log         no outputs; appends its "tag" attr to log()
 //   Fail        fails with the "code" and "message" attrs
 //   Throw       throws std::runtime_error, or std::bad_alloc if "bad_alloc"
@@ -66,6 +69,7 @@ class FakeOps {
   Output Placeholder(const Scope& s, DataType dtype, PartialShape shape) const;
   Output Add(const Scope& s, Output a, Output b) const;
   Node* Split2(const Scope& s, Output x) const;
+  Output Negate(const Scope& s, Output x) const;
   Output Log(const Scope& s, const std::string& tag) const;
   Output Fail(const Scope& s, StatusCode code, const std::string& message) const;
   Output Throw(const Scope& s, bool bad_alloc) const;

@@ -11,6 +11,8 @@
 
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
+#include "ops/nn_ops.h"
+#include "ops/variable_ops.h"
 #include "runtime/session_internal.h"
 #include "tests/runtime/fake_ops.h"
 #include "tests/test_util.h"
@@ -124,6 +126,75 @@ TEST_F(SessionTest, FetchingAFedOutputReturnsTheFedTensor) {
   Tensor fed = Tensor::FromVector<float>({5, 6});
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> out, session->Run({{x, fed}}, {x}));
   EXPECT_TRUE(out[0].SharesBufferWith(fed));
+}
+
+// Forwarding (KernelContext::ForwardInputOrAllocateOutput): a kernel may
+// write into an input's buffer only when nothing else can see it.
+TEST_F(SessionTest, TheLastReaderOfAnIntermediateWritesInItsBuffer) {
+  Output x = ops_.Placeholder(root_, DT_FLOAT, {3});
+  Output a = ops_.Negate(root_, x);
+  Output b = ops_.Negate(root_, a);
+  auto session = NewSession(root_.graph());
+  Tensor fed = Tensor::FromVector<float>({1, -2, 3});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> out, session->Run({{x, fed}}, {b}));
+  EXPECT_THAT(Values(out[0]), ::testing::ElementsAre(1, -2, 3));
+  // The caller keeps the fed tensor, so the first Negate may not touch it.
+  EXPECT_THAT(Values(fed), ::testing::ElementsAre(1, -2, 3));
+  EXPECT_THAT(ops_.log(), ::testing::ElementsAre("new buffer", "in place"));
+}
+
+TEST_F(SessionTest, AFetchedOrConstantValueIsNeverWrittenInPlace) {
+  Output c = Vec(root_, {4, 5});
+  Output a = ops_.Negate(root_, c);
+  Output b = ops_.Negate(root_, a);
+  auto session = NewSession(root_.graph());
+  for (int run = 0; run < 2; ++run) {
+    CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> out, session->Run({}, {a, b}));
+    EXPECT_THAT(Values(out[0]), ::testing::ElementsAre(-4, -5));
+    EXPECT_THAT(Values(out[1]), ::testing::ElementsAre(4, 5));
+  }
+  EXPECT_THAT(ops_.log(), ::testing::Each("new buffer"));
+}
+
+TEST_F(SessionTest, AValueOtherNodesStillReadIsNotWrittenInPlace) {
+  Output x = ops_.Placeholder(root_, DT_FLOAT, {2});
+  Output a = ops_.Negate(root_, x);
+  Output b = ops_.Negate(root_, a);
+  Output c = ops_.Add(root_, a, Vec(root_, {10, 10}));
+  Output d = ops_.Add(root_, a, a);  // one node reading a twice
+  auto session = NewSession(root_.graph());
+  for (int run = 0; run < 20; ++run) {
+    CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> out,
+                                session->Run({{x, Tensor::FromVector<float>({1, 2})}}, {b, c, d}));
+    EXPECT_THAT(Values(out[0]), ::testing::ElementsAre(1, 2));
+    EXPECT_THAT(Values(out[1]), ::testing::ElementsAre(9, 8));
+    EXPECT_THAT(Values(out[2]), ::testing::ElementsAre(-2, -4));
+  }
+}
+
+TEST_F(SessionTest, FeedsAndVariablesKeepTheirValuesUnderElementwiseOps) {
+  // The standard kernels: Relu forwards where it may; a fed tensor and a
+  // variable's value are not its to overwrite.
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root, DT_FLOAT, {.shape = PartialShape({3})});
+  Output v = ops::VarHandleOp(root, DT_FLOAT, PartialShape({3}), "v");
+  Output init =
+      ops::AssignVariableOp(root, v, ops::Const(root, Tensor::FromVector<float>({-1, 2, -3})));
+  Output read = ops::ReadVariableOp(root, v, DT_FLOAT);
+  Output relu_fed = ops::Relu(root, x);
+  Output relu_read = ops::Relu(root, read);
+  Output relu_chain = ops::Relu(root, ops::Neg(root, read));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Session> session, Session::Create(root.graph()));
+  CKFLOW_ASSERT_OK(session->Run({}, {}, {init.node()}).status());
+  Tensor fed = Tensor::FromVector<float>({-4, 5, -6});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> out,
+                              session->Run({{x, fed}}, {relu_fed, relu_read, relu_chain}));
+  EXPECT_THAT(Values(out[0]), ::testing::ElementsAre(0, 5, 0));
+  EXPECT_THAT(Values(out[1]), ::testing::ElementsAre(0, 2, 0));
+  EXPECT_THAT(Values(out[2]), ::testing::ElementsAre(1, 0, 3));
+  EXPECT_THAT(Values(fed), ::testing::ElementsAre(-4, 5, -6));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(out, session->Run({}, {read}));
+  EXPECT_THAT(Values(out[0]), ::testing::ElementsAre(-1, 2, -3));
 }
 
 TEST_F(SessionTest, FeedsByNodeNameAndOutputName) {
