@@ -15,9 +15,12 @@
 namespace ckflow::internal {
 namespace {
 
+// Through Relu's output, as TensorFlow's gradient: output > 0 exactly where
+// input > 0, and then Relu is its input's only reader, so it can write in
+// that buffer (KernelContext::ForwardInputOrAllocateOutput).
 Status ReluGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
                 std::vector<Output>* dx) {
-  (*dx)[0] = ops::ReluGrad(scope, dz[0], op.input(0));
+  (*dx)[0] = ops::ReluGrad(scope, dz[0], OutputOf(op));
   return OkStatus();
 }
 
@@ -33,7 +36,7 @@ Status TanhGrad(const Scope& scope, const Node& op, const std::vector<Output>& d
   return OkStatus();
 }
 
-// Relu6, Elu and Selu differentiate through their output, Softplus and
+// Relu6, Elu and Selu differentiate through their output too, Softplus and
 // LeakyRelu through their input, as TensorFlow's gradients do.
 Status Relu6Grad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
                  std::vector<Output>* dx) {
