@@ -130,6 +130,11 @@ def num(x, digits=3):
     return f"{x:,.{decimals}f}"
 
 
+def whole(x):
+    """A count (Google Benchmark stores counters as floats): 44, 1,234."""
+    return NOT_RUN if x is None else f"{round(x):,}"
+
+
 def times(x):
     return NOT_RUN if x is None else f"{num(x)}×"
 
@@ -805,12 +810,12 @@ def topic_cnn(r):
     save = g.get("BM_CnnCheckpoint/restore:0")
     restore = g.get("BM_CnnCheckpoint/restore:1")
     extra = table(["", "ckflow", "peer"], [
-        [f"building the graph and its session ({num(get(build, 'nodes'))} nodes)",
+        [f"building the graph and its session ({whole(get(build, 'nodes'))} nodes)",
          Cell(ms(seconds_of(build)) if build else None, "ms"),
          Cell(tf_build * 1e3 if tf_build is not None else None, "ms",
               divide(tf_build * 1e3 if tf_build is not None else None,
                      ms(seconds_of(build)) if build else None), f" (TensorFlow{tf})")],
-        [f"checkpoint save, `Checkpoint::Write` ({num(get(save, 'variables'))} variables)",
+        [f"checkpoint save, `Checkpoint::Write` ({whole(get(save, 'variables'))} variables)",
          with_unit(get(save, "us_per_variable"), "µs per variable"), NOT_RUN],
         ["checkpoint restore, `Restore` + `InitializeOrRestore`",
          with_unit(get(restore, "us_per_variable"), "µs per variable"), NOT_RUN],
