@@ -99,7 +99,9 @@ Status SteppedModel::SetStep(int64_t step) {
   std::vector<Feed> feeds;
   std::vector<Output> assigns;
   for (int i = 0; i < kVariables; ++i) {
-    if (i == kFrozen && frozen_at_ == step / kFrozenSteps) continue;
+    if (i == kFrozen && frozen_at_.load(std::memory_order_relaxed) == step / kFrozenSteps) {
+      continue;
+    }
     Tensor t(DT_FLOAT, TensorShape({Elements(i)}));
     auto values = t.flat<float>();
     for (int64_t e = 0; e < Elements(i); ++e) values[e] = Value(step, i, e);
@@ -107,7 +109,7 @@ Status SteppedModel::SetStep(int64_t step) {
     assigns.push_back(assigns_[i]);
   }
   CKFLOW_RETURN_IF_ERROR(session_->Run(feeds, {}, assigns).status());
-  frozen_at_ = step / kFrozenSteps;
+  frozen_at_.store(step / kFrozenSteps, std::memory_order_relaxed);
   return OkStatus();
 }
 

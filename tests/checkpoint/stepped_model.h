@@ -6,6 +6,7 @@
 #ifndef CKFLOW_TESTS_CHECKPOINT_STEPPED_MODEL_H_
 #define CKFLOW_TESTS_CHECKPOINT_STEPPED_MODEL_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -37,7 +38,9 @@ class SteppedModel {
 
   // Assigns step `step`'s values to the variables; the frozen one only
   // when its value moves (an assignment of the same value would still be a
-  // write, which an incremental save must write again).
+  // write, which an incremental save must write again). Threads may call it
+  // at once (training steps racing saves); the frozen variable then holds
+  // the value of one of the steps they set.
   Status SetStep(int64_t step);
   // OK if the variables in the session hold step `step`'s values bit for
   // bit; else DataLoss naming the first difference.
@@ -56,7 +59,7 @@ class SteppedModel {
   std::vector<Output> reads_;
   std::unique_ptr<Checkpoint> checkpoint_;
   std::unique_ptr<Session> session_;
-  int64_t frozen_at_ = -1;  // the frozen variable's step / kFrozenSteps
+  std::atomic<int64_t> frozen_at_{-1};  // the frozen variable's step / kFrozenSteps
 };
 
 // The save options of a named mode: "sync", "durable", "async",
