@@ -44,14 +44,20 @@ Status EagerContext::Execute(Node& node) {
     std::shared_ptr<Node> shared = node.shared_from_this();
     for (EagerObserver* observer : observers_) observer->OnExecuted(shared);
   }
-  if (node.transient() && node.input_holds_ == 0) std::vector<Output>().swap(node.inputs_);
+  // A node marked _keep_inputs keeps them for as long as it lives: a
+  // sparse gradient (ops/gradients.h) is read back through its inputs.
+  if (node.transient() && node.input_holds_ == 0 && !node.attrs().GetOr("_keep_inputs", false)) {
+    std::vector<Output>().swap(node.inputs_);
+  }
   return OkStatus();
 }
 
 void EagerContext::HoldInputs(Node& node) { ++node.input_holds_; }
 
 void EagerContext::ReleaseInputs(Node& node) {
-  if (--node.input_holds_ == 0) std::vector<Output>().swap(node.inputs_);
+  if (--node.input_holds_ == 0 && !node.attrs().GetOr("_keep_inputs", false)) {
+    std::vector<Output>().swap(node.inputs_);
+  }
 }
 
 void EagerContext::AddObserver(EagerObserver* observer) { observers_.push_back(observer); }

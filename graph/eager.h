@@ -79,6 +79,8 @@ class EagerContext {
   // activations, nor the reads of variables, which an optimizer would
   // otherwise have to copy before updating them in place. Holds are counted
   // (tapes nest); HoldInputs is called from OnExecuted, before the drop.
+  // A node whose attrs set "_keep_inputs" never drops them (a sparse
+  // gradient's rows are its inputs).
   static void HoldInputs(Node& node);
   static void ReleaseInputs(Node& node);
 

@@ -5,7 +5,8 @@
 //   interop_ops --op Conv2D --in IN --out OUT [--strides 1,2,2,1]
 //               [--padding SAME] [--explicit-paddings ...] [--dilations ...]
 //               [--ksize 1,2,2,1] [--epsilon E] [--exponential-avg-factor F]
-//               [--is-training BOOL] [--alpha A]
+//               [--is-training BOOL] [--alpha A] [--adj-x BOOL] [--adj-y BOOL]
+//               [--axis 1,3] [--approximate BOOL]
 //
 // IN holds the op's inputs by TensorFlow's argument names ("input" and
 // "filter" for the convolutions, "x", "scale", ... for FusedBatchNormV3; a
@@ -27,6 +28,7 @@
 #include "ops/array_ops.h"
 #include "ops/conv_ops.h"
 #include "ops/gradients.h"
+#include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/normalization_ops.h"
 #include "ops/pooling_ops.h"
@@ -45,6 +47,10 @@ struct Attrs {
   float exponential_avg_factor = 1.0f;
   bool is_training = true;
   float alpha = 0.2f;
+  bool adj_x = false;
+  bool adj_y = false;
+  std::vector<int64_t> axis;  // Squeeze's
+  bool approximate = false;   // Gelu's
 };
 
 struct OpRunner {
@@ -130,6 +136,53 @@ const std::map<std::string, OpRunner>& Runners() {
         [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
           return std::vector<Output>{ops::Slice(s, x[0], x[1], x[2])};
         }}},
+      {"Transpose",
+       {{"x", "perm"},
+        [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
+          return std::vector<Output>{ops::Transpose(s, x[0], x[1])};
+        }}},
+      {"ExpandDims",
+       {{"input", "axis"},
+        [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
+          return std::vector<Output>{ops::ExpandDims(s, x[0], x[1])};
+        }}},
+      {"Squeeze",
+       {{"input"},
+        [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
+          return std::vector<Output>{ops::Squeeze(s, x[0], a.axis)};
+        }}},
+      {"BatchMatMulV2",
+       {{"x", "y"},
+        [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
+          return std::vector<Output>{
+              ops::BatchMatMul(s, x[0], x[1], {.adj_x = a.adj_x, .adj_y = a.adj_y})};
+        }}},
+      {"Erf",
+       {{"x"},
+        [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
+          return std::vector<Output>{ops::Erf(s, x[0])};
+        }}},
+      {"GatherV2",
+       {{"params", "indices", "axis"},
+        [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
+          return std::vector<Output>{ops::Gather(s, x[0], x[1], x[2])};
+        }}},
+      {"UnsortedSegmentSum",
+       {{"data", "segment_ids", "num_segments"},
+        [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
+          return std::vector<Output>{ops::UnsortedSegmentSum(s, x[0], x[1], x[2])};
+        }}},
+      {"Erfc",
+       {{"x"},
+        [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
+          return std::vector<Output>{ops::Erfc(s, x[0])};
+        }}},
+      // Not one op but tf.nn.gelu's composition, judged as a whole.
+      {"Gelu",
+       {{"features"},
+        [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
+          return std::vector<Output>{ops::Gelu(s, x[0], a.approximate)};
+        }}},
       {"ConcatV2",
        {{"values*", "axis"},
         [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
@@ -210,6 +263,10 @@ int main(int argc, char** argv) {
                  "FusedBatchNormV3's exponential_avg_factor");
   app.add_option("--is-training", attrs.is_training, "FusedBatchNormV3's is_training");
   app.add_option("--alpha", attrs.alpha, "LeakyRelu's alpha");
+  app.add_option("--adj-x", attrs.adj_x, "BatchMatMulV2's adj_x");
+  app.add_option("--adj-y", attrs.adj_y, "BatchMatMulV2's adj_y");
+  app.add_option("--axis", attrs.axis, "Squeeze's axis (squeeze_dims)")->delimiter(',');
+  app.add_option("--approximate", attrs.approximate, "Gelu's approximate (tanh)");
   CLI11_PARSE(app, argc, argv);
   ckflow::Status status = Run(op, in, out, attrs);
   if (!status.ok()) {

@@ -21,6 +21,10 @@ import values
 from compare import TOLERANCE, assert_close
 
 
+# Judged ops that are compositions in TensorFlow rather than one raw op.
+COMPOSITES = {"Gelu": lambda features, approximate: tf.nn.gelu(features, approximate)}
+
+
 def tf_run(op, inputs, attrs, dy_of_shape):
     """TensorFlow's outputs and {input name: gradient} (None-free)."""
     xs = {k: tf.constant(v) for k, v in inputs.items()}
@@ -32,12 +36,14 @@ def tf_run(op, inputs, attrs, dy_of_shape):
             listed = [xs[k] for k in sorted(xs) if k.startswith("values_")]
             ys = tf.raw_ops.ConcatV2(values=listed, axis=xs["axis"])
         else:
-            ys = getattr(tf.raw_ops, op)(**xs, **attrs)
+            ys = COMPOSITES.get(op, getattr(tf.raw_ops, op, None))(**xs, **attrs)
         ys = list(ys) if isinstance(ys, (list, tuple)) else [ys]
     dy = dy_of_shape(ys[0].shape)
     grads = tape.gradient(ys[0], [xs[k] for k in float_names], output_gradients=tf.constant(dy))
     return ([y.numpy() for y in ys], dy,
-            {k: g.numpy() for k, g in zip(float_names, grads) if g is not None})
+            # A gather's gradient is IndexedSlices: compared dense.
+            {k: tf.convert_to_tensor(g).numpy() for k, g in zip(float_names, grads)
+             if g is not None})
 
 
 def judge(tmp_path, ckflow, op, inputs, attrs, flags, seed_name, compared_outputs=None):

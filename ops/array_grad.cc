@@ -119,11 +119,30 @@ Status ConcatGrad(const Scope& scope, const Node& op, const std::vector<Output>&
   return OkStatus();
 }
 
+// Transpose's gradient transposes back, by the inverse permutation (a
+// Const when perm is one, else InvertPermutation at run time).
+Status TransposeGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
+                     std::vector<Output>* dx) {
+  const Output perm = op.input(1);
+  if (std::optional<std::vector<int64_t>> p = ConstantIntsOf(perm)) {
+    std::vector<int64_t> inverse(p->size());
+    for (size_t i = 0; i < p->size(); ++i) inverse[(*p)[i]] = static_cast<int64_t>(i);
+    (*dx)[0] = ops::Transpose(scope, dz[0], ops::Const<int64_t>(scope, inverse));
+  } else {
+    (*dx)[0] = ops::Transpose(scope, dz[0], ops::InvertPermutation(scope, perm));
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 Status RegisterArrayGradients(GradientRegistry& r) {
   CKFLOW_RETURN_IF_ERROR(r.Register("Identity", IdentityGrad));
-  CKFLOW_RETURN_IF_ERROR(r.Register("Reshape", ReshapeGrad));
+  // ExpandDims and Squeeze are reshapes; the gradient reshapes back.
+  for (const char* type : {"Reshape", "ExpandDims", "Squeeze"}) {
+    CKFLOW_RETURN_IF_ERROR(r.Register(type, ReshapeGrad));
+  }
+  CKFLOW_RETURN_IF_ERROR(r.Register("Transpose", TransposeGrad));
   CKFLOW_RETURN_IF_ERROR(r.Register("Cast", CastGrad));
   CKFLOW_RETURN_IF_ERROR(r.Register("Fill", FillGrad));
   CKFLOW_RETURN_IF_ERROR(r.Register("Slice", SliceGrad));
@@ -132,7 +151,8 @@ Status RegisterArrayGradients(GradientRegistry& r) {
   CKFLOW_RETURN_IF_ERROR(r.Register("ConcatV2", ConcatGrad));
   // Non-differentiable by design: gradients stop here. (ZerosLike and
   // OnesLike do not depend on their input's values; TensorFlow too.)
-  for (const char* type : {"StopGradient", "ZerosLike", "OnesLike", "Shape", "ConcatOffset"}) {
+  for (const char* type :
+       {"StopGradient", "ZerosLike", "OnesLike", "Shape", "ConcatOffset", "InvertPermutation"}) {
     CKFLOW_RETURN_IF_ERROR(r.RegisterNoGradient(type));
   }
   return OkStatus();

@@ -118,6 +118,35 @@ Output Concat(const Scope& scope, const std::vector<Output>& values, Input axis)
 std::vector<Output> ConcatOffset(const Scope& scope, Input concat_dim,
                                  const std::vector<Output>& shapes);
 
+// GatherV2 (tf.gather, batch_dims 0): the slices of `params` at `indices`
+// (int32/int64, any shape) along `axis` (a scalar): the output's shape is
+// params.shape[:axis] + indices.shape + params.shape[axis + 1:]. An index
+// outside [0, params.shape[axis]) fails the run with InvalidArgument naming
+// its position and value ("indices[1,2] = 12 is not in [0, 10)"). The
+// gradient with respect to params along axis 0 is sparse: see
+// AsIndexedSlices in ops/gradients.h.
+Output Gather(const Scope& scope, Input params, Input indices, Input axis = 0);
+
+// Rearranging dimensions (TensorFlow's ops; `input` any of Cast's dtypes).
+//
+// Transpose: x with its dimensions permuted, output dimension d being x's
+// dimension perm[d] (perm an int32/int64 vector holding 0 .. rank-1 once
+// each; InvalidArgument naming it otherwise). A permutation that only
+// moves dimensions of size 1 shares x's buffer; any other copies.
+Output Transpose(const Scope& scope, Input x, Input perm);
+// InvertPermutation: y with y[x[i]] = i, for x a permutation of 0 .. n-1
+// (int32/int64 vector): the perm that undoes Transpose(x, perm).
+Output InvertPermutation(const Scope& scope, Input x);
+// ExpandDims: `input` with a dimension of size 1 inserted at `axis` (an
+// int32/int64 scalar in [-rank - 1, rank]; negative counts from the end,
+// -1 appends). Shares the buffer.
+Output ExpandDims(const Scope& scope, Input input, Input axis);
+// Squeeze: `input` without the dimensions listed in `axis` (each in [-rank,
+// rank) and of size 1; InvalidArgument naming it otherwise), or without
+// every dimension of size 1 if `axis` is empty. The attribute is
+// TensorFlow's squeeze_dims. Shares the buffer.
+Output Squeeze(const Scope& scope, Input input, const std::vector<int64_t>& axis = {});
+
 }  // namespace ckflow::ops
 
 namespace ckflow::internal {

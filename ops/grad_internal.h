@@ -52,12 +52,17 @@ void SetBinaryGradients(const Scope& scope, const Node& op, Output gx, Output gy
 Status IdentityGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
                     std::vector<Output>* dx);
 
+// A sparse gradient (ops/gradients.h, IndexedSlices) of `values` at
+// `indices` for a tensor of `num_rows` rows (an int32/int64 scalar).
+Output MakeIndexedSlices(const Scope& scope, Output values, Output indices, Output num_rows);
+
 // The families' gradients, one function each, beside the family's kernels.
 Status RegisterMathGradients(GradientRegistry& r);        // elementwise arithmetic, AddN
 Status RegisterComparisonGradients(GradientRegistry& r);  // SelectV2
 Status RegisterArrayGradients(GradientRegistry& r);       // Reshape, Slice, Pad, ConcatV2, ...
 Status RegisterReductionGradients(GradientRegistry& r);   // Sum, Mean, Max, Min, SumToShapeOf
-Status RegisterMatMulGradients(GradientRegistry& r);      // MatMul
+Status RegisterMatMulGradients(GradientRegistry& r);      // MatMul, BatchMatMulV2
+Status RegisterGatherGradients(GradientRegistry& r);      // GatherV2, ResourceGather, ...
 Status RegisterNnGradients(GradientRegistry& r);          // activations, BiasAdd, Softmax, losses
 Status RegisterConvGradients(GradientRegistry& r);        // Conv2D, DepthwiseConv2dNative
 Status RegisterPoolingGradients(GradientRegistry& r);     // MaxPool, AvgPool

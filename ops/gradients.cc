@@ -1,6 +1,7 @@
 #include "ops/gradients.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -10,6 +11,7 @@
 #include "ops/grad_internal.h"
 #include "ops/gradients_internal.h"
 #include "ops/math_ops.h"
+#include "ops/ops_internal.h"
 
 namespace ckflow {
 
@@ -50,6 +52,7 @@ Status RegisterStandardGradients(GradientRegistry& registry) {
            internal::RegisterArrayGradients,
            internal::RegisterReductionGradients,
            internal::RegisterMatMulGradients,
+           internal::RegisterGatherGradients,
            internal::RegisterNnGradients,
            internal::RegisterConvGradients,
            internal::RegisterPoolingGradients,
@@ -100,6 +103,29 @@ Status CheckOutputs(const Graph& graph, const std::vector<Output>& outputs, std:
     }
   }
   return OkStatus();
+}
+
+// The sum of several gradients reaching one tensor. Sparse ones (gathers'
+// gradients) stay sparse when all are: their rows are concatenated, as
+// TensorFlow aggregates IndexedSlices, and repeats add where they are used.
+// Any dense one makes the sum dense (AddN of the dense forms).
+Output AddGradientsOf(const Scope& scope, const std::vector<Output>& grads) {
+  std::vector<Output> values, indices;
+  bool int64_indices = false;
+  for (const Output& g : grads) {
+    std::optional<IndexedSlices> slices = AsIndexedSlices(g);
+    if (!slices) return ops::AddN(scope, grads);
+    values.push_back(slices->values);
+    indices.push_back(slices->indices);
+    int64_indices |= slices->indices.dtype() == DT_INT64;
+  }
+  if (int64_indices) {
+    for (Output& i : indices) {
+      if (i.dtype() != DT_INT64) i = ops::Cast(scope, i, DT_INT64);
+    }
+  }
+  return internal::MakeIndexedSlices(scope, ops::Concat(scope, values, 0),
+                                     ops::Concat(scope, indices, 0), grads[0].node()->input(2));
 }
 
 // One reverse-accumulation pass over a topological order of the nodes that
@@ -163,7 +189,7 @@ Output GradientBuilder::SumGradients(const Node& node, int index) {
   if (it == pending_.end()) return Output();
   std::vector<Output>& grads = it->second[index];
   if (grads.empty()) return Output();
-  if (grads.size() > 1) grads = {ops::AddN(GradientScope(node), grads)};
+  if (grads.size() > 1) grads = {AddGradientsOf(GradientScope(node), grads)};
   return grads[0];
 }
 
@@ -268,6 +294,27 @@ StatusOr<std::vector<Output>> GradientsAlong(const Scope& scope, const std::vect
   }
   GradientBuilder builder(scope, registry != nullptr ? *registry : StandardGradients());
   return builder.Build(ys, xs, grad_ys, order);
+}
+
+}  // namespace internal
+
+std::optional<IndexedSlices> AsIndexedSlices(const Output& gradient) {
+  if (!gradient.valid()) return std::nullopt;
+  const Node& node = *gradient.node();
+  if (node.type() != "UnsortedSegmentSum" || !node.attrs().GetOr<bool>("_indexed_slices", false) ||
+      node.num_inputs() != 3) {
+    return std::nullopt;
+  }
+  return IndexedSlices{.values = node.input(0), .indices = node.input(1), .dense = gradient};
+}
+
+namespace internal {
+
+Output MakeIndexedSlices(const Scope& scope, Output values, Output indices, Output num_rows) {
+  AttrMap attrs;
+  attrs.Set("_indexed_slices", true);
+  attrs.Set("_keep_inputs", true);  // in an eager scope too, the rows stay readable
+  return BuildOp(scope, "UnsortedSegmentSum", {values, indices, num_rows}, std::move(attrs));
 }
 
 }  // namespace internal

@@ -35,6 +35,7 @@
 #define CKFLOW_OPS_GRADIENTS_H_
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -108,6 +109,28 @@ StatusOr<std::vector<Output>> AddGradients(const Scope& scope, const std::vector
                                            const std::vector<Output>& xs,
                                            const std::vector<Output>& grad_ys = {},
                                            const GradientRegistry* registry = nullptr);
+
+// A gradient that is zero but in some rows: TensorFlow's IndexedSlices, what
+// the gradient of a gather (ops::Gather along axis 0, ops::ResourceGather,
+// an embedding lookup) with respect to its params is. Row values[i] belongs
+// to row indices[i] of the dense gradient; a row named twice adds.
+//
+// AddGradients returns every gradient as an Output, the dense one; for a
+// sparse gradient that Output is computed by an UnsortedSegmentSum of
+// values at indices, which runs only if something consumes it (a fetch, a
+// dense op). AsIndexedSlices recovers the rows, which is how the optimizers
+// update only the rows a step looked up (ResourceScatterAdd and the sparse
+// apply ops) instead of the whole variable. Gradients reaching one tensor
+// from several gathers stay sparse (their rows concatenated); a dense one
+// among them makes the sum dense, as in TensorFlow.
+struct IndexedSlices {
+  Output values;   // [n] + the shape of a row
+  Output indices;  // [n], int32 or int64
+  Output dense;    // the same gradient as a dense tensor (the Output given)
+};
+// The rows of `gradient` if it is sparse (made by a gather's gradient, or a
+// sum of such), else nullopt.
+std::optional<IndexedSlices> AsIndexedSlices(const Output& gradient);
 
 // Registers the ops that only gradient functions build (below); one group
 // of the standard ops.

@@ -1,6 +1,7 @@
 // Gradients of the elementwise arithmetic ops and AddN (math_ops.cc).
 
 #include <initializer_list>
+#include <numbers>
 #include <utility>
 #include <vector>
 
@@ -135,6 +136,26 @@ Status Log1pGrad(const Scope& scope, const Node& op, const std::vector<Output>& 
   return OkStatus();
 }
 
+Status ErfGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
+               std::vector<Output>* dx) {
+  // d erf(x)/dx = 2/sqrt(pi) exp(-x^2), in TensorFlow's order of products.
+  const Output x = op.input(0);
+  Output slope = ops::Mul(scope, ScalarLike(scope, x.dtype(), 2 * std::numbers::inv_sqrtpi),
+                          ops::Exp(scope, ops::Neg(scope, ops::Square(scope, x))));
+  (*dx)[0] = ops::Mul(scope, slope, dz[0]);
+  return OkStatus();
+}
+
+Status ErfcGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
+                std::vector<Output>* dx) {
+  // d erfc(x)/dx = -2/sqrt(pi) exp(-x^2), in TensorFlow's order of products.
+  const Output x = op.input(0);
+  Output scaled =
+      ops::Mul(scope, dz[0], ScalarLike(scope, x.dtype(), -2 * std::numbers::inv_sqrtpi));
+  (*dx)[0] = ops::Mul(scope, scaled, ops::Exp(scope, ops::Neg(scope, ops::Square(scope, x))));
+  return OkStatus();
+}
+
 Status ReciprocalGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
                       std::vector<Output>* dx) {
   // y = 1/x: dy/dx = -y^2.
@@ -182,6 +203,8 @@ Status RegisterMathGradients(GradientRegistry& r) {
            {"Exp", ExpGrad},
            {"Log", LogGrad},
            {"Log1p", Log1pGrad},
+           {"Erf", ErfGrad},
+           {"Erfc", ErfcGrad},
            {"Reciprocal", ReciprocalGrad},
            {"Abs", AbsGrad},
            {"Sign", SignGrad},

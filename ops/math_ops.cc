@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <string>
+#include <unsupported/Eigen/SpecialFunctions>
 #include <utility>
 
 #include "ops/cwise_internal.h"
@@ -134,6 +135,21 @@ struct Log1pFn : CwiseTraits {
     return a.log1p();
   }
 };
+// Eigen's erf, the one TensorFlow's kernel calls.
+struct ErfFn : CwiseTraits {
+  static constexpr int64_t kCost = kTranscendentalCost;
+  template <typename A>
+  static auto Eval(const A& a) {
+    return a.erf();
+  }
+};
+struct ErfcFn : CwiseTraits {
+  static constexpr int64_t kCost = kTranscendentalCost;
+  template <typename A>
+  static auto Eval(const A& a) {
+    return a.erfc();
+  }
+};
 struct ReciprocalFn : CwiseTraits {
   static constexpr int64_t kCost = 4;
   template <typename A>
@@ -216,6 +232,8 @@ Status RegisterMathOps(OpRegistry& r) {
   CKFLOW_RETURN_IF_ERROR(RegisterUnary<LogFn>(r, "Log"));
   CKFLOW_RETURN_IF_ERROR(RegisterUnary<Log1pFn>(r, "Log1p"));
   CKFLOW_RETURN_IF_ERROR(RegisterUnary<ReciprocalFn>(r, "Reciprocal"));
+  CKFLOW_RETURN_IF_ERROR(RegisterUnary<ErfFn>(r, "Erf"));
+  CKFLOW_RETURN_IF_ERROR(RegisterUnary<ErfcFn>(r, "Erfc"));
   CKFLOW_RETURN_IF_ERROR(RegisterOp(
       r, {.type = "AddN",
           .inputs = {"inputs"},
@@ -258,6 +276,8 @@ CKFLOW_UNARY_BUILDER(Exp, "Exp")
 CKFLOW_UNARY_BUILDER(Log, "Log")
 CKFLOW_UNARY_BUILDER(Log1p, "Log1p")
 CKFLOW_UNARY_BUILDER(Reciprocal, "Reciprocal")
+CKFLOW_UNARY_BUILDER(Erf, "Erf")
+CKFLOW_UNARY_BUILDER(Erfc, "Erfc")
 
 #undef CKFLOW_BINARY_BUILDER
 #undef CKFLOW_UNARY_BUILDER

@@ -46,6 +46,8 @@ Output Exp(const Scope& scope, Input x);
 Output Log(const Scope& scope, Input x);
 Output Log1p(const Scope& scope, Input x);  // log(1 + x), accurate near 0
 Output Reciprocal(const Scope& scope, Input x);
+Output Erf(const Scope& scope, Input x);   // 2/sqrt(pi) * integral from 0 to x of exp(-t^2)
+Output Erfc(const Scope& scope, Input x);  // 1 - erf(x), accurate where erf(x) is near 1
 
 // Comparisons, broadcasting, giving bool (+int).
 Output Equal(const Scope& scope, Input x, Input y);
@@ -69,6 +71,16 @@ struct MatMulAttrs {
 // op(a) x op(b) for rank-2 a and b, op = transpose if asked.
 Output MatMul(const Scope& scope, Input a, Input b, const MatMulAttrs& attrs = {});
 
+struct BatchMatMulAttrs {
+  bool adj_x = false;  // use x's matrices transposed (real dtypes: adjoint = transpose)
+  bool adj_y = false;
+};
+// TensorFlow's BatchMatMulV2 (tf.linalg.matmul on rank > 2): x [..., M, K]
+// times y [..., K, N] matrix by matrix, giving [..., M, N]; x and y have
+// rank >= 2 and their batch dimensions (all but the last two) broadcast as
+// NumPy's, so [B, H, T, D] x [D, E] and [B, 1, T, D] x [1, H, D, E] work.
+Output BatchMatMul(const Scope& scope, Input x, Input y, const BatchMatMulAttrs& attrs = {});
+
 struct ReduceAttrs {
   bool keep_dims = false;  // keep reduced dimensions with size 1
 };
@@ -90,6 +102,15 @@ Output Min(const Scope& scope, Input input);
 // the first; int64 or int32 output (+int).
 Output ArgMax(const Scope& scope, Input input, Input axis, DataType output_type = DT_INT64);
 Output ArgMin(const Scope& scope, Input input, Input axis, DataType output_type = DT_INT64);
+
+// TensorFlow's UnsortedSegmentSum: output[s, ...] = the sum of data[i, ...]
+// over the positions i (of segment_ids, whose shape is a prefix of data's)
+// with segment_ids[i] == s, zero for a segment nobody names; the output is
+// [num_segments] + data.shape[segment_ids.rank:]. A negative id drops its
+// row; one >= num_segments fails the run with InvalidArgument naming it.
+// Each segment adds its rows in input order, so the bits do not depend on
+// the thread count. (+int)
+Output UnsortedSegmentSum(const Scope& scope, Input data, Input segment_ids, Input num_segments);
 
 // `grad` summed down to the shape of `like`, which `grad` is a broadcast of:
 // the gradient of a broadcasting op with respect to its input `like`

@@ -661,6 +661,26 @@ Output Dropout(const Scope& scope, Input x, double rate, const DropoutAttrs& att
   });
 }
 
+Output Gelu(const Scope& scope, Input features, bool approximate) {
+  const Scope s = scope.NewSubScope("Gelu");
+  Output x = features.ToOutput(s);
+  if (!x.valid()) return x;
+  auto scalar = [&](double v) -> Output {
+    StatusOr<Tensor> c = internal::ScalarOfType(x.dtype(), v);
+    return c.ok() ? Const(s, *c) : Output();
+  };
+  // TensorFlow casts two of its constants from float32 literals, so in
+  // float64 they carry float32's rounding; so do these.
+  auto float32_literal = [&](float v) { return scalar(v); };
+  if (approximate) {
+    Output cube = Mul(s, float32_literal(0.044715f), Pow(s, x, scalar(3)));
+    Output inner = Tanh(s, Mul(s, scalar(0.7978845608028654), Add(s, x, cube)));
+    return Mul(s, Mul(s, scalar(0.5), x), Add(s, scalar(1), inner));
+  }
+  Output half_x = Mul(s, scalar(0.5), x);
+  return Mul(s, half_x, Erfc(s, Mul(s, Neg(s, x), float32_literal(0.7071067811865476f))));
+}
+
 Output DropoutWithUniform(const Scope& scope, Input x, double rate, Input uniform) {
   const Scope s = scope.NewSubScope("dropout");
   Output in = DropoutInput(s, x, rate);

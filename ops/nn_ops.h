@@ -38,6 +38,11 @@ Output Selu(const Scope& scope, Input features);
 // exp(x) for x < -13.94: TensorFlow's thresholds.
 Output Softplus(const Scope& scope, Input features);
 Output Sigmoid(const Scope& scope, Input x);  // 1 / (1 + exp(-x))
+// tf.nn.gelu: x * P(X <= x) for a standard normal X, built from TensorFlow's
+// ops as TensorFlow 2.21 builds it (in name scope "Gelu"): exactly, 0.5 * x
+// * erfc(-x / sqrt(2)); with `approximate`, 0.5 * x * (1 + tanh(sqrt(2 /
+// pi) * (x + 0.044715 * x^3))). Gradients flow through those ops.
+Output Gelu(const Scope& scope, Input features, bool approximate = false);
 Output Tanh(const Scope& scope, Input x);
 
 // Their gradients, TensorFlow's ops, equal shapes. At the kinks the choices

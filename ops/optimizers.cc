@@ -1,6 +1,7 @@
 #include "ops/optimizers.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -14,6 +15,7 @@
 #include "ops/standard_ops.h"
 #include "ops/training_ops.h"
 #include "ops/unique_names_internal.h"
+#include "ops/variable_ops.h"
 
 namespace ckflow {
 namespace {
@@ -215,7 +217,9 @@ Output Optimizer::ApplyGradients(const Scope& scope, const std::vector<GradAndVa
   for (const GradAndVar& gv : grads_and_vars) {
     if (!gv.grad.valid()) continue;
     Scope update_scope = opt_scope.NewSubScope("update_" + gv.variable->name());
-    update_ops.push_back(ApplyDense(update_scope, gv.grad, *gv.variable));
+    std::optional<IndexedSlices> sparse = AsIndexedSlices(gv.grad);
+    update_ops.push_back(sparse ? ApplySparse(update_scope, *sparse, *gv.variable)
+                                : ApplyDense(update_scope, gv.grad, *gv.variable));
   }
   std::vector<Output> finish_ops = update_ops;
   for (const Output& op : Finish(opt_scope, update_ops)) finish_ops.push_back(op);
@@ -364,6 +368,11 @@ Output Optimizer::CastTo(const Scope& scope, Output value, DataType dtype) {
   return ops::Cast(scope, value, dtype);
 }
 
+Output Optimizer::ApplySparse(const Scope& scope, const IndexedSlices& grad,
+                              const Variable& variable) {
+  return ApplyDense(scope, grad.dense, variable);
+}
+
 // ------------------------------------------------------ GradientDescent
 
 GradientDescent::GradientDescent(GradientDescentOptions options)
@@ -371,6 +380,13 @@ GradientDescent::GradientDescent(GradientDescentOptions options)
 
 std::shared_ptr<GradientDescent> GradientDescent::Make(GradientDescentOptions options) {
   return std::shared_ptr<GradientDescent>(new GradientDescent(std::move(options)));
+}
+
+Output GradientDescent::ApplySparse(const Scope& scope, const IndexedSlices& grad,
+                                    const Variable& variable) {
+  Output lr = Hyperparameter("learning_rate", options_.learning_rate, variable.dtype());
+  return ops::ResourceScatterAdd(scope, variable.handle(), grad.indices,
+                                 ops::Mul(scope, ops::Neg(scope, grad.values), lr));
 }
 
 Output GradientDescent::ApplyDense(const Scope& scope, const Output& grad,

@@ -48,6 +48,7 @@
 
 #include "graph/graph.h"
 #include "graph/trackable.h"
+#include "ops/gradients.h"
 #include "ops/variables.h"
 
 namespace ckflow {
@@ -127,6 +128,12 @@ class Optimizer : public SlotOwner {
                            const std::vector<std::shared_ptr<Variable>>& variables) = 0;
   // TensorFlow 1's _apply_dense: the update op of one variable.
   virtual Output ApplyDense(const Scope& scope, const Output& grad, const Variable& variable) = 0;
+  // TensorFlow 1's _resource_apply_sparse_duplicate_indices: the update op
+  // of one variable from a sparse gradient (ops/gradients.h; rows may
+  // repeat), for a gradient AsIndexedSlices recognizes. The default applies
+  // the dense form through ApplyDense.
+  virtual Output ApplySparse(const Scope& scope, const IndexedSlices& grad,
+                             const Variable& variable);
   // TensorFlow 1's _finish: runs after `update_ops`; the default does
   // nothing more. Returns extra ops the train op must wait for.
   virtual std::vector<Output> Finish(const Scope& scope, const std::vector<Output>& update_ops);
@@ -196,6 +203,10 @@ class GradientDescent : public Optimizer {
  protected:
   void CreateSlots(const Scope&, const std::vector<std::shared_ptr<Variable>>&) override {}
   Output ApplyDense(const Scope& scope, const Output& grad, const Variable& variable) override;
+  // ResourceScatterAdd of -learning_rate * rows: only the rows looked up
+  // change (repeats add), as TensorFlow 1's GradientDescentOptimizer.
+  Output ApplySparse(const Scope& scope, const IndexedSlices& grad,
+                     const Variable& variable) override;
 
  private:
   explicit GradientDescent(GradientDescentOptions options);

@@ -15,6 +15,8 @@ Status RegisterStandardOps(OpRegistry& registry) {
   for (RegisterFn register_group : {
            RegisterArrayOps,
            RegisterArraySlicingOps,
+           RegisterDimensionOps,
+           RegisterGatherOps,
            RegisterMathOps,
            RegisterComparisonOps,
            RegisterReductionOps,

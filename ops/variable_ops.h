@@ -21,6 +21,7 @@
 
 #include "graph/graph.h"
 #include "graph/op_def.h"
+#include "ops/input.h"
 
 namespace ckflow {
 
@@ -45,6 +46,20 @@ Output AssignVariableOp(const Scope& scope, Output handle, Output value);
 // variable += delta, variable -= delta (same shape).
 Output AssignAddVariableOp(const Scope& scope, Output handle, Output delta);
 Output AssignSubVariableOp(const Scope& scope, Output handle, Output delta);
+// The rows of the variable at `indices` (int32/int64, any shape), without
+// reading the whole value out: TensorFlow's ResourceGather (what
+// ResourceVariable.sparse_read and an embedding lookup run). `shape`
+// (optional) is the variable's declared shape, for build-time inference.
+// An index outside [0, rows) fails with InvalidArgument naming it and the
+// variable. Its gradient is sparse (AsIndexedSlices, ops/gradients.h).
+Output ResourceGather(const Scope& scope, Output resource, Input indices, DataType dtype,
+                      const PartialShape& shape = PartialShape::Unknown());
+// variable[indices[i], ...] += updates[i, ...] (ResourceScatterAdd) or =
+// (ResourceScatterUpdate), in index order, so a repeated index gets every
+// update; updates is indices.shape + the variable's row shape, or a scalar
+// for every row. Every index is checked before the variable is touched.
+Output ResourceScatterAdd(const Scope& scope, Output resource, Input indices, Input updates);
+Output ResourceScatterUpdate(const Scope& scope, Output resource, Input indices, Input updates);
 // A bool scalar: has the variable been assigned in this session?
 Output VarIsInitializedOp(const Scope& scope, Output handle);
 

@@ -212,6 +212,10 @@ Output Variable::Assign(const Scope& scope, Output value) const {
   return ops::AssignVariableOp(scope, handle_, value);
 }
 
+Output Variable::SparseRead(const Scope& scope, ops::Input indices) const {
+  return ops::ResourceGather(scope, handle_, std::move(indices), dtype_, shape_);
+}
+
 Output Variable::AssignAdd(const Scope& scope, Output delta) const {
   if (Status s = CheckAssignable(delta, "add"); !s.ok()) {
     scope.UpdateStatus(s);

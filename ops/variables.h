@@ -32,6 +32,7 @@
 
 #include "graph/graph.h"
 #include "graph/trackable.h"
+#include "ops/input.h"
 
 namespace ckflow {
 
@@ -112,6 +113,10 @@ class Variable : public Trackable {
   Output value() const;
   // A new read of the variable (e.g. after a control dependency).
   Output Read(const Scope& scope) const;
+  // The rows at `indices` (int32/int64, any shape), read without copying
+  // the rest: ResourceVariable.sparse_read, a ResourceGather. Its gradient
+  // is sparse, so an optimizer updates only the rows read.
+  Output SparseRead(const Scope& scope, ops::Input indices) const;
   // Assignments; each returns the op (0 outputs unless noted).
   Output Assign(const Scope& scope, Output value) const;
   Output AssignAdd(const Scope& scope, Output delta) const;

@@ -16,34 +16,15 @@
 namespace ckflow {
 namespace {
 
+using testing::Count;
 using testing::Evaluate;
 using testing::ExpectNear;
+using testing::Flatten;
 using testing::RandomTensor;
 using testing::ToDoubles;
+using testing::Unflatten;
 
 using Dims = std::vector<int64_t>;
-
-// The multi-index of flat index i in `dims` (row-major).
-Dims Unflatten(int64_t i, const Dims& dims) {
-  Dims index(dims.size());
-  for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
-    index[d] = i % dims[d];
-    i /= dims[d];
-  }
-  return index;
-}
-
-int64_t Flatten(const Dims& index, const Dims& dims) {
-  int64_t f = 0;
-  for (size_t d = 0; d < dims.size(); ++d) f = f * dims[d] + index[d];
-  return f;
-}
-
-int64_t Count(const Dims& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
 
 const DataType kDtypes[] = {DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_BOOL};
 

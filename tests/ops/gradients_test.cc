@@ -212,6 +212,87 @@ std::vector<GradCase> ReductionCases() {
   return cases;
 }
 
+// The sequence-model ops: dimension shuffles, batched products, GELU.
+std::vector<GradCase> SequenceCases() {
+  std::vector<GradCase> cases;
+  const std::pair<std::string, std::vector<int64_t>> perms[] = {
+      {"Swap", {1, 0, 2}}, {"Rotate", {2, 0, 1}}, {"Reverse", {2, 1, 0}}, {"Same", {0, 1, 2}}};
+  for (const auto& [name, perm] : perms) {
+    cases.push_back({.name = "Transpose" + name,
+                     .shapes = {{2, 3, 4}},
+                     .f = [perm](const Scope& s, const Inputs& x) {
+                       return ops::Transpose(s, x[0], ops::Const<int64_t>(s, perm));
+                     }});
+  }
+  // perm computed at run time: the gradient inverts it with InvertPermutation.
+  cases.push_back({.name = "TransposeRuntimePerm",
+                   .shapes = {{2, 3, 4}},
+                   .f = [](const Scope& s, const Inputs& x) {
+                     Output perm = ops::Reshape(s, ops::Const<int32_t>(s, {1, 2, 0}, {3, 1}), {-1});
+                     return ops::Transpose(s, x[0], perm);
+                   }});
+  struct Product {
+    std::string name;
+    std::vector<int64_t> x, y;
+    bool ax, ay;
+  };
+  const Product products[] = {
+      {"Plain", {2, 3, 4}, {2, 4, 5}, false, false},
+      {"AdjX", {2, 4, 3}, {2, 4, 5}, true, false},
+      {"AdjY", {2, 3, 4}, {2, 5, 4}, false, true},
+      {"AdjBoth", {2, 4, 3}, {2, 5, 4}, true, true},
+      {"BroadcastY", {2, 2, 3, 4}, {4, 5}, false, false},
+      {"BroadcastBoth", {2, 1, 3, 4}, {1, 3, 5, 4}, false, true},
+  };
+  for (const Product& p : products) {
+    const bool ax = p.ax, ay = p.ay;
+    cases.push_back({.name = "BatchMatMul" + p.name,
+                     .shapes = {p.x, p.y},
+                     .f = [ax, ay](const Scope& s, const Inputs& x) {
+                       return ops::BatchMatMul(s, x[0], x[1], {.adj_x = ax, .adj_y = ay});
+                     }});
+  }
+  cases.push_back(
+      {.name = "ExpandDims", .shapes = {{2, 3}}, .f = [](const Scope& s, const Inputs& x) {
+         return ops::ExpandDims(s, x[0], 1);
+       }});
+  cases.push_back(
+      {.name = "Squeeze", .shapes = {{2, 1, 3, 1}}, .f = [](const Scope& s, const Inputs& x) {
+         return ops::Squeeze(s, x[0], {1});
+       }});
+  cases.push_back({.name = "SqueezeAll",
+                   .shapes = {{2, 1, 3, 1}},
+                   .f = [](const Scope& s, const Inputs& x) { return ops::Squeeze(s, x[0]); }});
+  cases.push_back(
+      {.name = "GatherAxis0", .shapes = {{5, 3}}, .f = [](const Scope& s, const Inputs& x) {
+         return ops::Gather(s, x[0], ops::Const<int32_t>(s, {4, 0, 4, 2}, {2, 2}));
+       }});
+  cases.push_back(
+      {.name = "GatherAxis1", .shapes = {{2, 5, 3}}, .f = [](const Scope& s, const Inputs& x) {
+         // Along another axis the gradient needs params' rank (a Reshape
+         // gives it when the placeholder does not).
+         return ops::Gather(s, ops::Reshape(s, x[0], {2, 5, 3}), ops::Const<int64_t>(s, {4, 0, 4}),
+                            1);
+       }});
+  cases.push_back(
+      {.name = "UnsortedSegmentSum", .shapes = {{4, 3}}, .f = [](const Scope& s, const Inputs& x) {
+         return ops::UnsortedSegmentSum(s, x[0], ops::Const<int32_t>(s, {2, -1, 0, 2}), 3);
+       }});
+  cases.push_back({.name = "Erf", .shapes = {{3, 4}}, .f = [](const Scope& s, const Inputs& x) {
+                     return ops::Erf(s, x[0]);
+                   }});
+  cases.push_back({.name = "Erfc", .shapes = {{3, 4}}, .f = [](const Scope& s, const Inputs& x) {
+                     return ops::Erfc(s, x[0]);
+                   }});
+  cases.push_back({.name = "Gelu", .shapes = {{3, 4}}, .f = [](const Scope& s, const Inputs& x) {
+                     return ops::Gelu(s, x[0]);
+                   }});
+  cases.push_back({.name = "GeluApproximate",
+                   .shapes = {{3, 4}},
+                   .f = [](const Scope& s, const Inputs& x) { return ops::Gelu(s, x[0], true); }});
+  return cases;
+}
+
 std::vector<GradCase> OtherCases() {
   std::vector<GradCase> cases;
   cases.push_back({.name = "AddN",
@@ -507,6 +588,11 @@ INSTANTIATE_TEST_SUITE_P(Nn, FiniteDifferenceTest,
                          CaseName);
 INSTANTIATE_TEST_SUITE_P(Vision, FiniteDifferenceTest,
                          ::testing::Combine(::testing::ValuesIn(VisionCases()),
+                                            ::testing::Values(Known::kShapes, Known::kRanks,
+                                                              Known::kNothing)),
+                         CaseName);
+INSTANTIATE_TEST_SUITE_P(Sequence, FiniteDifferenceTest,
+                         ::testing::Combine(::testing::ValuesIn(SequenceCases()),
                                             ::testing::Values(Known::kShapes, Known::kRanks,
                                                               Known::kNothing)),
                          CaseName);
@@ -806,10 +892,20 @@ TEST(GradientRegistryTest, EveryDifferentiableFoundationOpHasAGradient) {
                            "ConcatV2",
                            "FusedBatchNormV3",
                            "SelectV2",
+                           "Transpose",
+                           "ExpandDims",
+                           "Squeeze",
+                           "BatchMatMulV2",
+                           "Erf",
+                           "GatherV2",
+                           "ResourceGather",
+                           "UnsortedSegmentSum",
+                           "Erfc",
                            "ReadVariableOp"}) {
     EXPECT_NE(StandardGradients().Find(type), nullptr) << type;
   }
-  for (const char* type : {"StopGradient", "ZerosLike", "OnesLike", "Shape", "ConcatOffset"}) {
+  for (const char* type :
+       {"StopGradient", "ZerosLike", "OnesLike", "Shape", "ConcatOffset", "InvertPermutation"}) {
     EXPECT_TRUE(StandardGradients().Contains(type)) << type;
     EXPECT_EQ(StandardGradients().Find(type), nullptr) << type;
   }

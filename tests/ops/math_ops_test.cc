@@ -8,6 +8,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <numbers>
 
 #include "ops/array_ops.h"
 #include "ops/nn_ops.h"
@@ -162,6 +163,18 @@ std::vector<UnaryCase> UnaryCases() {
       {"Relu", ops::Relu, [](double x) { return std::max(x, 0.0); }, false},
       {"Sigmoid", ops::Sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }, false, -20, 20},
       {"Tanh", ops::Tanh, [](double x) { return std::tanh(x); }, false, -5, 5},
+      {"Erf", ops::Erf, [](double x) { return std::erf(x); }, false, -4, 4},
+      {"Erfc", ops::Erfc, [](double x) { return std::erfc(x); }, false, -4, 4},
+      {"Gelu", [](const Scope& s, ops::Input x) { return ops::Gelu(s, x); },
+       [](double x) { return 0.5 * x * std::erfc(-x * double{0.7071067811865476f}); }, false, -6,
+       6},
+      {"GeluApproximate", [](const Scope& s, ops::Input x) { return ops::Gelu(s, x, true); },
+       [](double x) {
+         return 0.5 * x *
+                (1 +
+                 std::tanh(std::sqrt(2 / std::numbers::pi) * (x + double{0.044715f} * x * x * x)));
+       },
+       false, -6, 6},
   };
 }
 

@@ -140,6 +140,27 @@ Tensor RandomTensor(DataType dtype, const TensorShape& shape, std::mt19937& rng,
   return MakeTensor(dtype, shape, values);
 }
 
+std::vector<int64_t> Unflatten(int64_t i, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> index(dims.size());
+  for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
+    index[d] = i % dims[d];
+    i /= dims[d];
+  }
+  return index;
+}
+
+int64_t Flatten(const std::vector<int64_t>& index, const std::vector<int64_t>& dims) {
+  int64_t f = 0;
+  for (size_t d = 0; d < dims.size(); ++d) f = f * dims[d] + index[d];
+  return f;
+}
+
+int64_t Count(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
 std::vector<double> ToDoubles(const Tensor& t) {
   std::vector<double> out(t.NumElements());
   for (int64_t i = 0; i < t.NumElements(); ++i) out[i] = t.ElementAsDouble(i);

@@ -82,6 +82,12 @@ std::vector<double> BroadcastReference(const std::vector<double>& a, const Tenso
                                        const std::function<double(double, double)>& fn,
                                        TensorShape* out_shape);
 
+// Row-major multi-indices, for references: the multi-index of flat index
+// i in `dims`, the flat index of `index`, and the element count of `dims`.
+std::vector<int64_t> Unflatten(int64_t i, const std::vector<int64_t>& dims);
+int64_t Flatten(const std::vector<int64_t>& index, const std::vector<int64_t>& dims);
+int64_t Count(const std::vector<int64_t>& dims);
+
 // Expects `actual` to have `shape` and elements within atol + rtol * |e|
 // of `expected` (NaN matches NaN); reports the first few mismatches.
 void ExpectNear(const Tensor& actual, const TensorShape& shape, const std::vector<double>& expected,
