@@ -318,7 +318,8 @@ template <typename T, bool kAdd>
 Status ScatterInto(VariableResource& variable, const Tensor& indices, const Tensor& updates) {
   MutexLock lock(&variable.mu());
   CKFLOW_ASSIGN_OR_RETURN(const Tensor* current, variable.PeekLocked());
-  const TensorShape& vs = current->shape();
+  // A copy: PrepareToUpdateLocked below may move the value to a new buffer.
+  const TensorShape vs = current->shape();
   if (vs.rank() < 1) {
     return InvalidArgumentError("variable '", variable.name(), "' is a scalar; scatter needs ",
                                 "rank >= 1");
