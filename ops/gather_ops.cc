@@ -116,7 +116,7 @@ Status GatherShapeFn(InferenceContext& c) {
 Status GatherCompute(KernelContext& ctx) {
   const Tensor& params = ctx.input(0);
   const Tensor& indices = ctx.input(1);
-  if (ctx.input(2).NumElements() != 1 || ctx.input(2).shape().rank() != 0) {
+  if (ctx.input(2).shape().rank() != 0) {
     return InvalidArgumentError("axis must be a scalar, got ", ctx.input(2).shape().ToString());
   }
   CKFLOW_ASSIGN_OR_RETURN(std::vector<int64_t> axis_value, IntsFromTensor(ctx.input(2), "axis"));
@@ -174,13 +174,12 @@ StatusOr<Kernel> ResourceGatherKernel(const Node& node) {
                                   DataTypeName(variable->dtype()), ", read as ",
                                   DataTypeName(dtype));
     }
-    Tensor value;
-    {
-      // A share of the buffer: an update after the unlock writes elsewhere.
-      MutexLock lock(&variable->mu());
-      CKFLOW_ASSIGN_OR_RETURN(value, variable->ReadLocked());
-    }
-    const TensorShape& vs = value.shape();
+    // The rows are copied out under the lock, from the value itself: a
+    // share of the buffer would make an update that overlaps the lookup
+    // copy the whole table first.
+    MutexLock lock(&variable->mu());
+    CKFLOW_ASSIGN_OR_RETURN(const Tensor* value, variable->PeekLocked());
+    const TensorShape& vs = value->shape();
     if (vs.rank() < 1) {
       return InvalidArgumentError("variable '", variable->name(), "' is a scalar; gather needs ",
                                   "rank >= 1");
@@ -194,7 +193,7 @@ StatusOr<Kernel> ResourceGatherKernel(const Node& node) {
     dims.insert(dims.end(), vs.dims().begin() + 1, vs.dims().end());
     CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, dtype, TensorShape(dims)));
     if (out->NumElements() == 0) return OkStatus();
-    GatherRows(static_cast<const char*>(value.raw_data()), 1, vs.dim(0),
+    GatherRows(static_cast<const char*>(value->raw_data()), 1, vs.dim(0),
                static_cast<size_t>(vs.num_elements() / vs.dim(0)) * DataTypeSize(dtype), *index,
                static_cast<char*>(out->raw_data()));
     return OkStatus();
