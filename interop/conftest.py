@@ -35,6 +35,7 @@ class Ckflow:
         self.example_program = _program("examples", "fashion_mnist")
         self.cli_program = _program("tools", "ckflow")
         self.ops_program = _program("interop", "interop_ops")
+        self.sparse_program = _program("interop", "interop_sparse")
 
     def side(self, *args, check=True):
         return self._report(self.side_program, args, check)
@@ -60,11 +61,19 @@ class Ckflow:
 
     def ops(self, *args):
         """Runs interop_ops (one op and its gradients); raises on failure."""
-        proc = subprocess.run(
-            [self.ops_program, *map(str, args)], capture_output=True, text=True, check=False
-        )
+        self._run(self.ops_program, args)
+
+    def sparse(self, *args):
+        """Runs interop_sparse (sparse optimizer steps); raises on failure."""
+        self._run(self.sparse_program, args)
+
+    @staticmethod
+    def _run(program, args):
+        proc = subprocess.run([program, *map(str, args)], capture_output=True, text=True,
+                              check=False)
         if proc.returncode != 0:
-            raise AssertionError(f"interop_ops {' '.join(map(str, args))}:\n{proc.stderr}")
+            name = os.path.basename(program)
+            raise AssertionError(f"{name} {' '.join(map(str, args))}:\n{proc.stderr}")
 
     def cli(self, *args):
         return subprocess.run(

@@ -127,6 +127,15 @@ std::vector<Output> ConcatOffset(const Scope& scope, Input concat_dim,
 // AsIndexedSlices in ops/gradients.h.
 Output Gather(const Scope& scope, Input params, Input indices, Input axis = 0);
 
+// Unique (tf.unique): y holds the distinct values of the vector `x` in
+// order of first appearance, idx (int32 or int64, x's shape) the position
+// in y of each element of x, so x == Gather(y, idx). It has no gradient.
+struct UniqueOutput {
+  Output y;
+  Output idx;
+};
+UniqueOutput Unique(const Scope& scope, Input x, DataType out_idx = DT_INT32);
+
 // Rearranging dimensions (TensorFlow's ops; `input` any of Cast's dtypes).
 //
 // Transpose: x with its dimensions permuted, output dimension d being x's

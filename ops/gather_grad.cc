@@ -160,7 +160,8 @@ Status UnsortedSegmentSumGrad(const Scope& scope, const Node& op, const std::vec
 Status RegisterGatherGradients(GradientRegistry& r) {
   CKFLOW_RETURN_IF_ERROR(r.Register("GatherV2", GatherGrad));
   CKFLOW_RETURN_IF_ERROR(r.Register("ResourceGather", ResourceGatherGrad));
-  return r.Register("UnsortedSegmentSum", UnsortedSegmentSumGrad);
+  CKFLOW_RETURN_IF_ERROR(r.Register("UnsortedSegmentSum", UnsortedSegmentSumGrad));
+  return r.RegisterNoGradient("Unique");  // as TensorFlow: positions have no slope
 }
 
 }  // namespace ckflow::internal

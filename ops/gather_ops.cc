@@ -16,6 +16,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -32,44 +33,6 @@ namespace internal {
 namespace {
 
 inline constexpr DataType kResource[] = {DT_RESOURCE};
-
-// "[1,2]": the multi-index of flat position i in `shape`, as TensorFlow
-// names a bad index.
-std::string IndexString(const TensorShape& shape, int64_t i) {
-  std::vector<int64_t> index(shape.rank());
-  for (int d = shape.rank() - 1; d >= 0; --d) {
-    index[d] = i % shape.dim(d);
-    i /= shape.dim(d);
-  }
-  return DimsString(index);
-}
-
-// The elements of an int32/int64 tensor of any rank, as int64.
-std::vector<int64_t> FlatIndices(const Tensor& t) {
-  std::vector<int64_t> out(t.NumElements());
-  if (t.dtype() == DT_INT32) {
-    std::span<const int32_t> v = t.flat<int32_t>();
-    std::copy(v.begin(), v.end(), out.begin());
-  } else {
-    std::span<const int64_t> v = t.flat<int64_t>();
-    std::copy(v.begin(), v.end(), out.begin());
-  }
-  return out;
-}
-
-// The indices as int64, or InvalidArgument naming the first one outside
-// [0, bound): "indices[1,2] = 12 is not in [0, 10)".
-StatusOr<std::vector<int64_t>> CheckedIndices(const Tensor& indices, std::string_view arg,
-                                              int64_t bound) {
-  std::vector<int64_t> flat = FlatIndices(indices);
-  for (size_t i = 0; i < flat.size(); ++i) {
-    if (flat[i] < 0 || flat[i] >= bound) {
-      return InvalidArgumentError(arg, IndexString(indices.shape(), static_cast<int64_t>(i)), " = ",
-                                  flat[i], " is not in [0, ", bound, ")");
-    }
-  }
-  return flat;
-}
 
 // out[o, i, :] = params[o, index[i], :] for params viewed as [outer, rows,
 // inner] (inner in bytes).
@@ -313,7 +276,9 @@ Status ScatterShapeFn(InferenceContext& c) {
   return OkStatus();
 }
 
-template <typename T, bool kAdd>
+enum class ScatterOp { kAdd, kSub, kUpdate };
+
+template <typename T, ScatterOp kOp>
 Status ScatterInto(VariableResource& variable, const Tensor& indices, const Tensor& updates) {
   MutexLock lock(&variable.mu());
   CKFLOW_ASSIGN_OR_RETURN(const Tensor* current, variable.PeekLocked());
@@ -348,8 +313,10 @@ Status ScatterInto(VariableResource& variable, const Tensor& indices, const Tens
     T* row = dst + (*index)[i] * inner;
     for (int64_t j = 0; j < inner; ++j) {
       const T u = scalar ? src[0] : src[i * inner + j];
-      if constexpr (kAdd) {
+      if constexpr (kOp == ScatterOp::kAdd) {
         row[j] += u;
+      } else if constexpr (kOp == ScatterOp::kSub) {
+        row[j] -= u;
       } else {
         row[j] = u;
       }
@@ -358,7 +325,7 @@ Status ScatterInto(VariableResource& variable, const Tensor& indices, const Tens
   return OkStatus();
 }
 
-template <bool kAdd>
+template <ScatterOp kOp>
 Status ScatterCompute(KernelContext& ctx) {
   CKFLOW_ASSIGN_OR_RETURN(auto variable, VariableFromHandle(ctx.input(0), "resource"));
   const Tensor& updates = ctx.input(2);
@@ -368,7 +335,60 @@ Status ScatterCompute(KernelContext& ctx) {
                                 DataTypeName(updates.dtype()), " updates into it");
   }
   return DispatchNumeric(updates.dtype(), [&](auto tag) -> Status {
-    return ScatterInto<typename decltype(tag)::type, kAdd>(*variable, ctx.input(1), updates);
+    return ScatterInto<typename decltype(tag)::type, kOp>(*variable, ctx.input(1), updates);
+  });
+}
+
+// ------------------------------------------------------------- Unique
+
+Status UniqueShapeFn(InferenceContext& c) {
+  CKFLOW_RETURN_IF_ERROR(CheckDtype(c, 0, "x", kNumericTypes));
+  CKFLOW_RETURN_IF_ERROR(CheckRank(c, 0, "x", 1, 1));
+  const DataType out_idx = c.attrs->GetOr<DataType>("out_idx", DT_INT32);
+  if (out_idx != DT_INT32 && out_idx != DT_INT64) {
+    return InvalidArgumentError("out_idx is ", DataTypeName(out_idx),
+                                ", but must be one of int32, int64");
+  }
+  c.AddOutput(c.input_types[0], PartialShape({-1}));
+  c.AddOutput(out_idx, c.input_shapes[0]);
+  return OkStatus();
+}
+
+// y = the distinct values of x in order of first appearance, idx[i] = the
+// position of x[i] in y: TensorFlow's Unique, one pass over a hash map.
+template <typename T, typename Index>
+Status UniqueCompute(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  if (x.shape().rank() != 1) {
+    return InvalidArgumentError("x must be a vector, got ", x.shape().ToString());
+  }
+  const int64_t n = x.NumElements();
+  if (n > std::numeric_limits<Index>::max()) {
+    return InvalidArgumentError("x has ", n, " elements, more than out_idx ",
+                                DataTypeName(DataTypeOf<Index>()), " can number");
+  }
+  std::span<const T> in = x.flat<T>();
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * idx, ctx.AllocateOutput(1, DataTypeOf<Index>(), x.shape()));
+  Index* position = idx->flat<Index>().data();
+  std::unordered_map<T, Index> first;
+  first.reserve(static_cast<size_t>(n));
+  std::vector<T> distinct;
+  for (int64_t i = 0; i < n; ++i) {
+    auto [it, inserted] = first.try_emplace(in[i], static_cast<Index>(distinct.size()));
+    if (inserted) distinct.push_back(in[i]);
+    position[i] = it->second;
+  }
+  const auto count = static_cast<int64_t>(distinct.size());
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x.dtype(), TensorShape({count})));
+  std::copy(distinct.begin(), distinct.end(), y->flat<T>().data());
+  return OkStatus();
+}
+
+StatusOr<Kernel> UniqueKernel(const Node& node) {
+  return DispatchNumeric(node.input(0).dtype(), [&](auto tag) -> StatusOr<Kernel> {
+    using T = typename decltype(tag)::type;
+    if (node.output_type(1) == DT_INT64) return Kernel(UniqueCompute<T, int64_t>);
+    return Kernel(UniqueCompute<T, int32_t>);
   });
 }
 
@@ -390,16 +410,28 @@ Status RegisterGatherOps(OpRegistry& r) {
                                         .inputs = {"data", "segment_ids", "num_segments"},
                                         .shape_fn = SegmentSumShapeFn,
                                         .kernel_factory = SegmentSumKernel}));
-  CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "ResourceScatterAdd",
-                                        .inputs = {"resource", "indices", "updates"},
-                                        .stateful = true,
-                                        .shape_fn = ScatterShapeFn,
-                                        .kernel_factory = StatelessKernel(ScatterCompute<true>)}));
-  return RegisterOp(r, {.type = "ResourceScatterUpdate",
-                        .inputs = {"resource", "indices", "updates"},
-                        .stateful = true,
-                        .shape_fn = ScatterShapeFn,
-                        .kernel_factory = StatelessKernel(ScatterCompute<false>)});
+  CKFLOW_RETURN_IF_ERROR(
+      RegisterOp(r, {.type = "ResourceScatterAdd",
+                     .inputs = {"resource", "indices", "updates"},
+                     .stateful = true,
+                     .shape_fn = ScatterShapeFn,
+                     .kernel_factory = StatelessKernel(ScatterCompute<ScatterOp::kAdd>)}));
+  CKFLOW_RETURN_IF_ERROR(
+      RegisterOp(r, {.type = "ResourceScatterSub",
+                     .inputs = {"resource", "indices", "updates"},
+                     .stateful = true,
+                     .shape_fn = ScatterShapeFn,
+                     .kernel_factory = StatelessKernel(ScatterCompute<ScatterOp::kSub>)}));
+  CKFLOW_RETURN_IF_ERROR(
+      RegisterOp(r, {.type = "ResourceScatterUpdate",
+                     .inputs = {"resource", "indices", "updates"},
+                     .stateful = true,
+                     .shape_fn = ScatterShapeFn,
+                     .kernel_factory = StatelessKernel(ScatterCompute<ScatterOp::kUpdate>)}));
+  return RegisterOp(r, {.type = "Unique",
+                        .inputs = {"x"},
+                        .shape_fn = UniqueShapeFn,
+                        .kernel_factory = UniqueKernel});
 }
 
 namespace ops {
@@ -427,6 +459,18 @@ Output ResourceGather(const Scope& scope, Output resource, Input indices, DataTy
 
 Output ResourceScatterAdd(const Scope& scope, Output resource, Input indices, Input updates) {
   return BuildOp(scope, "ResourceScatterAdd", {resource, indices, updates});
+}
+
+Output ResourceScatterSub(const Scope& scope, Output resource, Input indices, Input updates) {
+  return BuildOp(scope, "ResourceScatterSub", {resource, indices, updates});
+}
+
+UniqueOutput Unique(const Scope& scope, Input x, DataType out_idx) {
+  AttrMap attrs;
+  attrs.Set("out_idx", out_idx);
+  Node* node = internal::BuildNode(scope, "Unique", {x}, std::move(attrs));
+  if (node == nullptr) return {};
+  return {Output(node, 0), Output(node, 1)};
 }
 
 Output ResourceScatterUpdate(const Scope& scope, Output resource, Input indices, Input updates) {

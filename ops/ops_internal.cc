@@ -227,6 +227,39 @@ StatusOr<int> NormalizeAxis(int64_t axis, int rank, std::string_view what) {
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
+std::string IndexString(const TensorShape& shape, int64_t i) {
+  std::vector<int64_t> index(shape.rank());
+  for (int d = shape.rank() - 1; d >= 0; --d) {
+    index[d] = i % shape.dim(d);
+    i /= shape.dim(d);
+  }
+  return DimsString(index);
+}
+
+std::vector<int64_t> FlatIndices(const Tensor& t) {
+  std::vector<int64_t> out(t.NumElements());
+  if (t.dtype() == DT_INT32) {
+    std::span<const int32_t> v = t.flat<int32_t>();
+    std::copy(v.begin(), v.end(), out.begin());
+  } else {
+    std::span<const int64_t> v = t.flat<int64_t>();
+    std::copy(v.begin(), v.end(), out.begin());
+  }
+  return out;
+}
+
+StatusOr<std::vector<int64_t>> CheckedIndices(const Tensor& indices, std::string_view arg,
+                                              int64_t bound) {
+  std::vector<int64_t> flat = FlatIndices(indices);
+  for (size_t i = 0; i < flat.size(); ++i) {
+    if (flat[i] < 0 || flat[i] >= bound) {
+      return InvalidArgumentError(arg, IndexString(indices.shape(), static_cast<int64_t>(i)), " = ",
+                                  flat[i], " is not in [0, ", bound, ")");
+    }
+  }
+  return flat;
+}
+
 StatusOr<TensorShape> BroadcastTensorShapes(const TensorShape& x, std::string_view x_arg,
                                             const TensorShape& y, std::string_view y_arg) {
   if (x == y) return x;

@@ -123,6 +123,18 @@ StatusOr<int> NormalizeAxis(int64_t axis, int rank, std::string_view what);
 StatusOr<TensorShape> BroadcastTensorShapes(const TensorShape& x, std::string_view x_arg,
                                             const TensorShape& y, std::string_view y_arg);
 
+// "[1,2]": the multi-index of flat position i in `shape`, as TensorFlow
+// names a bad index.
+std::string IndexString(const TensorShape& shape, int64_t i);
+// The elements of an int32/int64 tensor of any rank, as int64.
+std::vector<int64_t> FlatIndices(const Tensor& t);
+// The indices as int64, or InvalidArgument naming the first one outside
+// [0, bound): "indices[1,2] = 12 is not in [0, 10)". Every index is checked
+// before a kernel writes anything, so a bad one leaves variables untouched
+// and fails the same way on every thread count.
+StatusOr<std::vector<int64_t>> CheckedIndices(const Tensor& indices, std::string_view arg,
+                                              int64_t bound);
+
 // Below this much work (elements x cycles per element) a loop runs inline,
 // without building a std::function or asking the scheduler: for tiny ops
 // that is most of their cost.

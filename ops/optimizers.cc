@@ -373,6 +373,16 @@ Output Optimizer::ApplySparse(const Scope& scope, const IndexedSlices& grad,
   return ApplyDense(scope, grad.dense, variable);
 }
 
+IndexedSlices Optimizer::SumRepeatedRows(const Scope& scope, const IndexedSlices& grad) {
+  // TensorFlow 1's _deduplicate_indexed_slices, op for op.
+  ops::UniqueOutput unique = ops::Unique(scope, grad.indices);
+  Output count = ops::Reshape(scope, ops::Slice(scope, ops::Shape(scope, unique.y), {0}, {1}),
+                              Tensor::FromVector(std::vector<int32_t>{}));
+  return IndexedSlices{.values = ops::UnsortedSegmentSum(scope, grad.values, unique.idx, count),
+                       .indices = unique.y,
+                       .dense = grad.dense};
+}
+
 // ------------------------------------------------------ GradientDescent
 
 GradientDescent::GradientDescent(GradientDescentOptions options)
@@ -418,13 +428,24 @@ Output Momentum::ApplyDense(const Scope& scope, const Output& grad, const Variab
       Hyperparameter("momentum", options_.momentum, variable.dtype()), options_.use_nesterov);
 }
 
+Output Momentum::ApplySparse(const Scope& scope, const IndexedSlices& grad,
+                             const Variable& variable) {
+  IndexedSlices summed = SumRepeatedRows(scope, grad);
+  std::shared_ptr<Variable> accum = GetSlotVariable(variable, "momentum");
+  return ops::ResourceSparseApplyMomentum(
+      scope, variable.handle(), accum->handle(),
+      Hyperparameter("learning_rate", options_.learning_rate, variable.dtype()), summed.values,
+      summed.indices, Hyperparameter("momentum", options_.momentum, variable.dtype()),
+      options_.use_nesterov);
+}
+
 // ----------------------------------------------------------------- Adam
 
-Adam::Adam(AdamOptions options)
-    : Optimizer("Adam", options.name, {"m", "v"}), options_(std::move(options)) {}
+Adam::Adam(AdamOptions options, std::string type_name)
+    : Optimizer(std::move(type_name), options.name, {"m", "v"}), options_(std::move(options)) {}
 
 std::shared_ptr<Adam> Adam::Make(AdamOptions options) {
-  return std::shared_ptr<Adam>(new Adam(std::move(options)));
+  return std::shared_ptr<Adam>(new Adam(std::move(options), "Adam"));
 }
 
 void Adam::CreateSlots(const Scope& root, const std::vector<std::shared_ptr<Variable>>& variables) {
@@ -454,6 +475,48 @@ Output Adam::ApplyDense(const Scope& scope, const Output& grad, const Variable& 
       Hyperparameter("epsilon", options_.epsilon, dtype), grad, options_.use_nesterov);
 }
 
+Output Adam::BiasCorrectedRate(const Scope& scope, DataType dtype) {
+  // lr * sqrt(1 - beta2_power) / (1 - beta1_power), as graph ops.
+  Output one = Hyperparameter("one", 1.0, dtype);
+  Output beta1_power = CastTo(scope, GetNonSlotVariable("beta1_power")->Read(scope), dtype);
+  Output beta2_power = CastTo(scope, GetNonSlotVariable("beta2_power")->Read(scope), dtype);
+  return ops::Div(scope,
+                  ops::Mul(scope, Hyperparameter("learning_rate", options_.learning_rate, dtype),
+                           ops::Sqrt(scope, ops::Sub(scope, one, beta2_power))),
+                  ops::Sub(scope, one, beta1_power));
+}
+
+Output Adam::ApplySparse(const Scope& scope, const IndexedSlices& grad, const Variable& variable) {
+  // TensorFlow 1's AdamOptimizer._apply_sparse_shared: m and v decay as
+  // wholes, the summed rows are added to them, and the whole variable moves.
+  // It has no Nesterov form; ResourceApplyAdam's on the dense gradient is
+  // the same update.
+  if (options_.use_nesterov) return Optimizer::ApplySparse(scope, grad, variable);
+  const DataType dtype = variable.dtype();
+  IndexedSlices summed = SumRepeatedRows(scope, grad);
+  Output lr = BiasCorrectedRate(scope, dtype);
+  Output one = Hyperparameter("one", 1.0, dtype);
+  Output epsilon = Hyperparameter("epsilon", options_.epsilon, dtype);
+  // slot = slot * beta, then slot[indices] += rows * (1 - beta); returns
+  // the slot's new value.
+  auto decay_then_add = [&](const char* slot_name, const char* beta_name, double beta_value,
+                            Output rows) {
+    const Variable& slot = *GetSlotVariable(variable, slot_name);
+    Output beta = Hyperparameter(beta_name, beta_value, dtype);
+    Output scaled = ops::Mul(scope, rows, ops::Sub(scope, one, beta));
+    Output decayed = slot.Assign(scope, ops::Mul(scope, slot.Read(scope), beta));
+    Output added = ops::ResourceScatterAdd(scope.WithControlDependencies({decayed}), slot.handle(),
+                                           summed.indices, scaled);
+    return slot.Read(scope.WithControlDependencies({added}));
+  };
+  Output m = decay_then_add("m", "beta1", options_.beta1, summed.values);
+  Output v =
+      decay_then_add("v", "beta2", options_.beta2, ops::Mul(scope, summed.values, summed.values));
+  Output step =
+      ops::Div(scope, ops::Mul(scope, lr, m), ops::Add(scope, ops::Sqrt(scope, v), epsilon));
+  return variable.AssignSub(scope, step);
+}
+
 std::vector<Output> Adam::Finish(const Scope& scope, const std::vector<Output>& update_ops) {
   // The beta powers advance after every variable's update has read them.
   Scope after = scope.WithControlDependencies(update_ops);
@@ -465,6 +528,50 @@ std::vector<Output> Adam::Finish(const Scope& scope, const std::vector<Output>& 
     out.push_back(v->Assign(after, next));
   }
   return out;
+}
+
+// ------------------------------------------------------------- LazyAdam
+
+LazyAdam::LazyAdam(AdamOptions options) : Adam(std::move(options), "LazyAdam") {}
+
+std::shared_ptr<LazyAdam> LazyAdam::Make(AdamOptions options) {
+  return std::shared_ptr<LazyAdam>(new LazyAdam(std::move(options)));
+}
+
+Output LazyAdam::ApplySparse(const Scope& scope, const IndexedSlices& grad,
+                             const Variable& variable) {
+  // tf.contrib.opt.LazyAdamOptimizer's update: only the summed rows' m, v
+  // and values change.
+  const DataType dtype = variable.dtype();
+  const AdamOptions& o = options();
+  IndexedSlices summed = SumRepeatedRows(scope, grad);
+  Output lr = BiasCorrectedRate(scope, dtype);
+  Output one = Hyperparameter("one", 1.0, dtype);
+  // beta * slot[indices] + (1 - beta) * rows, written back to those rows.
+  auto moment = [&](const char* slot_name, const char* beta_name, double beta_value, Output rows,
+                    Output* update) {
+    const Variable& slot = *GetSlotVariable(variable, slot_name);
+    Output beta = Hyperparameter(beta_name, beta_value, dtype);
+    Output next = ops::Add(scope, ops::Mul(scope, beta, slot.SparseRead(scope, summed.indices)),
+                           ops::Mul(scope, ops::Sub(scope, one, beta), rows));
+    *update = ops::ResourceScatterUpdate(scope, slot.handle(), summed.indices, next);
+    return next;
+  };
+  Output m_update, v_update;
+  Output m = moment("m", "beta1", o.beta1, summed.values, &m_update);
+  Output v = moment("v", "beta2", o.beta2, ops::Square(scope, summed.values), &v_update);
+  Output direction = m;
+  if (o.use_nesterov) {
+    // ResourceApplyAdam's Nesterov direction, on the rows.
+    Output beta1 = Hyperparameter("beta1", o.beta1, dtype);
+    direction = ops::Add(scope, ops::Mul(scope, beta1, m),
+                         ops::Mul(scope, ops::Sub(scope, one, beta1), summed.values));
+  }
+  Output step =
+      ops::Div(scope, ops::Mul(scope, lr, direction),
+               ops::Add(scope, ops::Sqrt(scope, v), Hyperparameter("epsilon", o.epsilon, dtype)));
+  Output var_update = ops::ResourceScatterSub(scope, variable.handle(), summed.indices, step);
+  return ops::Group(scope, {var_update, m_update, v_update});
 }
 
 // -------------------------------------------------------------- RMSProp
@@ -495,6 +602,110 @@ Output RMSProp::ApplyDense(const Scope& scope, const Output& grad, const Variabl
                                    Hyperparameter("decay", options_.decay, dtype),
                                    Hyperparameter("momentum", options_.momentum, dtype),
                                    Hyperparameter("epsilon", options_.epsilon, dtype), grad);
+}
+
+Output RMSProp::ApplySparse(const Scope& scope, const IndexedSlices& grad,
+                            const Variable& variable) {
+  const DataType dtype = variable.dtype();
+  IndexedSlices summed = SumRepeatedRows(scope, grad);
+  return ops::ResourceSparseApplyRMSProp(
+      scope, variable.handle(), GetSlotVariable(variable, "rms")->handle(),
+      GetSlotVariable(variable, "momentum")->handle(),
+      Hyperparameter("learning_rate", options_.learning_rate, dtype),
+      Hyperparameter("decay", options_.decay, dtype),
+      Hyperparameter("momentum", options_.momentum, dtype),
+      Hyperparameter("epsilon", options_.epsilon, dtype), summed.values, summed.indices);
+}
+
+// -------------------------------------------------------------- Adagrad
+
+Adagrad::Adagrad(AdagradOptions options)
+    : Optimizer("Adagrad", options.name, {"accumulator"}), options_(std::move(options)) {}
+
+std::shared_ptr<Adagrad> Adagrad::Make(AdagradOptions options) {
+  return std::shared_ptr<Adagrad>(new Adagrad(std::move(options)));
+}
+
+void Adagrad::CreateSlots(const Scope& root,
+                          const std::vector<std::shared_ptr<Variable>>& variables) {
+  if (!(options_.initial_accumulator_value > 0)) {
+    root.UpdateStatus(InvalidArgumentError(name(), ": initial_accumulator_value must be positive, ",
+                                           "got ", options_.initial_accumulator_value));
+    return;
+  }
+  for (const auto& v : variables) {
+    MakeSlot(root, v, "accumulator", options_.initial_accumulator_value);
+  }
+}
+
+Output Adagrad::ApplyDense(const Scope& scope, const Output& grad, const Variable& variable) {
+  return ops::ResourceApplyAdagrad(
+      scope, variable.handle(), GetSlotVariable(variable, "accumulator")->handle(),
+      Hyperparameter("learning_rate", options_.learning_rate, variable.dtype()), grad);
+}
+
+Output Adagrad::ApplySparse(const Scope& scope, const IndexedSlices& grad,
+                            const Variable& variable) {
+  IndexedSlices summed = SumRepeatedRows(scope, grad);
+  return ops::ResourceSparseApplyAdagrad(
+      scope, variable.handle(), GetSlotVariable(variable, "accumulator")->handle(),
+      Hyperparameter("learning_rate", options_.learning_rate, variable.dtype()), summed.values,
+      summed.indices);
+}
+
+// ----------------------------------------------------------------- Ftrl
+
+Ftrl::Ftrl(FtrlOptions options)
+    : Optimizer("Ftrl", options.name, {"accum", "linear"}), options_(std::move(options)) {}
+
+std::shared_ptr<Ftrl> Ftrl::Make(FtrlOptions options) {
+  return std::shared_ptr<Ftrl>(new Ftrl(std::move(options)));
+}
+
+void Ftrl::CreateSlots(const Scope& root, const std::vector<std::shared_ptr<Variable>>& variables) {
+  // TensorFlow 1's checks, at the same moment (its constructor's).
+  const FtrlOptions& o = options_;
+  Status s;
+  if (!(o.learning_rate_power <= 0)) {
+    s = InvalidArgumentError(name(), ": learning_rate_power must be <= 0, got ",
+                             o.learning_rate_power);
+  } else if (!(o.initial_accumulator_value >= 0)) {
+    s = InvalidArgumentError(name(), ": initial_accumulator_value must be >= 0, got ",
+                             o.initial_accumulator_value);
+  } else if (!(o.l1 >= 0) || !(o.l2 >= 0)) {
+    s = InvalidArgumentError(name(), ": l1 and l2 must be >= 0, got ", o.l1, " and ", o.l2);
+  }
+  if (!s.ok()) {
+    root.UpdateStatus(s);
+    return;
+  }
+  // "accum" before "linear": "<var>/Ftrl" and "<var>/Ftrl_1", as TensorFlow 1
+  // names them.
+  for (const auto& v : variables) {
+    MakeSlot(root, v, "accum", o.initial_accumulator_value);
+    MakeSlot(root, v, "linear");
+  }
+}
+
+Output Ftrl::ApplyDense(const Scope& scope, const Output& grad, const Variable& variable) {
+  const DataType dtype = variable.dtype();
+  return ops::ResourceApplyFtrl(
+      scope, variable.handle(), GetSlotVariable(variable, "accum")->handle(),
+      GetSlotVariable(variable, "linear")->handle(), grad,
+      Hyperparameter("learning_rate", options_.learning_rate, dtype),
+      Hyperparameter("l1", options_.l1, dtype), Hyperparameter("l2", options_.l2, dtype),
+      Hyperparameter("learning_rate_power", options_.learning_rate_power, dtype));
+}
+
+Output Ftrl::ApplySparse(const Scope& scope, const IndexedSlices& grad, const Variable& variable) {
+  const DataType dtype = variable.dtype();
+  IndexedSlices summed = SumRepeatedRows(scope, grad);
+  return ops::ResourceSparseApplyFtrl(
+      scope, variable.handle(), GetSlotVariable(variable, "accum")->handle(),
+      GetSlotVariable(variable, "linear")->handle(), summed.values, summed.indices,
+      Hyperparameter("learning_rate", options_.learning_rate, dtype),
+      Hyperparameter("l1", options_.l1, dtype), Hyperparameter("l2", options_.l2, dtype),
+      Hyperparameter("learning_rate_power", options_.learning_rate_power, dtype));
 }
 
 }  // namespace ckflow

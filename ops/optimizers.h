@@ -1,5 +1,5 @@
-// Optimizers with TensorFlow 1 semantics: GradientDescent, Momentum, Adam,
-// RMSProp.
+// Optimizers with TensorFlow 1 semantics: GradientDescent, Momentum, Adam
+// (and LazyAdam), RMSProp, Adagrad, Ftrl.
 //
 //   auto optimizer = Adam::Make({.learning_rate = 0.01f});
 //   Output train_op = optimizer->Minimize(root, loss);   // all trainable variables
@@ -134,6 +134,12 @@ class Optimizer : public SlotOwner {
   // the dense form through ApplyDense.
   virtual Output ApplySparse(const Scope& scope, const IndexedSlices& grad,
                              const Variable& variable);
+  // TensorFlow 1's _deduplicate_indexed_slices: each row once (Unique, in
+  // order of first appearance), its values summed (UnsortedSegmentSum).
+  // Optimizers whose update is not linear in the gradient (all but
+  // GradientDescent) call it first: a row looked up twice in a step gets
+  // one update with the sum of its gradients, as in TensorFlow.
+  static IndexedSlices SumRepeatedRows(const Scope& scope, const IndexedSlices& grad);
   // TensorFlow 1's _finish: runs after `update_ops`; the default does
   // nothing more. Returns extra ops the train op must wait for.
   virtual std::vector<Output> Finish(const Scope& scope, const std::vector<Output>& update_ops);
@@ -228,6 +234,9 @@ class Momentum : public Optimizer {
   void CreateSlots(const Scope& root,
                    const std::vector<std::shared_ptr<Variable>>& variables) override;
   Output ApplyDense(const Scope& scope, const Output& grad, const Variable& variable) override;
+  // ResourceSparseApplyMomentum of the summed rows.
+  Output ApplySparse(const Scope& scope, const IndexedSlices& grad,
+                     const Variable& variable) override;
 
  private:
   explicit Momentum(MomentumOptions options);
@@ -236,7 +245,11 @@ class Momentum : public Optimizer {
 
 // Slots "m" and "v", non-slot variables "beta1_power" and "beta2_power"
 // (initially beta1 and beta2, multiplied by them after every step's
-// updates); see ResourceApplyAdam for the update.
+// updates); see ResourceApplyAdam for the update. A sparse gradient updates
+// as TensorFlow 1's AdamOptimizer does: m = beta1 * m, then m[rows] +=
+// (1 - beta1) * g (v alike with g^2), then the whole variable moves by
+// lr_t * m / (sqrt(v) + epsilon) -- every row, every step, whether it was
+// looked up or not. LazyAdam below touches only the rows looked up.
 struct AdamOptions {
   float learning_rate = 0.001f;
   float beta1 = 0.9f;
@@ -253,11 +266,35 @@ class Adam : public Optimizer {
   void CreateSlots(const Scope& root,
                    const std::vector<std::shared_ptr<Variable>>& variables) override;
   Output ApplyDense(const Scope& scope, const Output& grad, const Variable& variable) override;
+  Output ApplySparse(const Scope& scope, const IndexedSlices& grad,
+                     const Variable& variable) override;
   std::vector<Output> Finish(const Scope& scope, const std::vector<Output>& update_ops) override;
 
+  Adam(AdamOptions options, std::string type_name);
+  const AdamOptions& options() const { return options_; }
+  // lr * sqrt(1 - beta2_power) / (1 - beta1_power) in `dtype`, as ops.
+  Output BiasCorrectedRate(const Scope& scope, DataType dtype);
+
  private:
-  explicit Adam(AdamOptions options);
   const AdamOptions options_;
+};
+
+// Adam whose sparse updates touch only the rows looked up
+// (tf.contrib.opt.LazyAdamOptimizer): for those rows m = beta1 * m +
+// (1 - beta1) * g, v alike, var -= lr_t * m / (sqrt(v) + epsilon); other
+// rows' m and v do not decay. Faster on large embedding tables and
+// different from Adam's numbers; dense gradients update as Adam's. Slots and
+// checkpoint keys are Adam's, so either restores the other's checkpoint.
+class LazyAdam : public Adam {
+ public:
+  static std::shared_ptr<LazyAdam> Make(AdamOptions options = {});
+
+ protected:
+  Output ApplySparse(const Scope& scope, const IndexedSlices& grad,
+                     const Variable& variable) override;
+
+ private:
+  explicit LazyAdam(AdamOptions options);
 };
 
 // Slots "rms" (initially ones) and "momentum"; see ResourceApplyRMSProp for
@@ -277,10 +314,66 @@ class RMSProp : public Optimizer {
   void CreateSlots(const Scope& root,
                    const std::vector<std::shared_ptr<Variable>>& variables) override;
   Output ApplyDense(const Scope& scope, const Output& grad, const Variable& variable) override;
+  // ResourceSparseApplyRMSProp of the summed rows.
+  Output ApplySparse(const Scope& scope, const IndexedSlices& grad,
+                     const Variable& variable) override;
 
  private:
   explicit RMSProp(RMSPropOptions options);
   const RMSPropOptions options_;
+};
+
+// Slot "accumulator" (initially initial_accumulator_value); see
+// ResourceApplyAdagrad for the update, ResourceSparseApplyAdagrad of the
+// summed rows for a sparse gradient (TensorFlow 1's AdagradOptimizer).
+struct AdagradOptions {
+  float learning_rate = 0.001f;
+  double initial_accumulator_value = 0.1;  // > 0
+  std::string name = "Adagrad";
+};
+class Adagrad : public Optimizer {
+ public:
+  static std::shared_ptr<Adagrad> Make(AdagradOptions options = {});
+
+ protected:
+  void CreateSlots(const Scope& root,
+                   const std::vector<std::shared_ptr<Variable>>& variables) override;
+  Output ApplyDense(const Scope& scope, const Output& grad, const Variable& variable) override;
+  Output ApplySparse(const Scope& scope, const IndexedSlices& grad,
+                     const Variable& variable) override;
+
+ private:
+  explicit Adagrad(AdagradOptions options);
+  const AdagradOptions options_;
+};
+
+// Follow-the-regularized-leader (TensorFlow 1's FtrlOptimizer without
+// l2 shrinkage or beta): slots "accum" (initially initial_accumulator_value)
+// and "linear"; see ResourceApplyFtrl for the update. Bad options
+// (learning_rate_power > 0, negative l1, l2 or initial accumulator) are an
+// InvalidArgument at the first ApplyGradients.
+struct FtrlOptions {
+  float learning_rate = 0.001f;
+  float learning_rate_power = -0.5f;
+  double initial_accumulator_value = 0.1;
+  float l1 = 0.0f;
+  float l2 = 0.0f;
+  std::string name = "Ftrl";
+};
+class Ftrl : public Optimizer {
+ public:
+  static std::shared_ptr<Ftrl> Make(FtrlOptions options = {});
+
+ protected:
+  void CreateSlots(const Scope& root,
+                   const std::vector<std::shared_ptr<Variable>>& variables) override;
+  Output ApplyDense(const Scope& scope, const Output& grad, const Variable& variable) override;
+  Output ApplySparse(const Scope& scope, const IndexedSlices& grad,
+                     const Variable& variable) override;
+
+ private:
+  explicit Ftrl(FtrlOptions options);
+  const FtrlOptions options_;
 };
 
 }  // namespace ckflow

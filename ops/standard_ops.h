@@ -31,17 +31,17 @@ const OpDef& StandardOp(std::string_view type);
 Status RegisterStandardOps(OpRegistry& registry);
 
 // The groups RegisterStandardOps adds, one per source file.
-Status RegisterArrayOps(OpRegistry& registry);          // Const, Placeholder, Reshape, Cast, ...
-Status RegisterArraySlicingOps(OpRegistry& registry);   // Slice, Pad, PadV2, ConcatV2, ConcatOffset
-Status RegisterDimensionOps(OpRegistry& registry);      // Transpose, ExpandDims, Squeeze, ...
-Status RegisterMathOps(OpRegistry& registry);           // elementwise arithmetic, AddN
-Status RegisterComparisonOps(OpRegistry& registry);     // Equal, Less, ..., SelectV2
-Status RegisterReductionOps(OpRegistry& registry);      // Sum, Mean, Max, ArgMax, SumToShapeOf
-Status RegisterGatherOps(OpRegistry& registry);         // GatherV2, UnsortedSegmentSum, scatters
-Status RegisterMatMulOps(OpRegistry& registry);         // MatMul, BatchMatMulV2
-Status RegisterNnOps(OpRegistry& registry);             // activations, BiasAdd, Softmax, losses
-Status RegisterConvOps(OpRegistry& registry);           // Conv2D, DepthwiseConv2dNative, backprops
-Status RegisterPoolingOps(OpRegistry& registry);        // MaxPool, AvgPool, their gradients
+Status RegisterArrayOps(OpRegistry& registry);         // Const, Placeholder, Reshape, Cast, ...
+Status RegisterArraySlicingOps(OpRegistry& registry);  // Slice, Pad, PadV2, ConcatV2, ConcatOffset
+Status RegisterDimensionOps(OpRegistry& registry);     // Transpose, ExpandDims, Squeeze, ...
+Status RegisterMathOps(OpRegistry& registry);          // elementwise arithmetic, AddN
+Status RegisterComparisonOps(OpRegistry& registry);    // Equal, Less, ..., SelectV2
+Status RegisterReductionOps(OpRegistry& registry);     // Sum, Mean, Max, ArgMax, SumToShapeOf
+Status RegisterGatherOps(OpRegistry& registry);   // GatherV2, UnsortedSegmentSum, scatters, Unique
+Status RegisterMatMulOps(OpRegistry& registry);   // MatMul, BatchMatMulV2
+Status RegisterNnOps(OpRegistry& registry);       // activations, BiasAdd, Softmax, losses
+Status RegisterConvOps(OpRegistry& registry);     // Conv2D, DepthwiseConv2dNative, backprops
+Status RegisterPoolingOps(OpRegistry& registry);  // MaxPool, AvgPool, their gradients
 Status RegisterNormalizationOps(OpRegistry& registry);  // FusedBatchNormV3, FusedBatchNormGradV3
 Status RegisterRandomOps(OpRegistry& registry);         // RandomUniform, RandomStandardNormal, ...
 

@@ -54,11 +54,12 @@ Output AssignSubVariableOp(const Scope& scope, Output handle, Output delta);
 // variable. Its gradient is sparse (AsIndexedSlices, ops/gradients.h).
 Output ResourceGather(const Scope& scope, Output resource, Input indices, DataType dtype,
                       const PartialShape& shape = PartialShape::Unknown());
-// variable[indices[i], ...] += updates[i, ...] (ResourceScatterAdd) or =
-// (ResourceScatterUpdate), in index order, so a repeated index gets every
+// variable[indices[i], ...] += updates[i, ...] (ResourceScatterAdd), -=
+// (ResourceScatterSub) or = (ResourceScatterUpdate), in index order, so a repeated index gets every
 // update; updates is indices.shape + the variable's row shape, or a scalar
 // for every row. Every index is checked before the variable is touched.
 Output ResourceScatterAdd(const Scope& scope, Output resource, Input indices, Input updates);
+Output ResourceScatterSub(const Scope& scope, Output resource, Input indices, Input updates);
 Output ResourceScatterUpdate(const Scope& scope, Output resource, Input indices, Input updates);
 // A bool scalar: has the variable been assigned in this session?
 Output VarIsInitializedOp(const Scope& scope, Output handle);

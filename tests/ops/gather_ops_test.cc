@@ -266,6 +266,45 @@ TEST_F(EmbeddingTest, ScatterAddAddsEveryRepeatAndABadIndexChangesNothing) {
   EXPECT_EQ(Table(*session), before);
 }
 
+TEST_F(EmbeddingTest, ScatterSubSubtractsEveryRepeat) {
+  Output sub = ops::ResourceScatterSub(root_.WithOpName("sub"), table_->handle(),
+                                       ops::Const<int32_t>(root_, {3, 0, 3}),
+                                       ops::Const<float>(root_, {1, 2, 3, 4, 5, 6}, {3, 2}));
+  ASSERT_TRUE(root_.ok()) << root_.status();
+  auto session = Start();
+  ASSERT_TRUE(session->Run({}, {}, {sub}).ok());
+  EXPECT_EQ(Table(*session),
+            (std::vector<double>{-3, -4, 1, 10, 2, 20, 3 - 1 - 5, 30 - 2 - 6, 4, 40, 5, 50}));
+}
+
+TEST(Unique, GivesValuesInOrderOfFirstAppearanceAndEachElementsPosition) {
+  Scope root = Scope::NewRootScope();
+  for (DataType out_idx : {DT_INT32, DT_INT64}) {
+    ops::UniqueOutput u =
+        ops::Unique(root, ops::Const<int64_t>(root, {7, 2, 7, 9, 2, 2, -1}), out_idx);
+    ops::UniqueOutput f = ops::Unique(root, ops::Const<float>(root, {0.5f, 0.5f, -3.0f}), out_idx);
+    ops::UniqueOutput empty = ops::Unique(root, ops::Const<int32_t>(root, {}, {0}), out_idx);
+    ASSERT_TRUE(root.ok()) << root.status();
+    EXPECT_EQ(u.idx.dtype(), out_idx);
+    EXPECT_EQ(u.y.shape().ToString(), "[?]");
+    EXPECT_EQ(u.idx.shape().ToString(), "[7]");
+    CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor y, Evaluate(u.y));
+    CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor idx, Evaluate(u.idx));
+    EXPECT_EQ(ToDoubles(y), (std::vector<double>{7, 2, 9, -1}));
+    EXPECT_EQ(ToDoubles(idx), (std::vector<double>{0, 1, 0, 2, 1, 1, 3}));
+    CKFLOW_ASSERT_OK_AND_ASSIGN(y, Evaluate(f.y));
+    CKFLOW_ASSERT_OK_AND_ASSIGN(idx, Evaluate(f.idx));
+    EXPECT_EQ(ToDoubles(y), (std::vector<double>{0.5, -3}));
+    EXPECT_EQ(ToDoubles(idx), (std::vector<double>{0, 0, 1}));
+    CKFLOW_ASSERT_OK_AND_ASSIGN(y, Evaluate(empty.y));
+    EXPECT_EQ(y.shape(), TensorShape({0}));
+  }
+  ops::Unique(root.WithOpName("u"), ops::Const<int32_t>(root, {1, 2, 3, 4}, {2, 2}));
+  EXPECT_EQ(root.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(root.status().message().find("u (Unique): x is [2,2]"), std::string::npos)
+      << root.status();
+}
+
 // Every node the targets need, by walking inputs and control inputs.
 std::set<const Node*> Needed(const std::vector<Output>& targets) {
   std::set<const Node*> seen;

@@ -904,8 +904,8 @@ TEST(GradientRegistryTest, EveryDifferentiableFoundationOpHasAGradient) {
                            "ReadVariableOp"}) {
     EXPECT_NE(StandardGradients().Find(type), nullptr) << type;
   }
-  for (const char* type :
-       {"StopGradient", "ZerosLike", "OnesLike", "Shape", "ConcatOffset", "InvertPermutation"}) {
+  for (const char* type : {"StopGradient", "ZerosLike", "OnesLike", "Shape", "ConcatOffset",
+                           "InvertPermutation", "Unique"}) {
     EXPECT_TRUE(StandardGradients().Contains(type)) << type;
     EXPECT_EQ(StandardGradients().Find(type), nullptr) << type;
   }

@@ -6,7 +6,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -15,6 +17,7 @@
 
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
+#include "ops/training_ops.h"
 #include "ops/variables.h"
 #include "runtime/session.h"
 #include "tests/ops/training_test_util.h"
@@ -104,6 +107,41 @@ std::vector<OptimizerCase> Cases() {
            r.w[i] -= mom[i];
          }
        }});
+  cases.push_back({"Adagrad",
+                   [] { return Adagrad::Make({.learning_rate = 0.1f}); },
+                   {{"accumulator", 0.1}},
+                   [](Reference& r, const std::vector<double>& g) {
+                     std::vector<double>& accum = r.slots["accumulator"];
+                     for (size_t i = 0; i < g.size(); ++i) {
+                       accum[i] += g[i] * g[i];
+                       r.w[i] -= F(0.1f) * g[i] / std::sqrt(accum[i]);
+                     }
+                   }});
+  // The square-root learning rate and another power (std::pow in the
+  // kernel); l1 large enough to zero some weights.
+  for (float power : {-0.5f, -0.25f}) {
+    cases.push_back(
+        {power == -0.5f ? "Ftrl" : "FtrlPower",
+         [power] {
+           return Ftrl::Make(
+               {.learning_rate = 0.5f, .learning_rate_power = power, .l1 = 0.2f, .l2 = 0.1f});
+         },
+         {{"accum", 0.1}, {"linear", 0.0}},
+         [power](Reference& r, const std::vector<double>& g) {
+           const double lr = F(0.5f), l1 = F(0.2f), l2 = F(0.1f), p = -F(power);
+           std::vector<double>& accum = r.slots["accum"];
+           std::vector<double>& linear = r.slots["linear"];
+           for (size_t i = 0; i < g.size(); ++i) {
+             const double next = accum[i] + g[i] * g[i];
+             linear[i] += g[i] - (std::pow(next, p) - std::pow(accum[i], p)) / lr * r.w[i];
+             const double quadratic = std::pow(next, p) / lr + 2 * l2;
+             r.w[i] = std::abs(linear[i]) > l1
+                          ? (std::copysign(l1, linear[i]) - linear[i]) / quadratic
+                          : 0.0;
+             accum[i] = next;
+           }
+         }});
+  }
   return cases;
 }
 
@@ -204,6 +242,277 @@ TEST(OptimizerUpdates, MatchTheReferenceOverManyPiecesWithARaggedEnd) {
   for (const OptimizerCase& c : Cases()) {
     CheckAgainstReference<float>(c, 2e-6, 10007);
     CheckAgainstReference<double>(c, 1e-12, 10007);
+  }
+}
+
+// ------------------------------------------------------ sparse gradients
+
+// An optimizer's update from the gradient of a gather: TensorFlow 1 sums a
+// row's repeated gradients, then GradientDescent and Adam update as their
+// dense form does with that sum (Adam decays every row's m and v), the
+// others (and LazyAdam, with Adam's formula) touch only the rows looked up.
+struct SparseCase {
+  OptimizerCase optimizer;
+  bool rows_only;
+  std::string op;  // an op type the sparse update must use
+};
+
+std::vector<SparseCase> SparseCases() {
+  std::vector<SparseCase> out;
+  for (const OptimizerCase& c : Cases()) {
+    const bool dense_form = c.name == "GradientDescent" || c.name.rfind("Adam", 0) == 0;
+    std::string op = c.name == "GradientDescent"        ? "ResourceScatterAdd"
+                     : c.name == "Adam"                 ? "ResourceScatterAdd"
+                     : c.name == "AdamNesterov"         ? "ResourceApplyAdam"
+                     : c.name.rfind("Momentum", 0) == 0 ? "ResourceSparseApplyMomentum"
+                     : c.name == "RMSProp"              ? "ResourceSparseApplyRMSProp"
+                     : c.name == "Adagrad"              ? "ResourceSparseApplyAdagrad"
+                                                        : "ResourceSparseApplyFtrl";
+    out.push_back({c, !dense_form, op});
+    if (c.name.rfind("Adam", 0) == 0) {
+      OptimizerCase lazy = c;
+      const bool nesterov = c.name == "AdamNesterov";
+      lazy.name = "Lazy" + c.name;
+      lazy.make = [nesterov] {
+        return LazyAdam::Make({.learning_rate = 0.1f, .use_nesterov = nesterov});
+      };
+      out.push_back({lazy, true, "ResourceScatterSub"});
+    }
+  }
+  return out;
+}
+
+// Rows looked up by each step (repeated, unsorted), and the gradient of
+// each looked-up row (the weights of a weighted sum of the rows).
+struct SparseStep {
+  std::vector<int64_t> ids;
+  std::vector<double> weights;  // ids.size() x width
+};
+
+std::vector<SparseStep> SparseSteps(int64_t rows, int64_t width, int64_t lookups, int steps) {
+  std::vector<SparseStep> out;
+  uint64_t state = 12345;
+  auto next = [&state] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return state >> 33;
+  };
+  for (int s = 0; s < steps; ++s) {
+    SparseStep step;
+    for (int64_t i = 0; i < lookups; ++i) {
+      // Low rows more often, so rows repeat within a step.
+      step.ids.push_back(static_cast<int64_t>(next() % (next() % rows + 1)));
+    }
+    for (int64_t i = 0; i < lookups * width; ++i) {
+      step.weights.push_back(static_cast<double>(next() % 2001) / 1000.0 - 1.0);
+    }
+    out.push_back(std::move(step));
+  }
+  return out;
+}
+
+template <typename T, typename Index>
+void CheckSparseAgainstReference(const SparseCase& c, double tolerance, int64_t rows, int64_t width,
+                                 int64_t lookups) {
+  SCOPED_TRACE(c.optimizer.name + " " + std::string(DataTypeName(DataTypeOf<T>())) + " ids " +
+               std::string(DataTypeName(DataTypeOf<Index>())) + " table [" + std::to_string(rows) +
+               "," + std::to_string(width) + "]");
+  const auto size = static_cast<size_t>(rows * width);
+  const std::vector<double> initial = Tiled(kInitial, size);
+  Scope root = Scope::NewRootScope();
+  auto table =
+      Variable::Create(root, "table",
+                       ops::Const(root, Tensor::FromVector<T>({initial.begin(), initial.end()},
+                                                              TensorShape({rows, width}))));
+  Output ids = ops::Placeholder(root, DataTypeOf<Index>(), {.shape = {lookups}});
+  Output weights = ops::Placeholder(root, DataTypeOf<T>(), {.shape = {lookups, width}});
+  Output loss = ops::Sum(root, ops::Mul(root, table->SparseRead(root, ids), weights));
+  std::shared_ptr<Optimizer> optimizer = c.optimizer.make();
+  Output train = optimizer->Minimize(root, loss, {table});
+  Output init = GlobalVariablesInitializer(root);
+  ASSERT_TRUE(root.ok()) << root.status();
+  bool has_op = false;
+  for (int i = 0; i < root.graph().num_nodes(); ++i) {
+    has_op = has_op || root.graph().node(i)->type() == c.op;
+  }
+  EXPECT_TRUE(has_op) << "no " << c.op << " in the graph";
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto session, Session::Create(root.graph()));
+  CKFLOW_ASSERT_OK(session->Run({}, {}, {init}).status());
+
+  Reference ref{.w = initial, .beta1_power = 0.9f, .beta2_power = 0.999f};
+  for (const auto& [slot, fill] : c.optimizer.initial_slots) {
+    ref.slots[slot] = std::vector<double>(size, fill);
+  }
+  int step_number = 0;
+  for (const SparseStep& step : SparseSteps(rows, width, lookups, 4)) {
+    SCOPED_TRACE("step " + std::to_string(++step_number));
+    std::vector<Index> id(step.ids.begin(), step.ids.end());
+    std::vector<T> w(step.weights.begin(), step.weights.end());
+    CKFLOW_ASSERT_OK(session
+                         ->Run({{ids, Tensor::FromVector<Index>(id)},
+                                {weights, Tensor::FromVector<T>(w, TensorShape({lookups, width}))}},
+                               {}, {train})
+                         .status());
+    // The reference: each row's summed gradient, applied to the whole
+    // table or to the rows looked up.
+    std::vector<double> g(size, 0.0);
+    std::vector<int64_t> touched;
+    for (int64_t i = 0; i < lookups; ++i) {
+      const int64_t row = step.ids[i];
+      if (std::find(touched.begin(), touched.end(), row) == touched.end()) touched.push_back(row);
+      for (int64_t j = 0; j < width; ++j) g[row * width + j] += step.weights[i * width + j];
+    }
+    if (!c.rows_only) {
+      c.optimizer.step(ref, g);
+    } else {
+      Reference part{.beta1_power = ref.beta1_power, .beta2_power = ref.beta2_power};
+      std::vector<double> part_g;
+      auto each = [&](const std::function<void(size_t from, size_t to)>& fn) {
+        size_t k = 0;
+        for (int64_t row : touched) {
+          for (int64_t j = 0; j < width; ++j) fn(static_cast<size_t>(row * width + j), k++);
+        }
+      };
+      part.w.resize(touched.size() * width);
+      part_g.resize(part.w.size());
+      for (auto& [name, values] : ref.slots) part.slots[name].resize(part.w.size());
+      each([&](size_t from, size_t to) {
+        part.w[to] = ref.w[from];
+        part_g[to] = g[from];
+        for (auto& [name, values] : ref.slots) part.slots[name][to] = values[from];
+      });
+      c.optimizer.step(part, part_g);
+      each([&](size_t to, size_t from) {
+        ref.w[to] = part.w[from];
+        for (auto& [name, values] : ref.slots) values[to] = part.slots[name][from];
+      });
+      ref.beta1_power = part.beta1_power;
+      ref.beta2_power = part.beta2_power;
+    }
+    std::vector<Output> fetches = {table->value()};
+    std::vector<const std::vector<double>*> expected = {&ref.w};
+    for (const auto& [slot, values] : ref.slots) {
+      auto slot_var = optimizer->GetSlotVariable(*table, slot);
+      ASSERT_NE(slot_var, nullptr) << slot;
+      fetches.push_back(slot_var->value());
+      expected.push_back(&values);
+    }
+    CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> got, session->Run({}, fetches));
+    for (size_t k = 0; k < got.size(); ++k) {
+      std::vector<double> actual = AsDoubles<T>(got[k]);
+      ASSERT_EQ(actual.size(), size);
+      for (size_t i = 0; i < size; ++i) {
+        ASSERT_NEAR(actual[i], (*expected[k])[i], tolerance * (1 + std::abs((*expected[k])[i])))
+            << fetches[k].name() << "[" << i / width << "," << i % width << "]";
+      }
+    }
+  }
+}
+
+TEST(SparseOptimizerUpdates, SumRepeatedRowsAndMatchTheReference) {
+  for (const SparseCase& c : SparseCases()) {
+    CheckSparseAgainstReference<float, int32_t>(c, 2e-6, 7, 3, 9);
+    CheckSparseAgainstReference<double, int64_t>(c, 1e-12, 7, 3, 9);
+  }
+}
+
+// Enough rows that the kernels split them over workers (each row's
+// mentions on one worker).
+TEST(SparseOptimizerUpdates, MatchTheReferenceOnABigTable) {
+  for (const SparseCase& c : SparseCases()) {
+    CheckSparseAgainstReference<double, int32_t>(c, 1e-12, 1000, 40, 1500);
+  }
+}
+
+// The sparse kernels themselves take rows as given: a row named twice is
+// updated twice, in order (optimizers sum repeats first).
+TEST(SparseApplyOps, ApplyRepeatedRowsInOrderAndCheckEveryIndexFirst) {
+  Scope root = Scope::NewRootScope();
+  auto var = Variable::Create(
+      root, "var", ops::Const(root, Tensor::FromVector<float>({1, 2, 3, 4}, TensorShape({2, 2}))));
+  auto accum = Variable::Create(root, "accum", ops::Fill(root, {2, 2}, 0.1f));
+  Output ids = ops::Placeholder(root, DT_INT64);
+  Output grad = ops::Placeholder(root, DT_FLOAT);
+  Output apply = ops::ResourceSparseApplyAdagrad(
+      root.WithOpName("apply"), var->handle(), accum->handle(), ops::Const(root, 0.5f), grad, ids);
+  Output init = GlobalVariablesInitializer(root);
+  ASSERT_TRUE(root.ok()) << root.status();
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto session, Session::Create(root.graph()));
+  CKFLOW_ASSERT_OK(session->Run({}, {}, {init}).status());
+
+  CKFLOW_ASSERT_OK(
+      session
+          ->Run({{ids, Tensor::FromVector<int64_t>({1, 1})},
+                 {grad, Tensor::FromVector<float>({1.0f, -2.0f, 3.0f, 0.5f}, TensorShape({2, 2}))}},
+                {}, {apply})
+          .status());
+  std::vector<double> a = {0.1f, 0.1f}, w = {3.0, 4.0};
+  for (const auto& g : {std::vector<double>{1.0, -2.0}, std::vector<double>{3.0, 0.5}}) {
+    for (int j = 0; j < 2; ++j) {
+      a[j] += g[j] * g[j];
+      w[j] -= 0.5 * g[j] / std::sqrt(a[j]);
+    }
+  }
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> got,
+                              session->Run({}, std::vector<Output>{var->value(), accum->value()}));
+  EXPECT_THAT(AsDoubles<float>(got[0]), ElementsAre(1.0, 2.0, ::testing::DoubleNear(w[0], 1e-6),
+                                                    ::testing::DoubleNear(w[1], 1e-6)));
+  EXPECT_THAT(AsDoubles<float>(got[1]),
+              ElementsAre(::testing::DoubleEq(0.1f), ::testing::DoubleEq(0.1f),
+                          ::testing::DoubleNear(a[0], 1e-6), ::testing::DoubleNear(a[1], 1e-6)));
+
+  // A bad index anywhere fails the op before any row changes.
+  StatusOr<std::vector<Tensor>> bad =
+      session->Run({{ids, Tensor::FromVector<int64_t>({0, 2})},
+                    {grad, Tensor::FromVector<float>({1, 1, 1, 1}, TensorShape({2, 2}))}},
+                   {}, {apply});
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("apply"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("indices[1] = 2 is not in [0, 2)"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("'var'"));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> after,
+                              session->Run({}, std::vector<Output>{var->value()}));
+  EXPECT_EQ(AsDoubles<float>(after[0]), AsDoubles<float>(got[0]));
+
+  // Rows of the wrong width, and a gradient row count that is not the
+  // index count.
+  bad = session->Run({{ids, Tensor::FromVector<int64_t>({0})},
+                      {grad, Tensor::FromVector<float>({1, 1, 1}, TensorShape({1, 3}))}},
+                     {}, {apply});
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("rows must be the variable's rows"));
+  bad = session->Run({{ids, Tensor::FromVector<int64_t>({0, 1})},
+                      {grad, Tensor::FromVector<float>({1, 1}, TensorShape({1, 2}))}},
+                     {}, {apply});
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("must have 2 rows, one per index"));
+}
+
+TEST(SparseApplyOps, RejectIndicesThatAreNotAVectorWhenBuilt) {
+  Scope root = Scope::NewRootScope();
+  auto var = Variable::Create(root, "var", ops::Fill(root, {4, 2}, 1.0));
+  auto accum = Variable::Create(root, "accum", ops::Fill(root, {4, 2}, 0.0));
+  ops::ResourceSparseApplyMomentum(
+      root.WithOpName("apply"), var->handle(), accum->handle(), ops::Const(root, 0.1),
+      ops::Fill(root, {2, 2}, 1.0),
+      ops::Const(root, Tensor::FromVector<int32_t>({0, 1}, TensorShape({1, 2}))),
+      ops::Const(root, 0.9));
+  EXPECT_EQ(root.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(root.status().message(), HasSubstr("indices"));
+  EXPECT_THAT(root.status().message(), HasSubstr("rank 1"));
+}
+
+TEST(OptimizerErrors, FtrlAndAdagradRejectBadOptions) {
+  for (const auto& make : std::vector<std::function<std::shared_ptr<Optimizer>()>>{
+           [] { return Ftrl::Make({.learning_rate_power = 0.5f}); },
+           [] { return Ftrl::Make({.l1 = -1.0f}); },
+           [] { return Ftrl::Make({.initial_accumulator_value = -0.1}); },
+           [] { return Adagrad::Make({.initial_accumulator_value = 0.0}); }}) {
+    Scope root = Scope::NewRootScope();
+    auto w = Variable::Create(root, "w", ops::Fill(root, {2}, 1.0f));
+    std::shared_ptr<Optimizer> optimizer = make();
+    optimizer->ApplyGradients(root, {{ops::Fill(root, {2}, 1.0f), w}});
+    EXPECT_EQ(root.status().code(), StatusCode::kInvalidArgument) << optimizer->name();
+    EXPECT_THAT(root.status().message(), HasSubstr(optimizer->name() + ":"));
   }
 }
 
