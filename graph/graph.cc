@@ -20,6 +20,73 @@ Tensor Output::value() const {
   return node_->value(index_);
 }
 
+namespace {
+
+// The elements of a rank-1 int32/int64 tensor, as dimensions (negative:
+// unknown).
+std::optional<PartialShape> ShapeOfValues(const Tensor& t) {
+  if (t.shape().rank() != 1) return std::nullopt;
+  std::vector<int64_t> dims;
+  if (t.dtype() == DT_INT32) {
+    for (int32_t v : t.flat<int32_t>()) dims.push_back(v < 0 ? -1 : v);
+  } else if (t.dtype() == DT_INT64) {
+    for (int64_t v : t.flat<int64_t>()) dims.push_back(v < 0 ? -1 : v);
+  } else {
+    return std::nullopt;
+  }
+  return PartialShape(std::move(dims));
+}
+
+// The value of `out` read as a shape, as far as the graph knows it
+// statically (InferenceContext::input_shape_values): a walk over the few
+// ops shape arithmetic is made of, bounded in depth.
+std::optional<PartialShape> ShapeValueOf(const Output& out, int depth = 0) {
+  if (depth > 16 || (out.dtype() != DT_INT32 && out.dtype() != DT_INT64)) return std::nullopt;
+  const Node& node = *out.node();
+  if (node.has_values()) return ShapeOfValues(node.value(out.index()));
+  const std::string& type = node.type();
+  if (type == "Const") {
+    const AttrValue* v = node.attrs().Find("value");
+    const Tensor* t = v == nullptr ? nullptr : std::get_if<Tensor>(v);
+    return t == nullptr ? std::nullopt : ShapeOfValues(*t);
+  }
+  if (type == "Shape") {
+    const PartialShape& shape = node.input(0).shape();
+    if (!shape.known_rank()) return std::nullopt;
+    return shape;
+  }
+  if (type == "Identity" || type == "Cast") return ShapeValueOf(node.input(0), depth + 1);
+  if (type == "ConcatV2") {
+    const int n = node.num_inputs() - 1;  // the last input is the axis
+    std::vector<int64_t> dims;
+    for (int i = 0; i < n; ++i) {
+      std::optional<PartialShape> piece = ShapeValueOf(node.input(i), depth + 1);
+      if (!piece || !piece->known_rank()) return std::nullopt;
+      for (int d = 0; d < piece->rank(); ++d) dims.push_back(piece->dim(d));
+    }
+    return PartialShape(std::move(dims));
+  }
+  if (type == "Slice") {
+    std::optional<PartialShape> whole = ShapeValueOf(node.input(0), depth + 1);
+    std::optional<PartialShape> begin = ShapeValueOf(node.input(1), depth + 1);
+    std::optional<PartialShape> size = ShapeValueOf(node.input(2), depth + 1);
+    // begin and size must be known constants (a -1 size runs to the end).
+    if (!whole || !whole->known_rank() || !begin || !size || begin->rank() != 1 ||
+        size->rank() != 1 || begin->dim(0) < 0) {
+      return std::nullopt;
+    }
+    const int64_t b = begin->dim(0);
+    const int64_t e = size->dim(0) < 0 ? whole->rank() : b + size->dim(0);
+    if (e > whole->rank()) return std::nullopt;
+    std::vector<int64_t> dims;
+    for (int64_t d = b; d < e; ++d) dims.push_back(whole->dim(static_cast<int>(d)));
+    return PartialShape(std::move(dims));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 StatusOr<Node*> Graph::AddNode(NodeSpec spec) {
   if (spec.op_def == nullptr) return InvalidArgumentError(spec.name, ": no op definition");
   const std::string where = spec.name + " (" + spec.op_def->type + ")";
@@ -53,6 +120,7 @@ StatusOr<Node*> Graph::AddNode(NodeSpec spec) {
       if (const AttrValue* v = in.node()->attrs().Find("value")) constant = std::get_if<Tensor>(v);
     }
     ctx.input_constants.push_back(constant);
+    ctx.input_shape_values.push_back(ShapeValueOf(in));
   }
   for (Node* dep : spec.control_inputs) {
     if (dep == nullptr || &dep->graph() != this) {

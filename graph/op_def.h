@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -132,6 +133,12 @@ struct InferenceContext {
   // The value of input i when it is produced by a Const node, else nullptr:
   // lets Reshape, Fill, Sum... infer shapes from constant arguments.
   std::vector<const Tensor*> input_constants;
+  // What the graph knows of input i's value read as a shape, when it is an
+  // int32/int64 vector made from shapes: Shape(x), Consts, and their
+  // Slice and ConcatV2 (unknown dimensions -1). Lets Reshape to
+  // Concat(Slice(Shape(x), ...), [units]) keep x's known dimensions, as
+  // TensorFlow's shape inference does. nullopt where nothing is known.
+  std::vector<std::optional<PartialShape>> input_shape_values;
 
   std::vector<DataType> output_types;       // set by the shape function
   std::vector<PartialShape> output_shapes;  // same length as output_types

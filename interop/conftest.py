@@ -36,6 +36,7 @@ class Ckflow:
         self.cli_program = _program("tools", "ckflow")
         self.ops_program = _program("interop", "interop_ops")
         self.sparse_program = _program("interop", "interop_sparse")
+        self.layers_program = _program("interop", "interop_layers")
 
     def side(self, *args, check=True):
         return self._report(self.side_program, args, check)
@@ -66,6 +67,10 @@ class Ckflow:
     def sparse(self, *args):
         """Runs interop_sparse (sparse optimizer steps); raises on failure."""
         self._run(self.sparse_program, args)
+
+    def layers(self, *args):
+        """Runs interop_layers (one sequence layer); raises on failure."""
+        self._run(self.layers_program, args)
 
     @staticmethod
     def _run(program, args):

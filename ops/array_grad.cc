@@ -41,6 +41,13 @@ Status FillGrad(const Scope& scope, const Node&, const std::vector<Output>& dz,
   return OkStatus();
 }
 
+// The band of the gradient: what the band kept passes, the rest was zeroed.
+Status MatrixBandPartGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
+                          std::vector<Output>* dx) {
+  (*dx)[0] = ops::MatrixBandPart(scope, dz[0], op.input(1), op.input(2));
+  return OkStatus();
+}
+
 // Slice's gradient pads the gradient back to the input's shape with zeros:
 // begin before, the rest after (TensorFlow builds the same paddings).
 Status SliceGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
@@ -145,6 +152,7 @@ Status RegisterArrayGradients(GradientRegistry& r) {
   CKFLOW_RETURN_IF_ERROR(r.Register("Transpose", TransposeGrad));
   CKFLOW_RETURN_IF_ERROR(r.Register("Cast", CastGrad));
   CKFLOW_RETURN_IF_ERROR(r.Register("Fill", FillGrad));
+  CKFLOW_RETURN_IF_ERROR(r.Register("MatrixBandPart", MatrixBandPartGrad));
   CKFLOW_RETURN_IF_ERROR(r.Register("Slice", SliceGrad));
   CKFLOW_RETURN_IF_ERROR(r.Register("Pad", PadGrad));
   CKFLOW_RETURN_IF_ERROR(r.Register("PadV2", PadGrad));

@@ -361,6 +361,69 @@ Status FillWith(Tensor& out, const Tensor& value) {
   return InvalidArgumentError("cannot fill a tensor of dtype ", DataTypeName(value.dtype()));
 }
 
+// ----------------------------------------------------- MatrixBandPart
+
+Status BandPartShapeFn(InferenceContext& c) {
+  CKFLOW_RETURN_IF_ERROR(CheckDtype(c, 0, "input", kCastTypes));
+  CKFLOW_RETURN_IF_ERROR(CheckRank(c, 0, "input", 2, std::numeric_limits<int>::max()));
+  for (int i : {1, 2}) {
+    const char* arg = i == 1 ? "num_lower" : "num_upper";
+    CKFLOW_RETURN_IF_ERROR(CheckDtype(c, i, arg, kIndexTypes));
+    CKFLOW_RETURN_IF_ERROR(CheckRank(c, i, arg, 0, 0));
+  }
+  c.AddOutput(c.input_types[0], c.input_shapes[0]);
+  return OkStatus();
+}
+
+// Each innermost matrix [rows, cols] keeps the band num_lower below and
+// num_upper above its diagonal (a negative count keeps the whole triangle)
+// and is zero elsewhere. Row by row: a copy of the band, zeros around it, so
+// any dtype moves as bytes.
+Status BandPartCompute(KernelContext& ctx) {
+  const Tensor& input = ctx.input(0);
+  int64_t band[2];
+  for (int i : {1, 2}) {
+    const Tensor& t = ctx.input(i);
+    if (t.shape().rank() != 0) {
+      return InvalidArgumentError(i == 1 ? "num_lower" : "num_upper", " must be a scalar, got ",
+                                  t.shape().ToString());
+    }
+    CKFLOW_ASSIGN_OR_RETURN(std::vector<int64_t> v, IntsFromTensor(t, "band"));
+    band[i - 1] = v[0];
+  }
+  const TensorShape& shape = input.shape();
+  if (shape.rank() < 2) {
+    return InvalidArgumentError("input must have rank >= 2, got ", shape.ToString());
+  }
+  const int64_t rows = shape.dim(shape.rank() - 2), cols = shape.dim(shape.rank() - 1);
+  if (band[0] > rows) {
+    return InvalidArgumentError("num_lower is ", band[0], ", more than the ", rows, " rows");
+  }
+  if (band[1] > cols) {
+    return InvalidArgumentError("num_upper is ", band[1], ", more than the ", cols, " columns");
+  }
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, input.dtype(), shape));
+  if (input.NumElements() == 0) return OkStatus();
+  const size_t size = DataTypeSize(input.dtype());
+  const char* in = static_cast<const char*>(input.raw_data());
+  char* o = static_cast<char*>(out->raw_data());
+  const int64_t total_rows = input.NumElements() / cols;
+  const int64_t lower = band[0] < 0 ? rows : band[0];
+  const int64_t upper = band[1] < 0 ? cols : band[1];
+  ParallelRange(total_rows, cols, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t i = r % rows;
+      const int64_t first = std::clamp<int64_t>(i - lower, 0, cols);
+      const int64_t last = std::clamp<int64_t>(i + upper + 1, first, cols);
+      char* dst = o + r * cols * size;
+      std::memset(dst, 0, first * size);
+      std::memcpy(dst + first * size, in + (r * cols + first) * size, (last - first) * size);
+      std::memset(dst + last * size, 0, (cols - last) * size);
+    }
+  });
+  return OkStatus();
+}
+
 }  // namespace internal
 
 using internal::RegisterOp;
@@ -406,6 +469,10 @@ Status RegisterArrayOps(OpRegistry& r) {
                                         .inputs = {"input"},
                                         .shape_fn = ShapeShapeFn,
                                         .kernel_factory = ShapeKernel}));
+  CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "MatrixBandPart",
+                                        .inputs = {"input", "num_lower", "num_upper"},
+                                        .shape_fn = BandPartShapeFn,
+                                        .kernel_factory = StatelessKernel(BandPartCompute)}));
   return OkStatus();
 }
 
@@ -470,6 +537,10 @@ Output Fill(const Scope& scope, Input dims, Input value) {
 Output ZerosLike(const Scope& scope, Input x) { return BuildOp(scope, "ZerosLike", {x}); }
 
 Output OnesLike(const Scope& scope, Input x) { return BuildOp(scope, "OnesLike", {x}); }
+
+Output MatrixBandPart(const Scope& scope, Input input, Input num_lower, Input num_upper) {
+  return BuildOp(scope, "MatrixBandPart", {input, num_lower, num_upper});
+}
 
 Output Shape(const Scope& scope, Input input, DataType out_type) {
   AttrMap attrs;

@@ -127,6 +127,13 @@ std::vector<Output> ConcatOffset(const Scope& scope, Input concat_dim,
 // AsIndexedSlices in ops/gradients.h.
 Output Gather(const Scope& scope, Input params, Input indices, Input axis = 0);
 
+// MatrixBandPart (tf.linalg.band_part): each innermost matrix of `input`
+// (rank >= 2) keeps the elements at most num_lower below and num_upper
+// above the diagonal (int32/int64 scalars; negative keeps the whole
+// triangle) and is zero elsewhere. MatrixBandPart(ones, -1, 0) is a causal
+// mask. Its gradient is the same band of the incoming gradient.
+Output MatrixBandPart(const Scope& scope, Input input, Input num_lower, Input num_upper);
+
 // Unique (tf.unique): y holds the distinct values of the vector `x` in
 // order of first appearance, idx (int32 or int64, x's shape) the position
 // in y of each element of x, so x == Gather(y, idx). It has no gradient.

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <utility>
 
+#include "ops/array_ops.h"
 #include "ops/initializers.h"
 #include "ops/layers_internal.h"
 #include "ops/math_ops.h"
@@ -184,6 +185,36 @@ Output BiasAndActivation(const Scope& scope, Output y, const std::shared_ptr<Var
   return y;
 }
 
+Output ContractLastAxes(const Scope& scope, Output x, int contracted, int64_t in_features,
+                        Output matrix, Output bias, const std::vector<int64_t>& out_dims) {
+  int64_t out_features = 1;
+  for (int64_t d : out_dims) out_features *= d;
+  const PartialShape& shape = x.shape();
+  const int leading = shape.rank() - contracted;
+  Output flat = leading == 1 && contracted == 1
+                    ? x
+                    : ops::Reshape(scope, x, Tensor::FromVector<int64_t>({-1, in_features}));
+  Output y = ops::MatMul(scope, flat, matrix);
+  if (bias.valid()) y = ops::BiasAdd(scope, y, bias);
+  if (leading == 1 && out_dims.size() == 1) return y;
+  // The leading dimensions as constants if all are known, else read at run
+  // time (a batch or sequence length fed later).
+  std::vector<int64_t> dims;
+  bool known = true;
+  for (int d = 0; d < leading; ++d) {
+    known = known && shape.dim(d) >= 0;
+    dims.push_back(shape.dim(d));
+  }
+  dims.insert(dims.end(), out_dims.begin(), out_dims.end());
+  if (known) return ops::Reshape(scope, y, Tensor::FromVector<int64_t>(dims));
+  std::vector<int32_t> tail(out_dims.begin(), out_dims.end());
+  Output target = ops::Concat(scope,
+                              {ops::Slice(scope, ops::Shape(scope, x), {0}, {leading}),
+                               ops::Const(scope, Tensor::FromVector<int32_t>(tail))},
+                              0);
+  return ops::Reshape(scope, y, target);
+}
+
 StatusOr<TensorShape> WeightShape(std::initializer_list<int64_t> dims) {
   StatusOr<TensorShape> shape =
       TensorShape::Make(std::span<const int64_t>(dims.begin(), dims.size()));
@@ -205,15 +236,16 @@ std::shared_ptr<Dense> Dense::Make(int64_t units, DenseOptions options) {
 Status Dense::Build(const Scope& scope, const Output& input) {
   if (units_ <= 0) return InvalidArgumentError("units must be positive, got ", units_);
   const PartialShape& shape = input.shape();
-  if (shape.rank() != 2 || shape.dim(1) < 0) {
-    return InvalidArgumentError("expects an input [batch, features] with known features, got ",
-                                input.name(), " of shape ", shape.ToString());
+  if (!shape.known_rank() || shape.rank() < 2 || shape.dim(shape.rank() - 1) < 0) {
+    return InvalidArgumentError(
+        "expects an input [batch, ..., features] (rank >= 2) with known features, got ",
+        input.name(), " of shape ", shape.ToString());
   }
   CKFLOW_RETURN_IF_ERROR(internal::CheckFloatInput(input));
   const Initializer& kernel_init =
       options_.kernel_initializer ? options_.kernel_initializer : initializers::GlorotUniform();
-  kernel_ =
-      AddWeight(scope, "kernel", input.dtype(), TensorShape({shape.dim(1), units_}), kernel_init);
+  kernel_ = AddWeight(scope, "kernel", input.dtype(),
+                      TensorShape({shape.dim(shape.rank() - 1), units_}), kernel_init);
   if (options_.use_bias) {
     const Initializer& bias_init =
         options_.bias_initializer ? options_.bias_initializer : initializers::Zeros();
@@ -223,8 +255,15 @@ Status Dense::Build(const Scope& scope, const Output& input) {
 }
 
 Output Dense::Call(const Scope& scope, Output input) {
-  return internal::BiasAndActivation(scope, ops::MatMul(scope, input, kernel_->Read(scope)), bias_,
-                                     options_.activation);
+  if (input.shape().rank() == 2) {
+    return internal::BiasAndActivation(scope, ops::MatMul(scope, input, kernel_->Read(scope)),
+                                       bias_, options_.activation);
+  }
+  // Keras' tensordot over the last axis: one MatMul of all positions.
+  const int64_t features = kernel_->shape().dim(0);
+  Output y = internal::ContractLastAxes(scope, input, 1, features, kernel_->Read(scope),
+                                        bias_ ? bias_->Read(scope) : Output(), {units_});
+  return options_.activation ? options_.activation(scope, y) : y;
 }
 
 // ----------------------------------------------------------- Sequential

@@ -138,8 +138,10 @@ struct DenseOptions {
 };
 
 // output = activation(input · kernel + bias) for inputs [batch, features];
-// kernel is [features, units], bias [units]. The variables take the input's
-// dtype (float32 or float64).
+// kernel is [features, units], bias [units]. An input of higher rank
+// [batch, ..., features] is multiplied along its last axis, as Keras' Dense
+// does: output [batch, ..., units]. The variables take the input's dtype
+// (float32 or float64).
 class Dense : public Layer {
  public:
   static std::shared_ptr<Dense> Make(int64_t units, DenseOptions options = {});

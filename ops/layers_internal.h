@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "base/status.h"
 #include "graph/graph.h"
@@ -37,6 +38,13 @@ StatusOr<TensorShape> WeightShape(std::initializer_list<int64_t> dims);
 // Conv2D's and DepthwiseConv2D's Call.
 Output BiasAndActivation(const Scope& scope, Output y, const std::shared_ptr<Variable>& bias,
                          const Activation& activation);
+// x's last `contracted` dimensions (known: `in_features` elements) times a
+// [in_features, out_features] matrix, as one MatMul over x viewed as
+// [-1, in_features]; the result has x's leading dimensions (known or not)
+// followed by `out_dims`. What Keras' Dense on rank > 2 and EinsumDense
+// compute. `bias`, if any, is [out_features].
+Output ContractLastAxes(const Scope& scope, Output x, int contracted, int64_t in_features,
+                        Output matrix, Output bias, const std::vector<int64_t>& out_dims);
 // `initializer`, or `fallback` where it is empty.
 inline Initializer OrDefault(const Initializer& initializer, Initializer fallback) {
   return initializer ? initializer : std::move(fallback);

@@ -154,6 +154,9 @@ StatusOr<PartialShape> ShapeFromShapeInput(const InferenceContext& c, int i, std
     }
     return PartialShape(*std::move(dims));
   }
+  if (i < static_cast<int>(c.input_shape_values.size()) && c.input_shape_values[i]) {
+    return *c.input_shape_values[i];
+  }
   const PartialShape& s = c.input_shapes[i];
   if (s.rank() == 1 && s.dim(0) >= 0) {
     return PartialShape(std::vector<int64_t>(s.dim(0), -1));

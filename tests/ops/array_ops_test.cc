@@ -159,6 +159,27 @@ TEST(Reshape, PartiallyKnownInputKeepsTheUnknownDimension) {
   EXPECT_EQ(r.shape().ToString(), "[?,784]");
 }
 
+// A shape computed from shapes keeps what is known of them, as
+// TensorFlow's inference does: Dense on [batch, time, features] reshapes
+// its [batch * time, units] product back to [batch, time, units].
+TEST(Reshape, ShapesBuiltFromShapesKeepTheirKnownDimensions) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root, DT_FLOAT, {.shape = {-1, 3, 4}});
+  Output lead = ops::Slice(root, ops::Shape(root, x), {0}, {2});
+  Output target = ops::Concat(root, {lead, ops::Const<int32_t>(root, {5, -1})}, 0);
+  Output r = ops::Reshape(root, ops::Placeholder(root, DT_FLOAT), target);
+  Output tail = ops::Reshape(root, ops::Placeholder(root, DT_FLOAT),
+                             ops::Slice(root, ops::Shape(root, x, DT_INT64), {1}, {-1}));
+  ASSERT_TRUE(root.ok()) << root.status();
+  EXPECT_EQ(r.shape().ToString(), "[?,3,5,?]");
+  EXPECT_EQ(tail.shape().ToString(), "[3,4]");
+  CKFLOW_ASSERT_OK_AND_ASSIGN(
+      Tensor out,
+      testing::Evaluate(r, {{x, Tensor(DT_FLOAT, TensorShape({2, 3, 4}))},
+                            {r.node()->input(0), Tensor(DT_FLOAT, TensorShape({60}))}}));
+  EXPECT_EQ(out.shape(), TensorShape({2, 3, 5, 2}));
+}
+
 // --------------------------------------------------------------------- Cast
 
 TEST(Cast, RoundTripsSmallWholeNumbersBetweenEveryPairOfTypes) {

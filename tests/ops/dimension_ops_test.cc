@@ -1,4 +1,5 @@
-// Transpose, InvertPermutation, ExpandDims and Squeeze against naive
+// Transpose, InvertPermutation, ExpandDims, Squeeze and MatrixBandPart
+// against naive
 // references (explicit multi-indices) over dtypes and every permutation of
 // ranks up to 4; bit-identical under 1, 2 and 4 threads; the buffer shared
 // where no element moves; their build- and run-time errors. (Their
@@ -262,6 +263,49 @@ TEST(Squeeze, ADimensionNotOfOneFailsAtBuildAndRunTime) {
   EXPECT_EQ(s.message(),
             "sq (Squeeze): input is [1,3,1]: squeeze_dims 3 is out of range for rank 3 (must be "
             "in [-3, 3))");
+}
+
+TEST(MatrixBandPart, KeepsTheBandOfEveryMatrixAndZeroesTheRest) {
+  std::mt19937 rng(17);
+  for (DataType dtype : kDtypes) {
+    for (const Dims& shape : {Dims{4, 4}, Dims{2, 3, 5}, Dims{2, 6, 3}, Dims{0, 3, 3}}) {
+      for (auto [lower, upper] : {std::pair{-1, 0}, std::pair{1, 2}, std::pair{0, -1},
+                                  std::pair{-1, -1}, std::pair{0, 0}}) {
+        Scope root = Scope::NewRootScope();
+        Tensor x = RandomTensor(dtype, TensorShape(shape), rng);
+        Output y = ops::MatrixBandPart(root, ops::Const(root, x), ops::Const<int64_t>(root, lower),
+                                       ops::Const<int64_t>(root, upper));
+        CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor got, Evaluate(y));
+        const std::vector<double> in = ToDoubles(x);
+        std::vector<double> want(in.size());
+        const int64_t rows = shape[shape.size() - 2], cols = shape.back();
+        for (int64_t i = 0; i < static_cast<int64_t>(in.size()); ++i) {
+          const int64_t r = i / cols % rows, c = i % cols;
+          const bool keep = (lower < 0 || r - c <= lower) && (upper < 0 || c - r <= upper);
+          want[i] = keep ? in[i] : 0;
+        }
+        ExpectNear(got, x.shape(), want, 0, 0,
+                   "band " + std::to_string(lower) + "," + std::to_string(upper));
+      }
+    }
+  }
+}
+
+TEST(MatrixBandPart, RejectsVectorsAndBandsWiderThanTheMatrix) {
+  Scope root = Scope::NewRootScope();
+  ops::MatrixBandPart(root.WithOpName("band"), ops::Const<float>(root, {1, 2}),
+                      ops::Const<int64_t>(root, 0), ops::Const<int64_t>(root, 0));
+  EXPECT_EQ(root.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(root.status().message().find("band (MatrixBandPart): input is [2]"), std::string::npos)
+      << root.status();
+  Scope other = Scope::NewRootScope();
+  Output y =
+      ops::MatrixBandPart(other.WithOpName("band"), ops::Const<float>(other, {1, 2, 3, 4}, {2, 2}),
+                          ops::Const<int64_t>(other, 3), ops::Const<int64_t>(other, 0));
+  StatusOr<Tensor> bad = Evaluate(y);
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("num_lower is 3, more than the 2 rows"), std::string::npos)
+      << bad.status();
 }
 
 }  // namespace

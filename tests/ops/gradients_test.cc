@@ -290,6 +290,14 @@ std::vector<GradCase> SequenceCases() {
   cases.push_back({.name = "GeluApproximate",
                    .shapes = {{3, 4}},
                    .f = [](const Scope& s, const Inputs& x) { return ops::Gelu(s, x[0], true); }});
+  cases.push_back(
+      {.name = "MatrixBandPart", .shapes = {{2, 4, 5}}, .f = [](const Scope& s, const Inputs& x) {
+         return ops::MatrixBandPart(s, x[0], ops::Const<int64_t>(s, 1), ops::Const<int64_t>(s, 2));
+       }});
+  cases.push_back(
+      {.name = "CausalBand", .shapes = {{4, 4}}, .f = [](const Scope& s, const Inputs& x) {
+         return ops::MatrixBandPart(s, x[0], ops::Const<int64_t>(s, -1), ops::Const<int64_t>(s, 0));
+       }});
   return cases;
 }
 
@@ -901,6 +909,7 @@ TEST(GradientRegistryTest, EveryDifferentiableFoundationOpHasAGradient) {
                            "ResourceGather",
                            "UnsortedSegmentSum",
                            "Erfc",
+                           "MatrixBandPart",
                            "ReadVariableOp"}) {
     EXPECT_NE(StandardGradients().Find(type), nullptr) << type;
   }

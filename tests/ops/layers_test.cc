@@ -148,7 +148,8 @@ TEST_F(LayersTest, BadInputIsAStickyErrorNamingTheLayer) {
   };
   std::vector<Case> cases = {
       {"Rank1", 2, PartialShape({4}), DT_FLOAT,
-       "layer 'dense': expects an input [batch, features] with known features, got x:0 of shape "
+       "layer 'dense': expects an input [batch, ..., features] (rank >= 2) with known features, "
+       "got x:0 of shape "
        "[4]"},
       {"UnknownFeatures", 2, PartialShape({2, -1}), DT_FLOAT, "with known features"},
       {"Integer", 2, PartialShape({2, 3}), DT_INT32, "expects a float32 or float64 input"},
