@@ -276,7 +276,8 @@ case "$cmd" in
     configure build/release -DCMAKE_BUILD_TYPE=Release -DCKFLOW_BUILD_TESTS=OFF \
       -DCKFLOW_BUILD_BENCH=OFF -DCKFLOW_BUILD_INTEROP=ON
     "$CMAKE" --build build/release -j "$JOBS" --target interop_ckflow interop_ops interop_sparse \
-      interop_layers interop_cnn ckflow_cli regress fashion_mnist
+      interop_layers interop_transformer interop_cnn ckflow_cli regress fashion_mnist \
+      char_transformer
     CKFLOW_BUILD="$ROOT/build/release" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
       interop "$@"
     ;;

@@ -37,6 +37,7 @@ class Ckflow:
         self.ops_program = _program("interop", "interop_ops")
         self.sparse_program = _program("interop", "interop_sparse")
         self.layers_program = _program("interop", "interop_layers")
+        self.transformer_program = _program("interop", "interop_transformer")
 
     def side(self, *args, check=True):
         return self._report(self.side_program, args, check)
@@ -71,6 +72,11 @@ class Ckflow:
     def layers(self, *args):
         """Runs interop_layers (one sequence layer); raises on failure."""
         self._run(self.layers_program, args)
+
+    def transformer(self, *args):
+        """Runs interop_transformer (the example's model trained); raises on
+        failure."""
+        self._run(self.transformer_program, args)
 
     @staticmethod
     def _run(program, args):

@@ -1,0 +1,115 @@
+"""TensorFlow 2.21 as the judge of the transformer example's model
+(examples/char_transformer_model.h) in training: the same model in tf_keras
+(Embedding, LayerNormalization, causal MultiHeadAttention, Dense with GELU,
+by the same attribute names), in a TF1 graph, starts from ckflow's initial
+weights (its SaveWeights file, read with assert_consumed) and takes 50
+steps of tf.compat.v1.train.AdamOptimizer(1e-3) on the batches ckflow took
+(interop/transformer_side.cc, dropout off). Every step's loss and every
+trained variable agree within 1e-4 relative."""
+
+import zlib
+
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+
+import values
+
+# interop/transformer_side.cc's kConfig.
+VOCAB, CONTEXT, D_MODEL, HEADS, BLOCKS = 256, 16, 32, 4, 2
+BATCH, STEPS = 4, 50
+
+
+class CharTransformer(keras.Model):
+    def __init__(self):
+        super().__init__(name="char_transformer")
+        layers = keras.layers
+        self.token_embedding = layers.Embedding(VOCAB, D_MODEL, name="token_embedding")
+        self.position_embedding = layers.Embedding(CONTEXT, D_MODEL, name="position_embedding")
+        self.blocks = []
+        for b in range(BLOCKS):
+            n = f"block{b}"
+            block = (
+                layers.LayerNormalization(name=f"{n}_attention_norm"),
+                layers.MultiHeadAttention(HEADS, D_MODEL // HEADS, name=f"{n}_attention"),
+                layers.LayerNormalization(name=f"{n}_mlp_norm"),
+                layers.Dense(4 * D_MODEL, activation="gelu", name=f"{n}_mlp_in"),
+                layers.Dense(D_MODEL, name=f"{n}_mlp_out"),
+            )
+            # ckflow's edge names: block0_attention_norm, block0_attention, ...
+            for suffix, layer in zip(("attention_norm", "attention", "mlp_norm", "mlp_in",
+                                      "mlp_out"), block):
+                setattr(self, f"{n}_{suffix}", layer)
+            self.blocks.append(block)
+        self.final_norm = layers.LayerNormalization(name="final_norm")
+        self.logits = layers.Dense(VOCAB, name="logits")
+
+    def call(self, ids):
+        x = self.token_embedding(ids) + self.position_embedding(tf.range(CONTEXT))
+        for attention_norm, attention, mlp_norm, mlp_in, mlp_out in self.blocks:
+            h = attention_norm(x)
+            x = x + attention(h, h, use_causal_mask=True)
+            x = x + mlp_out(mlp_in(mlp_norm(x)))
+        return self.logits(self.final_norm(x))
+
+
+def batches():
+    """Windows of a real text (this file's own source), as the example cuts
+    them: ids and each position's next byte."""
+    with open(__file__, "rb") as f:
+        text = np.frombuffer(f.read(), dtype=np.uint8)
+    rng = np.random.default_rng(zlib.crc32(b"char_transformer"))
+    out = {}
+    for step in range(STEPS):
+        starts = rng.integers(0, len(text) - CONTEXT - 1, size=BATCH)
+        windows = np.stack([text[s : s + CONTEXT + 1] for s in starts]).astype(np.int32)
+        out[f"ids_{step}"] = windows[:, :-1]
+        out[f"labels_{step}"] = windows[:, 1:].reshape(-1)
+    return out
+
+
+def test_fifty_adam_steps_agree_with_tensorflow(tmp_path, ckflow):
+    data = batches()
+    values.write(tmp_path / "in", data)
+    ckflow.transformer("--in", tmp_path / "in", "--initial", tmp_path / "initial", "--final",
+                       tmp_path / "final", "--out", tmp_path / "out")
+    ck_loss = [float(values.as_array(e)) for k, e in values.read(tmp_path / "out").items()]
+    assert len(ck_loss) == STEPS
+
+    graph = tf.Graph()
+    with graph.as_default():
+        model = CharTransformer()
+        ids = tf.compat.v1.placeholder(tf.int32, [None, CONTEXT])
+        labels = tf.compat.v1.placeholder(tf.int32, [None])
+        logits = tf.reshape(model(ids), [-1, VOCAB])
+        loss = tf.reduce_mean(
+            tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+        train = tf.compat.v1.train.AdamOptimizer(1e-3).minimize(loss)
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            tf.train.Checkpoint(model).read(str(tmp_path / "initial")).assert_consumed() \
+                .run_restore_ops(session)
+            tf_loss = []
+            for step in range(STEPS):
+                value, _ = session.run([loss, train], {ids: data[f"ids_{step}"],
+                                                       labels: data[f"labels_{step}"]})
+                tf_loss.append(float(value))
+            trained = session.run(model.weights)
+            # ckflow's trained values, restored into the same Keras variables.
+            tf.train.Checkpoint(model).read(str(tmp_path / "final")).assert_consumed() \
+                .run_restore_ops(session)
+            ck_trained = session.run(model.weights)
+
+    np.testing.assert_allclose(ck_loss, tf_loss, rtol=1e-4)
+    assert tf_loss[-1] < tf_loss[0] - 0.5  # it learned: not an agreement on nothing
+    assert len(model.weights) == 2 + BLOCKS * 16 + 4
+    for var, want, got in zip(model.weights, trained, ck_trained):
+        if var.name.endswith("/key/bias:0"):
+            # Adding a vector to every key adds one number to each query's
+            # scores, which the softmax removes: the exact gradient is 0,
+            # and each side holds its own rounding noise, which Adam scales
+            # up to steps of its learning rate's order. Both stay near 0.
+            assert np.max(np.abs(got)) < 1e-3 and np.max(np.abs(want)) < 1e-3, var.name
+            continue
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.max(np.abs(want)),
+                                   err_msg=var.name)
