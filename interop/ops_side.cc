@@ -6,7 +6,7 @@
 //               [--padding SAME] [--explicit-paddings ...] [--dilations ...]
 //               [--ksize 1,2,2,1] [--epsilon E] [--exponential-avg-factor F]
 //               [--is-training BOOL] [--alpha A] [--adj-x BOOL] [--adj-y BOOL]
-//               [--axis 1,3] [--approximate BOOL]
+//               [--axis 1,3] [--approximate BOOL] [--num-split N]
 //
 // IN holds the op's inputs by TensorFlow's argument names ("input" and
 // "filter" for the convolutions, "x", "scale", ... for FusedBatchNormV3; a
@@ -51,6 +51,7 @@ struct Attrs {
   bool adj_y = false;
   std::vector<int64_t> axis;  // Squeeze's
   bool approximate = false;   // Gelu's
+  int64_t num_split = 1;      // Split's and SplitV's
 };
 
 struct OpRunner {
@@ -183,6 +184,32 @@ const std::map<std::string, OpRunner>& Runners() {
         [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
           return std::vector<Output>{ops::Gelu(s, x[0], a.approximate)};
         }}},
+      {"Split",
+       {{"axis", "value"},
+        [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
+          return ops::Split(s, x[0], x[1], a.num_split);
+        }}},
+      {"SplitV",
+       {{"value", "size_splits", "axis"},
+        [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
+          return ops::SplitV(s, x[0], x[1], x[2], a.num_split);
+        }}},
+      {"Tile",
+       {{"input", "multiples"},
+        [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
+          return std::vector<Output>{ops::Tile(s, x[0], x[1])};
+        }}},
+      {"OneHot",
+       {{"indices", "depth", "on_value", "off_value"},
+        [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
+          return std::vector<Output>{
+              ops::OneHot(s, x[0], x[1], x[2], x[3], a.axis.empty() ? -1 : a.axis[0])};
+        }}},
+      {"MatrixBandPart",
+       {{"input", "num_lower", "num_upper"},
+        [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
+          return std::vector<Output>{ops::MatrixBandPart(s, x[0], x[1], x[2])};
+        }}},
       {"ConcatV2",
        {{"values*", "axis"},
         [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
@@ -267,6 +294,7 @@ int main(int argc, char** argv) {
   app.add_option("--adj-y", attrs.adj_y, "BatchMatMulV2's adj_y");
   app.add_option("--axis", attrs.axis, "Squeeze's axis (squeeze_dims)")->delimiter(',');
   app.add_option("--approximate", attrs.approximate, "Gelu's approximate (tanh)");
+  app.add_option("--num-split", attrs.num_split, "Split's and SplitV's num_split");
   CLI11_PARSE(app, argc, argv);
   ckflow::Status status = Run(op, in, out, attrs);
   if (!status.ok()) {

@@ -1,8 +1,9 @@
 """TensorFlow 2.21 as the judge of the ops attention and embeddings are
 built from: Transpose, BatchMatMulV2 (broadcast batch dimensions,
 adjoints), ExpandDims, Squeeze, Erf, Erfc, tf.nn.gelu exact and
-approximate, GatherV2 (its sparse gradient compared dense) and
-UnsortedSegmentSum, forward and gradients,
+approximate, GatherV2 (its sparse gradient compared dense),
+UnsortedSegmentSum, Split, SplitV, Tile, OneHot and MatrixBandPart, forward
+and gradients,
 against ckflow's (interop/ops_side.cc), with test_nn_ops.py's harness and
 tolerances."""
 
@@ -108,3 +109,59 @@ def test_unsorted_segment_sum_matches_tensorflow(tmp_path, ckflow, dtype, reques
               "segment_ids": rng.integers(-1, 9, (40,)).astype(np.int32),
               "num_segments": np.array(10, np.int32)}
     judge(tmp_path, ckflow, "UnsortedSegmentSum", inputs, {}, [], request.node.name)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,axis,pieces", [
+    pytest.param((4, 6, 8), 2, 4, id="heads"),
+    pytest.param((6, 5), 0, 3, id="rows"),
+    pytest.param((2, 9, 3), -2, 3, id="negative_axis"),
+])
+def test_split_matches_tensorflow(tmp_path, ckflow, shape, axis, pieces, dtype, request):
+    inputs = {"axis": np.array(axis, np.int32),
+              "value": rng_of(request).normal(size=shape).astype(dtype)}
+    judge(tmp_path, ckflow, "Split", inputs, {"num_split": pieces},
+          ["--num-split", pieces], request.node.name)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,sizes,axis", [
+    pytest.param((4, 10), (3, -1, 2), 1, id="rest"),
+    pytest.param((7, 3, 2), (2, 0, 5), 0, id="empty_piece"),
+])
+def test_split_v_matches_tensorflow(tmp_path, ckflow, shape, sizes, axis, dtype, request):
+    inputs = {"value": rng_of(request).normal(size=shape).astype(dtype),
+              "size_splits": np.array(sizes, np.int64), "axis": np.array(axis, np.int32)}
+    judge(tmp_path, ckflow, "SplitV", inputs, {"num_split": len(sizes)},
+          ["--num-split", len(sizes)], request.node.name)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,multiples", [
+    pytest.param((2, 3), (3, 2), id="matrix"),
+    pytest.param((1, 4, 1), (5, 1, 3), id="ones"),
+    pytest.param((3,), (0,), id="zero"),
+])
+def test_tile_matches_tensorflow(tmp_path, ckflow, shape, multiples, dtype, request):
+    inputs = {"input": rng_of(request).normal(size=shape).astype(dtype),
+              "multiples": np.array(multiples, np.int32)}
+    judge(tmp_path, ckflow, "Tile", inputs, {}, [], request.node.name)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_one_hot_matches_tensorflow(tmp_path, ckflow, axis, dtype, request):
+    # Out-of-range and negative ids give rows of off_value, as in TensorFlow.
+    inputs = {"indices": np.array([[0, 3, 7], [-1, 2, 2]], np.int64),
+              "depth": np.array(5, np.int32), "on_value": np.array(2.5, dtype),
+              "off_value": np.array(-0.5, dtype)}
+    judge(tmp_path, ckflow, "OneHot", inputs, {"axis": axis}, ["--axis", axis],
+          request.node.name)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lower,upper", [(-1, 0), (1, 2), (0, -1)])
+def test_band_part_matches_tensorflow(tmp_path, ckflow, lower, upper, dtype, request):
+    inputs = {"input": rng_of(request).normal(size=(2, 5, 6)).astype(dtype),
+              "num_lower": np.array(lower, np.int64), "num_upper": np.array(upper, np.int64)}
+    judge(tmp_path, ckflow, "MatrixBandPart", inputs, {}, [], request.node.name)

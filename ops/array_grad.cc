@@ -126,6 +126,61 @@ Status ConcatGrad(const Scope& scope, const Node& op, const std::vector<Output>&
   return OkStatus();
 }
 
+// Split's and SplitV's gradient: the pieces' gradients concatenated back
+// along the axis, zeros for a piece nothing used.
+Status SplitGradInto(const Scope& scope, const Node& op, const std::vector<Output>& dz,
+                     const Output& axis, Output* dvalue) {
+  std::vector<Output> pieces;
+  for (int i = 0; i < op.num_outputs(); ++i) {
+    pieces.push_back(dz[i].valid() ? dz[i] : ops::ZerosLike(scope, OutputOf(op, i)));
+  }
+  *dvalue = ops::Concat(scope, pieces, axis);
+  return OkStatus();
+}
+
+Status SplitGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
+                 std::vector<Output>* dx) {
+  return SplitGradInto(scope, op, dz, op.input(0), &(*dx)[1]);  // Split(axis, value)
+}
+
+Status SplitVGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
+                  std::vector<Output>* dx) {
+  return SplitGradInto(scope, op, dz, op.input(2), &(*dx)[0]);  // SplitV(value, sizes, axis)
+}
+
+// Tile's gradient sums the tiles: dz viewed as [m0, d0, m1, d1, ...]
+// summed over the m axes (TensorFlow's, the interleaved shape built from
+// multiples and the input's shape at run time).
+Status TileGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
+                std::vector<Output>* dx) {
+  const Output x = op.input(0);
+  // The rank: the input's, or the length of multiples.
+  const PartialShape& multiples_shape = op.input(1).shape();
+  const int rank = x.shape().known_rank() ? x.shape().rank()
+                   : multiples_shape.known_rank() && multiples_shape.dim(0) >= 0
+                       ? static_cast<int>(multiples_shape.dim(0))
+                       : -1;
+  if (rank < 0) {
+    return InvalidArgumentError("Tile's gradient needs the rank of its input ", x.name(),
+                                " or the length of multiples ", op.input(1).name());
+  }
+  if (rank == 0) {
+    (*dx)[0] = dz[0];
+    return OkStatus();
+  }
+  Output multiples = ops::Cast(scope, op.input(1), DT_INT32);
+  Output pairs = ops::Reshape(scope, ops::Concat(scope, {multiples, ops::Shape(scope, x)}, 0),
+                              Tensor::FromVector<int32_t>({2, rank}));
+  Output split_shape =
+      ops::Reshape(scope, ops::Transpose(scope, pairs, Tensor::FromVector<int32_t>({1, 0})),
+                   Tensor::FromVector<int32_t>({2 * rank}));
+  std::vector<int32_t> tile_axes;
+  for (int d = 0; d < rank; ++d) tile_axes.push_back(2 * d);
+  (*dx)[0] = ops::Sum(scope, ops::Reshape(scope, dz[0], split_shape),
+                      Tensor::FromVector<int32_t>(tile_axes));
+  return OkStatus();
+}
+
 // Transpose's gradient transposes back, by the inverse permutation (a
 // Const when perm is one, else InvertPermutation at run time).
 Status TransposeGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
@@ -153,14 +208,17 @@ Status RegisterArrayGradients(GradientRegistry& r) {
   CKFLOW_RETURN_IF_ERROR(r.Register("Cast", CastGrad));
   CKFLOW_RETURN_IF_ERROR(r.Register("Fill", FillGrad));
   CKFLOW_RETURN_IF_ERROR(r.Register("MatrixBandPart", MatrixBandPartGrad));
+  CKFLOW_RETURN_IF_ERROR(r.Register("Split", SplitGrad));
+  CKFLOW_RETURN_IF_ERROR(r.Register("SplitV", SplitVGrad));
+  CKFLOW_RETURN_IF_ERROR(r.Register("Tile", TileGrad));
   CKFLOW_RETURN_IF_ERROR(r.Register("Slice", SliceGrad));
   CKFLOW_RETURN_IF_ERROR(r.Register("Pad", PadGrad));
   CKFLOW_RETURN_IF_ERROR(r.Register("PadV2", PadGrad));
   CKFLOW_RETURN_IF_ERROR(r.Register("ConcatV2", ConcatGrad));
   // Non-differentiable by design: gradients stop here. (ZerosLike and
   // OnesLike do not depend on their input's values; TensorFlow too.)
-  for (const char* type :
-       {"StopGradient", "ZerosLike", "OnesLike", "Shape", "ConcatOffset", "InvertPermutation"}) {
+  for (const char* type : {"StopGradient", "ZerosLike", "OnesLike", "Shape", "ConcatOffset",
+                           "InvertPermutation", "OneHot"}) {
     CKFLOW_RETURN_IF_ERROR(r.RegisterNoGradient(type));
   }
   return OkStatus();

@@ -424,6 +424,89 @@ Status BandPartCompute(KernelContext& ctx) {
   return OkStatus();
 }
 
+// ---------------------------------------------------------------- OneHot
+
+Status OneHotShapeFn(InferenceContext& c) {
+  CKFLOW_RETURN_IF_ERROR(CheckDtype(c, 0, "indices", kIndexTypes));
+  static constexpr DataType kInt32[] = {DT_INT32};
+  CKFLOW_RETURN_IF_ERROR(CheckDtype(c, 1, "depth", kInt32));
+  CKFLOW_RETURN_IF_ERROR(CheckRank(c, 1, "depth", 0, 0));
+  CKFLOW_RETURN_IF_ERROR(CheckDtype(c, 2, "on_value", kNumericTypes));
+  CKFLOW_RETURN_IF_ERROR(CheckSameDtype(c, 2, "on_value", 3, "off_value"));
+  CKFLOW_RETURN_IF_ERROR(CheckRank(c, 2, "on_value", 0, 0));
+  CKFLOW_RETURN_IF_ERROR(CheckRank(c, 3, "off_value", 0, 0));
+  CKFLOW_ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> depth, ConstantInts(c, 1, "depth"));
+  if (depth && (*depth)[0] < 0) {
+    return InvalidArgumentError("depth is ", (*depth)[0], " (", InputName(c, 1),
+                                "), but must not be negative");
+  }
+  const PartialShape& indices = c.input_shapes[0];
+  if (!indices.known_rank()) {
+    c.AddOutput(c.input_types[2], PartialShape::Unknown());
+    return OkStatus();
+  }
+  const int64_t axis = c.attrs->GetOr<int64_t>("axis", -1);
+  if (axis < -1 || axis > indices.rank()) {
+    return InvalidArgumentError("axis is ", axis, ", but must be in [-1, ", indices.rank(), "]");
+  }
+  std::vector<int64_t> dims = indices.dims();
+  dims.insert(dims.begin() + (axis < 0 ? indices.rank() : axis), depth ? (*depth)[0] : -1);
+  c.AddOutput(c.input_types[2], PartialShape(std::move(dims)));
+  return OkStatus();
+}
+
+// out[..., j, ...] = on_value where j == indices[...], else off_value; an
+// index outside [0, depth) (negative ones too) gives a row of off_value, as
+// TensorFlow's.
+template <typename T>
+Status OneHotCompute(KernelContext& ctx, int64_t axis_attr) {
+  const Tensor& indices = ctx.input(0);
+  for (int i = 1; i < 4; ++i) {
+    if (ctx.input(i).shape().rank() != 0) {
+      return InvalidArgumentError(i == 1   ? "depth"
+                                  : i == 2 ? "on_value"
+                                           : "off_value",
+                                  " must be a scalar, got ", ctx.input(i).shape().ToString());
+    }
+  }
+  const int64_t depth = ctx.input(1).scalar<int32_t>();
+  if (depth < 0) return InvalidArgumentError("depth is ", depth, ", but must not be negative");
+  const int rank = indices.shape().rank();
+  if (axis_attr < -1 || axis_attr > rank) {
+    return InvalidArgumentError("axis is ", axis_attr, ", but must be in [-1, ", rank, "]");
+  }
+  const int axis = axis_attr < 0 ? rank : static_cast<int>(axis_attr);
+  std::vector<int64_t> dims = indices.shape().dim_sizes();
+  dims.insert(dims.begin() + axis, depth);
+  StatusOr<TensorShape> shape = TensorShape::Make(dims);
+  if (!shape.ok()) return shape.status().WithContext("one-hot shape");
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, DataTypeOf<T>(), *shape));
+  const T on = ctx.input(2).scalar<T>(), off = ctx.input(3).scalar<T>();
+  // indices viewed as [outer, inner] around the new axis: out is [outer,
+  // depth, inner].
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= dims[d];
+  for (int d = axis + 1; d <= rank; ++d) inner *= dims[d];
+  const std::vector<int64_t> index = FlatIndices(indices);
+  T* o = out->flat<T>().data();
+  std::fill_n(o, out->NumElements(), off);
+  for (int64_t a = 0; a < outer; ++a) {
+    for (int64_t b = 0; b < inner; ++b) {
+      const int64_t j = index[a * inner + b];
+      if (j >= 0 && j < depth) o[(a * depth + j) * inner + b] = on;
+    }
+  }
+  return OkStatus();
+}
+
+StatusOr<Kernel> OneHotKernel(const Node& node) {
+  const int64_t axis = node.attrs().GetOr<int64_t>("axis", -1);
+  return DispatchNumeric(node.output_type(0), [axis](auto tag) -> StatusOr<Kernel> {
+    using T = typename decltype(tag)::type;
+    return Kernel([axis](KernelContext& ctx) { return OneHotCompute<T>(ctx, axis); });
+  });
+}
+
 }  // namespace internal
 
 using internal::RegisterOp;
@@ -469,6 +552,10 @@ Status RegisterArrayOps(OpRegistry& r) {
                                         .inputs = {"input"},
                                         .shape_fn = ShapeShapeFn,
                                         .kernel_factory = ShapeKernel}));
+  CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "OneHot",
+                                        .inputs = {"indices", "depth", "on_value", "off_value"},
+                                        .shape_fn = OneHotShapeFn,
+                                        .kernel_factory = OneHotKernel}));
   CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "MatrixBandPart",
                                         .inputs = {"input", "num_lower", "num_upper"},
                                         .shape_fn = BandPartShapeFn,
@@ -537,6 +624,13 @@ Output Fill(const Scope& scope, Input dims, Input value) {
 Output ZerosLike(const Scope& scope, Input x) { return BuildOp(scope, "ZerosLike", {x}); }
 
 Output OnesLike(const Scope& scope, Input x) { return BuildOp(scope, "OnesLike", {x}); }
+
+Output OneHot(const Scope& scope, Input indices, Input depth, Input on_value, Input off_value,
+              int64_t axis) {
+  AttrMap attrs;
+  attrs.Set("axis", axis);
+  return BuildOp(scope, "OneHot", {indices, depth, on_value, off_value}, std::move(attrs));
+}
 
 Output MatrixBandPart(const Scope& scope, Input input, Input num_lower, Input num_upper) {
   return BuildOp(scope, "MatrixBandPart", {input, num_lower, num_upper});

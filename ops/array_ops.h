@@ -127,6 +127,26 @@ std::vector<Output> ConcatOffset(const Scope& scope, Input concat_dim,
 // AsIndexedSlices in ops/gradients.h.
 Output Gather(const Scope& scope, Input params, Input indices, Input axis = 0);
 
+// Split (tf.split into equal pieces): `value` cut along `axis` (a scalar)
+// into num_split pieces; the axis must divide evenly. SplitV: into pieces of
+// the sizes `size_splits` (a vector of num_split sizes, one of which may be
+// -1 for the rest). The gradient concatenates the pieces' gradients (zeros
+// for pieces without one).
+std::vector<Output> Split(const Scope& scope, Input axis, Input value, int64_t num_split);
+std::vector<Output> SplitV(const Scope& scope, Input value, Input size_splits, Input axis,
+                           int64_t num_split);
+// Tile: `input` repeated multiples[d] times along each dimension d
+// (multiples: an int32/int64 vector of input's rank). The gradient sums the
+// tiles.
+Output Tile(const Scope& scope, Input input, Input multiples);
+// OneHot (tf.one_hot): for indices of any shape, a new dimension of `depth`
+// (an int32 scalar) at `axis` (-1: last) holding on_value where its
+// position equals the index and off_value elsewhere (on_value and
+// off_value: scalars of the output's dtype). An index outside [0, depth)
+// gives all off_value. It has no gradient.
+Output OneHot(const Scope& scope, Input indices, Input depth, Input on_value, Input off_value,
+              int64_t axis = -1);
+
 // MatrixBandPart (tf.linalg.band_part): each innermost matrix of `input`
 // (rank >= 2) keeps the elements at most num_lower below and num_upper
 // above the diagonal (int32/int64 scalars; negative keeps the whole

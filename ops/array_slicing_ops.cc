@@ -1,6 +1,6 @@
-// TensorFlow's slicing and joining array ops: Slice, Pad, PadV2, ConcatV2
-// and ConcatOffset (the offsets ConcatV2's gradient slices at), with their
-// builders (declared in array_ops.h).
+// TensorFlow's slicing and joining array ops: Slice, Pad, PadV2, ConcatV2,
+// ConcatOffset (the offsets ConcatV2's gradient slices at), Split, SplitV
+// and Tile, with their builders (declared in array_ops.h).
 //
 // All of them move boxes of elements as bytes, so one kernel serves every
 // fixed-size dtype; each output element is written by exactly one copy, so
@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -457,6 +458,202 @@ Status ConcatOffsetCompute(KernelContext& ctx) {
   return OkStatus();
 }
 
+// -------------------------------------------------------- Split, SplitV
+
+// The sizes of the pieces of a dimension of `total` elements (unknown: -1)
+// cut by `sizes` (one of which may be -1, the rest), or InvalidArgument.
+StatusOr<std::vector<int64_t>> PieceSizes(std::vector<int64_t> sizes, int64_t total) {
+  int64_t known = 0;
+  int free = -1;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == -1 && free < 0) {
+      free = static_cast<int>(i);
+    } else if (sizes[i] < 0) {
+      return InvalidArgumentError("size_splits ", DimsString(sizes),
+                                  " has a negative size other than one -1");
+    } else {
+      known += sizes[i];
+    }
+  }
+  if (total < 0) return sizes;  // the -1 stays unknown
+  if (free >= 0) {
+    if (known > total) {
+      return InvalidArgumentError("size_splits ", DimsString(sizes), " add up to more than the ",
+                                  total, " elements of the axis");
+    }
+    sizes[free] = total - known;
+  } else if (known != total) {
+    return InvalidArgumentError("size_splits ", DimsString(sizes), " add up to ", known,
+                                ", but the axis has ", total, " elements");
+  }
+  return sizes;
+}
+
+// Split(axis, value) and SplitV(value, size_splits, axis): the input's
+// position of each argument, and num_split from the attributes.
+struct SplitArgs {
+  int value;
+  int axis;
+  int sizes;  // -1 for Split: equal pieces
+};
+
+ShapeFn SplitShapeFn(SplitArgs args) {
+  return [args](InferenceContext& c) -> Status {
+    CKFLOW_ASSIGN_OR_RETURN(int64_t n, c.attrs->Get<int64_t>("num_split"));
+    if (n < 1) return InvalidArgumentError("num_split must be at least 1, got ", n);
+    CKFLOW_RETURN_IF_ERROR(CheckDtype(c, args.value, "value", kCastTypes));
+    CKFLOW_RETURN_IF_ERROR(CheckDtype(c, args.axis, "axis", kIndexTypes));
+    CKFLOW_RETURN_IF_ERROR(CheckRank(c, args.axis, "axis", 0, 0));
+    const PartialShape& value = c.input_shapes[args.value];
+    std::optional<std::vector<int64_t>> sizes;
+    if (args.sizes >= 0) {
+      CKFLOW_RETURN_IF_ERROR(CheckDtype(c, args.sizes, "size_splits", kIndexTypes));
+      CKFLOW_RETURN_IF_ERROR(CheckRank(c, args.sizes, "size_splits", 1, 1));
+      CKFLOW_ASSIGN_OR_RETURN(sizes, ConstantInts(c, args.sizes, "size_splits"));
+      if (sizes && static_cast<int64_t>(sizes->size()) != n) {
+        return InvalidArgumentError("size_splits has ", sizes->size(), " sizes (",
+                                    InputName(c, args.sizes), ") but num_split is ", n);
+      }
+    }
+    CKFLOW_ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> axis_value,
+                            ConstantInts(c, args.axis, "axis"));
+    for (int64_t i = 0; i < n; ++i) {
+      if (!value.known_rank()) {
+        c.AddOutput(c.input_types[args.value], PartialShape::Unknown());
+        continue;
+      }
+      std::vector<int64_t> dims = value.dims();
+      if (!axis_value) {
+        c.AddOutput(c.input_types[args.value], PartialShape(std::vector<int64_t>(dims.size(), -1)));
+        continue;
+      }
+      CKFLOW_ASSIGN_OR_RETURN(int axis, NormalizeAxis((*axis_value)[0], value.rank(),
+                                                      "axis (" + InputName(c, args.axis) + ")"));
+      if (args.sizes < 0) {
+        if (dims[axis] >= 0 && dims[axis] % n != 0) {
+          return InvalidArgumentError("value is ", value.ToString(), " (", InputName(c, args.value),
+                                      "): dimension ", axis, " does not split into ", n,
+                                      " equal pieces");
+        }
+        if (dims[axis] >= 0) dims[axis] /= n;
+      } else if (sizes) {
+        CKFLOW_ASSIGN_OR_RETURN(std::vector<int64_t> pieces, PieceSizes(*sizes, dims[axis]));
+        dims[axis] = pieces[i];
+      } else {
+        dims[axis] = -1;
+      }
+      c.AddOutput(c.input_types[args.value], PartialShape(std::move(dims)));
+    }
+    return OkStatus();
+  };
+}
+
+KernelFactory SplitKernel(SplitArgs args) {
+  return StatelessKernel([args](KernelContext& ctx) -> Status {
+    const Tensor& value = ctx.input(args.value);
+    const int64_t n = ctx.num_outputs();
+    const Tensor& axis_t = ctx.input(args.axis);
+    if (axis_t.shape().rank() != 0) {
+      return InvalidArgumentError("axis must be a scalar, got shape ", axis_t.shape().ToString());
+    }
+    CKFLOW_ASSIGN_OR_RETURN(std::vector<int64_t> axis_value, IntsFromTensor(axis_t, "axis"));
+    if (value.shape().rank() == 0) return InvalidArgumentError("cannot split a scalar");
+    CKFLOW_ASSIGN_OR_RETURN(int axis, NormalizeAxis(axis_value[0], value.shape().rank(), "axis"));
+    const int64_t total = value.shape().dim(axis);
+    std::vector<int64_t> pieces;
+    if (args.sizes < 0) {
+      if (total % n != 0) {
+        return InvalidArgumentError("value is ", value.shape().ToString(), ": dimension ", axis,
+                                    " does not split into ", n, " equal pieces");
+      }
+      pieces.assign(n, total / n);
+    } else {
+      CKFLOW_ASSIGN_OR_RETURN(std::vector<int64_t> sizes,
+                              IntsFromTensor(ctx.input(args.sizes), "size_splits"));
+      if (static_cast<int64_t>(sizes.size()) != n) {
+        return InvalidArgumentError("size_splits has ", sizes.size(), " sizes but num_split is ",
+                                    n);
+      }
+      CKFLOW_ASSIGN_OR_RETURN(pieces, PieceSizes(sizes, total));
+    }
+    std::vector<int64_t> begin(value.shape().rank(), 0);
+    const std::vector<int64_t> zero(value.shape().rank(), 0);
+    for (int64_t i = 0; i < n; ++i) {
+      std::vector<int64_t> dims = value.shape().dim_sizes();
+      dims[axis] = pieces[i];
+      CKFLOW_ASSIGN_OR_RETURN(
+          Tensor * out, ctx.AllocateOutput(static_cast<int>(i), value.dtype(), TensorShape(dims)));
+      CopyBox(value, begin, *out, zero, dims);
+      begin[axis] += pieces[i];
+    }
+    return OkStatus();
+  });
+}
+
+// ------------------------------------------------------------------ Tile
+
+Status TileShapeFn(InferenceContext& c) {
+  CKFLOW_RETURN_IF_ERROR(CheckDtype(c, 0, "input", kCastTypes));
+  CKFLOW_RETURN_IF_ERROR(CheckDtype(c, 1, "multiples", kIndexTypes));
+  CKFLOW_RETURN_IF_ERROR(CheckRank(c, 1, "multiples", 1, 1));
+  const PartialShape& input = c.input_shapes[0];
+  CKFLOW_ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> multiples,
+                          ConstantInts(c, 1, "multiples"));
+  if (!input.known_rank()) {
+    c.AddOutput(c.input_types[0], PartialShape::Unknown());
+    return OkStatus();
+  }
+  if (multiples && static_cast<int>(multiples->size()) != input.rank()) {
+    return InvalidArgumentError("multiples has ", multiples->size(), " values (", InputName(c, 1),
+                                ") but input is ", input.ToString(), " (", InputName(c, 0), ")");
+  }
+  std::vector<int64_t> dims(input.rank(), -1);
+  for (int d = 0; multiples && d < input.rank(); ++d) {
+    if ((*multiples)[d] < 0) {
+      return InvalidArgumentError("multiples ", DimsString(*multiples), " (", InputName(c, 1),
+                                  ") has a negative value");
+    }
+    if (input.dim(d) >= 0) dims[d] = input.dim(d) * (*multiples)[d];
+  }
+  c.AddOutput(c.input_types[0], PartialShape(std::move(dims)));
+  return OkStatus();
+}
+
+// One CopyBox of the input per tile.
+Status TileCompute(KernelContext& ctx) {
+  const Tensor& input = ctx.input(0);
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<int64_t> multiples,
+                          IntsFromTensor(ctx.input(1), "multiples"));
+  const int rank = input.shape().rank();
+  if (ctx.input(1).shape().rank() != 1 || static_cast<int>(multiples.size()) != rank) {
+    return InvalidArgumentError("multiples must be a vector of ", rank, " values, got ",
+                                DimsString(multiples));
+  }
+  std::vector<int64_t> dims(rank);
+  for (int d = 0; d < rank; ++d) {
+    if (multiples[d] < 0) {
+      return InvalidArgumentError("multiples ", DimsString(multiples), " has a negative value");
+    }
+    dims[d] = input.shape().dim(d) * multiples[d];
+  }
+  StatusOr<TensorShape> shape = TensorShape::Make(dims);
+  if (!shape.ok()) return shape.status().WithContext("tiled shape");
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, input.dtype(), *shape));
+  if (out->NumElements() == 0) return OkStatus();
+  int64_t tiles = 1;
+  for (int64_t m : multiples) tiles *= m;
+  const std::vector<int64_t> zero(rank, 0);
+  const std::vector<int64_t> size = input.shape().dim_sizes();
+  std::vector<int64_t> tile(rank, 0);  // an odometer over the tiles
+  for (int64_t t = 0; t < tiles; ++t) {
+    std::vector<int64_t> at(rank);
+    for (int d = 0; d < rank; ++d) at[d] = tile[d] * size[d];
+    CopyBox(input, zero, *out, at, size);
+    for (int d = rank - 1; d >= 0 && ++tile[d] == multiples[d]; --d) tile[d] = 0;
+  }
+  return OkStatus();
+}
+
 }  // namespace
 }  // namespace internal
 
@@ -484,6 +681,20 @@ Status RegisterArraySlicingOps(OpRegistry& r) {
                                         .variadic = true,
                                         .shape_fn = ConcatOffsetShapeFn,
                                         .kernel_factory = StatelessKernel(ConcatOffsetCompute)}));
+  CKFLOW_RETURN_IF_ERROR(
+      RegisterOp(r, {.type = "Split",
+                     .inputs = {"axis", "value"},
+                     .shape_fn = SplitShapeFn({.value = 1, .axis = 0, .sizes = -1}),
+                     .kernel_factory = SplitKernel({.value = 1, .axis = 0, .sizes = -1})}));
+  CKFLOW_RETURN_IF_ERROR(
+      RegisterOp(r, {.type = "SplitV",
+                     .inputs = {"value", "size_splits", "axis"},
+                     .shape_fn = SplitShapeFn({.value = 0, .axis = 2, .sizes = 1}),
+                     .kernel_factory = SplitKernel({.value = 0, .axis = 2, .sizes = 1})}));
+  CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "Tile",
+                                        .inputs = {"input", "multiples"},
+                                        .shape_fn = TileShapeFn,
+                                        .kernel_factory = StatelessKernel(TileCompute)}));
   return OkStatus();
 }
 
@@ -522,6 +733,33 @@ std::vector<Output> ConcatOffset(const Scope& scope, Input concat_dim,
   if (node == nullptr) return out;
   for (int i = 0; i < node->num_outputs(); ++i) out[i] = Output(node, i);
   return out;
+}
+
+namespace {
+std::vector<Output> Outputs(Node* node, int64_t n) {
+  std::vector<Output> out(n > 0 ? n : 0);
+  if (node == nullptr) return out;
+  for (int i = 0; i < node->num_outputs(); ++i) out[i] = Output(node, i);
+  return out;
+}
+}  // namespace
+
+std::vector<Output> Split(const Scope& scope, Input axis, Input value, int64_t num_split) {
+  AttrMap attrs;
+  attrs.Set("num_split", num_split);
+  return Outputs(BuildNode(scope, "Split", {axis, value}, std::move(attrs)), num_split);
+}
+
+std::vector<Output> SplitV(const Scope& scope, Input value, Input size_splits, Input axis,
+                           int64_t num_split) {
+  AttrMap attrs;
+  attrs.Set("num_split", num_split);
+  return Outputs(BuildNode(scope, "SplitV", {value, size_splits, axis}, std::move(attrs)),
+                 num_split);
+}
+
+Output Tile(const Scope& scope, Input input, Input multiples) {
+  return BuildOp(scope, "Tile", {input, multiples});
 }
 
 }  // namespace ops

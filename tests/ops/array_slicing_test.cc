@@ -394,5 +394,98 @@ TEST(Pad, NegativeFedPaddingsFailAtRunTime) {
   EXPECT_EQ(s.message(), "op (Pad): paddings row 0 is [0,-3], but paddings must not be negative");
 }
 
+// ------------------------------------------------ Split, SplitV, Tile, OneHot
+
+TEST(Split, CutsEqualAndGivenPiecesAlongAnyAxis) {
+  std::mt19937 rng(31);
+  for (DataType dtype : {DT_FLOAT, DT_INT64, DT_BOOL}) {
+    Scope root = Scope::NewRootScope();
+    Tensor x = RandomTensor(dtype, TensorShape({3, 4, 6}), rng);
+    std::vector<Output> equal = ops::Split(root, -1, ops::Const(root, x), 3);
+    std::vector<Output> sized =
+        ops::SplitV(root, ops::Const(root, x), ops::Const<int32_t>(root, {1, -1, 0}), 1, 3);
+    ASSERT_TRUE(root.ok()) << root.status();
+    ASSERT_EQ(equal.size(), 3u);
+    EXPECT_EQ(equal[1].shape().ToString(), "[3,4,2]");
+    EXPECT_EQ(sized[1].shape().ToString(), "[3,3,6]");
+    EXPECT_EQ(sized[2].shape().ToString(), "[3,0,6]");
+    const std::vector<double> in = ToDoubles(x);
+    for (int piece = 0; piece < 3; ++piece) {
+      CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor got, Evaluate(equal[piece]));
+      std::vector<double> want;
+      for (int64_t i = 0; i < 3 * 4; ++i) {
+        for (int64_t j = 0; j < 2; ++j) want.push_back(in[i * 6 + piece * 2 + j]);
+      }
+      ExpectNear(got, TensorShape({3, 4, 2}), want, 0, 0, "equal piece");
+    }
+    CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor middle, Evaluate(sized[1]));
+    std::vector<double> want;
+    for (int64_t a = 0; a < 3; ++a) {
+      for (int64_t b = 1; b < 4; ++b) {
+        for (int64_t c = 0; c < 6; ++c) want.push_back(in[(a * 4 + b) * 6 + c]);
+      }
+    }
+    ExpectNear(middle, TensorShape({3, 3, 6}), want, 0, 0, "sized piece");
+  }
+}
+
+TEST(Split, RejectsAnAxisThatDoesNotDivideAndSizesThatDoNotAddUp) {
+  Scope root = Scope::NewRootScope();
+  ops::Split(root.WithOpName("split"), 1, ops::Const<float>(root, {1, 2, 3, 4, 5, 6}, {2, 3}), 2);
+  EXPECT_EQ(root.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(root.status().message().find("does not split into 2 equal pieces"), std::string::npos)
+      << root.status();
+  Scope other = Scope::NewRootScope();
+  Output sizes = ops::Placeholder(other, DT_INT32);
+  std::vector<Output> pieces =
+      ops::SplitV(other.WithOpName("split"), ops::Const<float>(other, {1, 2, 3, 4}), sizes, 0, 2);
+  StatusOr<Tensor> bad = Evaluate(pieces[0], {{sizes, Tensor::FromVector<int32_t>({1, 2})}});
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("size_splits [1,2] add up to 3, but the axis has 4"),
+            std::string::npos)
+      << bad.status();
+}
+
+TEST(Tile, RepeatsAlongEachDimension) {
+  std::mt19937 rng(32);
+  for (DataType dtype : {DT_DOUBLE, DT_INT32}) {
+    Scope root = Scope::NewRootScope();
+    Tensor x = RandomTensor(dtype, TensorShape({2, 1, 3}), rng);
+    Output y = ops::Tile(root, ops::Const(root, x), ops::Const<int64_t>(root, {2, 4, 1}));
+    ASSERT_TRUE(root.ok()) << root.status();
+    EXPECT_EQ(y.shape().ToString(), "[4,4,3]");
+    CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor got, Evaluate(y));
+    const std::vector<double> in = ToDoubles(x);
+    std::vector<double> want;
+    for (int64_t a = 0; a < 4; ++a) {
+      for (int64_t b = 0; b < 4; ++b) {
+        for (int64_t c = 0; c < 3; ++c) want.push_back(in[(a % 2) * 3 + c]);
+      }
+    }
+    ExpectNear(got, TensorShape({4, 4, 3}), want, 0, 0, "tiled");
+  }
+  Scope root = Scope::NewRootScope();
+  ops::Tile(root.WithOpName("tile"), ops::Const<float>(root, {1, 2}),
+            ops::Const<int32_t>(root, {2, 2}));
+  EXPECT_EQ(root.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(OneHot, PutsOnValueAtEachIndexAlongTheNewAxis) {
+  Scope root = Scope::NewRootScope();
+  Output ids = ops::Const<int64_t>(root, {2, 0, -1, 9}, {2, 2});
+  Output last = ops::OneHot(root, ids, 3, 1.0f, 0.0f);
+  Output first = ops::OneHot(root, ids, 3, 5.0, -1.0, 0);
+  ASSERT_TRUE(root.ok()) << root.status();
+  EXPECT_EQ(last.shape().ToString(), "[2,2,3]");
+  EXPECT_EQ(first.shape().ToString(), "[3,2,2]");
+  CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor got, Evaluate(last));
+  ExpectNear(got, TensorShape({2, 2, 3}), {0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0}, 0, 0, "last");
+  CKFLOW_ASSERT_OK_AND_ASSIGN(got, Evaluate(first));
+  ExpectNear(got, TensorShape({3, 2, 2}), {-1, 5, -1, -1, -1, -1, -1, -1, 5, -1, -1, -1}, 0, 0,
+             "first");
+  ops::OneHot(root.WithOpName("hot"), ids, 3, 1.0f, 0.0, 0);
+  EXPECT_EQ(root.status().code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace ckflow

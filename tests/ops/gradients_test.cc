@@ -295,6 +295,18 @@ std::vector<GradCase> SequenceCases() {
          return ops::MatrixBandPart(s, x[0], ops::Const<int64_t>(s, 1), ops::Const<int64_t>(s, 2));
        }});
   cases.push_back(
+      {.name = "SplitSecondPiece", .shapes = {{2, 6}}, .f = [](const Scope& s, const Inputs& x) {
+         return ops::Split(s, 1, x[0], 3)[1];
+       }});
+  cases.push_back(
+      {.name = "SplitVSumOfPieces", .shapes = {{5, 2}}, .f = [](const Scope& s, const Inputs& x) {
+         std::vector<Output> p = ops::SplitV(s, x[0], ops::Const<int32_t>(s, {2, -1}), 0, 2);
+         return ops::Add(s, ops::Sum(s, p[0]), ops::Sum(s, ops::Square(s, p[1])));
+       }});
+  cases.push_back({.name = "Tile", .shapes = {{2, 1, 3}}, .f = [](const Scope& s, const Inputs& x) {
+                     return ops::Tile(s, x[0], ops::Const<int32_t>(s, {2, 3, 1}));
+                   }});
+  cases.push_back(
       {.name = "CausalBand", .shapes = {{4, 4}}, .f = [](const Scope& s, const Inputs& x) {
          return ops::MatrixBandPart(s, x[0], ops::Const<int64_t>(s, -1), ops::Const<int64_t>(s, 0));
        }});
@@ -910,11 +922,14 @@ TEST(GradientRegistryTest, EveryDifferentiableFoundationOpHasAGradient) {
                            "UnsortedSegmentSum",
                            "Erfc",
                            "MatrixBandPart",
+                           "Split",
+                           "SplitV",
+                           "Tile",
                            "ReadVariableOp"}) {
     EXPECT_NE(StandardGradients().Find(type), nullptr) << type;
   }
   for (const char* type : {"StopGradient", "ZerosLike", "OnesLike", "Shape", "ConcatOffset",
-                           "InvertPermutation", "Unique"}) {
+                           "InvertPermutation", "Unique", "OneHot"}) {
     EXPECT_TRUE(StandardGradients().Contains(type)) << type;
     EXPECT_EQ(StandardGradients().Find(type), nullptr) << type;
   }
