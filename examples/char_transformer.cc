@@ -29,7 +29,9 @@
 // learns anything from context beats it. Every S steps (and at the end) a
 // CheckpointManager saves asynchronously (step, model, Adam's slots);
 // running again with the same --dir restores the latest and goes on to N.
-// At the end it prints a sampled continuation of a validation prompt.
+// At the end it prints a sampled continuation of a validation prompt, saves
+// the model with SaveWeights to D/weights/model (tf_keras reads it) and
+// prints the validation loss last.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -46,6 +48,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_management.h"
+#include "checkpoint/weights.h"
 #include "examples/char_transformer_model.h"
 #include "examples/progress_bar.h"
 #include "ops/array_ops.h"
@@ -224,8 +227,21 @@ Status Train(const Options& o) {
         static_cast<char>(std::discrete_distribution<int>(weights.begin(), weights.end())(rng)));
   }
   const int64_t shown = std::min<int64_t>(60, o.context);  // of the prompt
-  std::printf("sample: ...%s|%s\n", sample.substr(o.context - shown, shown).c_str(),
-              sample.substr(o.context).c_str());
+  std::string printed = sample.substr(o.context - shown);
+  printed.insert(shown, "|");
+  // Bytes a terminal would not show as text (control bytes, pieces of
+  // multi-byte characters the model made up) print as '?'.
+  for (char& c : printed) {
+    const auto byte = static_cast<unsigned char>(c);
+    if ((byte < 32 && c != '\n') || byte >= 127) c = '?';
+  }
+  std::printf("sample: ...%s\n", printed.c_str());
+  // tf_keras' model of the same layers reads this (model.load_weights); a
+  // directory of its own, as the state file of D names the manager's
+  // checkpoints.
+  const std::string weights = o.dir + "/weights/model";
+  CKFLOW_RETURN_IF_ERROR(SaveWeights(model, weights, *session));
+  std::printf("saved the model's weights to %s\n", weights.c_str());
   return evaluate();
 }
 

@@ -38,6 +38,7 @@ class Ckflow:
         self.sparse_program = _program("interop", "interop_sparse")
         self.layers_program = _program("interop", "interop_layers")
         self.transformer_program = _program("interop", "interop_transformer")
+        self.char_transformer_program = _program("examples", "char_transformer")
 
     def side(self, *args, check=True):
         return self._report(self.side_program, args, check)

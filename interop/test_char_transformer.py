@@ -7,6 +7,9 @@ steps of tf.compat.v1.train.AdamOptimizer(1e-3) on the batches ckflow took
 (interop/transformer_side.cc, dropout off). Every step's loss and every
 trained variable agree within 1e-4 relative."""
 
+import os
+import re
+import subprocess
 import zlib
 
 import numpy as np
@@ -21,20 +24,21 @@ BATCH, STEPS = 4, 50
 
 
 class CharTransformer(keras.Model):
-    def __init__(self):
+    def __init__(self, context=CONTEXT, d_model=D_MODEL, blocks=BLOCKS):
         super().__init__(name="char_transformer")
+        self.context = context
         layers = keras.layers
-        self.token_embedding = layers.Embedding(VOCAB, D_MODEL, name="token_embedding")
-        self.position_embedding = layers.Embedding(CONTEXT, D_MODEL, name="position_embedding")
+        self.token_embedding = layers.Embedding(VOCAB, d_model, name="token_embedding")
+        self.position_embedding = layers.Embedding(context, d_model, name="position_embedding")
         self.blocks = []
-        for b in range(BLOCKS):
+        for b in range(blocks):
             n = f"block{b}"
             block = (
                 layers.LayerNormalization(name=f"{n}_attention_norm"),
-                layers.MultiHeadAttention(HEADS, D_MODEL // HEADS, name=f"{n}_attention"),
+                layers.MultiHeadAttention(HEADS, d_model // HEADS, name=f"{n}_attention"),
                 layers.LayerNormalization(name=f"{n}_mlp_norm"),
-                layers.Dense(4 * D_MODEL, activation="gelu", name=f"{n}_mlp_in"),
-                layers.Dense(D_MODEL, name=f"{n}_mlp_out"),
+                layers.Dense(4 * d_model, activation="gelu", name=f"{n}_mlp_in"),
+                layers.Dense(d_model, name=f"{n}_mlp_out"),
             )
             # ckflow's edge names: block0_attention_norm, block0_attention, ...
             for suffix, layer in zip(("attention_norm", "attention", "mlp_norm", "mlp_in",
@@ -45,7 +49,7 @@ class CharTransformer(keras.Model):
         self.logits = layers.Dense(VOCAB, name="logits")
 
     def call(self, ids):
-        x = self.token_embedding(ids) + self.position_embedding(tf.range(CONTEXT))
+        x = self.token_embedding(ids) + self.position_embedding(tf.range(self.context))
         for attention_norm, attention, mlp_norm, mlp_in, mlp_out in self.blocks:
             h = attention_norm(x)
             x = x + attention(h, h, use_causal_mask=True)
@@ -113,3 +117,42 @@ def test_fifty_adam_steps_agree_with_tensorflow(tmp_path, ckflow):
             continue
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.max(np.abs(want)),
                                    err_msg=var.name)
+
+
+def licences():
+    """The example's text: the regular files of Debian's common licences, in
+    name order, concatenated."""
+    root = "/usr/share/common-licenses"
+    paths = sorted(os.path.join(root, name) for name in os.listdir(root))
+    data = b""
+    for path in paths:
+        if os.path.isfile(path) and not os.path.islink(path):
+            with open(path, "rb") as f:
+                data += f.read()
+    return np.frombuffer(data, dtype=np.uint8)
+
+
+# The example trained briefly (1 block, windows of 32 bytes): tf_keras'
+# model of the same layers loads its SaveWeights file, every value
+# consumed, and computes the validation loss the example printed on the
+# same 32 held-out windows.
+def test_keras_loads_the_examples_weights(tmp_path, ckflow):
+    context, blocks = 32, 1
+    out = subprocess.run(
+        [ckflow.char_transformer_program, "--steps", "40", "--dir", str(tmp_path / "run"),
+         "--blocks", str(blocks), "--context", str(context), "--batch", "8", "--threads", "2"],
+        capture_output=True, text=True, check=True).stdout
+    printed = float(re.findall(r"validation loss ([0-9.]+)\n", out)[-1])
+    text = licences()
+    validation = text[len(text) * 9 // 10:]
+    span = len(validation) - context - 1
+    windows = np.stack([validation[span * w // 32 : span * w // 32 + context + 1]
+                        for w in range(32)]).astype(np.int32)
+    model = CharTransformer(context=context, d_model=128, blocks=blocks)
+    model(tf.zeros([1, context], tf.int32))
+    model.load_weights(str(tmp_path / "run" / "weights" / "model")).assert_consumed()
+    logits = tf.reshape(model(windows[:, :-1]), [-1, VOCAB])
+    loss = float(tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=windows[:, 1:].reshape(-1), logits=logits)))
+    assert abs(loss - printed) < 2e-4, (loss, printed)
+    assert printed < 5.0  # 40 steps moved it from ln(256) = 5.55
