@@ -176,8 +176,8 @@ Output LayerNormalization::Call(const Scope& scope, Output input) {
                 {.keep_dims = true});
   Output inv = ops::Rsqrt(scope, ops::Add(scope, variance, Scalar(scope, dtype, options_.epsilon)));
   if (gamma_) inv = ops::Mul(scope, inv, gamma_->Read(scope));
-  Output shift = ops::Neg(scope, ops::Mul(scope, mean, inv));
-  if (beta_) shift = ops::Sub(scope, beta_->Read(scope), ops::Mul(scope, mean, inv));
+  Output mean_inv = ops::Mul(scope, mean, inv);
+  Output shift = beta_ ? ops::Sub(scope, beta_->Read(scope), mean_inv) : ops::Neg(scope, mean_inv);
   return ops::Add(scope, ops::Mul(scope, input, inv), shift);
 }
 
