@@ -116,6 +116,7 @@ void SlotOwner::CreateOrRestoreSlot(const std::shared_ptr<Trackable>& variable,
     return;
   }
   deferred_slots_[{slot_name, variable.get()}].push_back(std::move(restore));
+  OnSlotRestoreDeferred(variable, slot_name);
 }
 
 void SlotOwner::OnSlotCreated(const Trackable& variable, const std::string& slot_name,

@@ -201,6 +201,12 @@ class SlotOwner : public Trackable {
   // waiting for it (newest first). The one place slot creation goes through.
   void OnSlotCreated(const Trackable& variable, const std::string& slot_name,
                      const std::shared_ptr<Trackable>& slot);
+  // Called when a restore of the slot `slot_name` of `variable` starts to
+  // wait (the slot does not exist yet): an owner whose slot of `variable`
+  // is made of several variables (a partitioned variable's) notes it here,
+  // to announce the whole through OnSlotCreated once its pieces exist.
+  virtual void OnSlotRestoreDeferred(const std::shared_ptr<Trackable>& /*variable*/,
+                                     const std::string& /*slot_name*/) {}
 
  private:
   // (slot name, variable) -> pending restores.

@@ -127,6 +127,27 @@ std::vector<Output> ConcatOffset(const Scope& scope, Input concat_dim,
 // AsIndexedSlices in ops/gradients.h.
 Output Gather(const Scope& scope, Input params, Input indices, Input axis = 0);
 
+// DynamicPartition (tf.dynamic_partition): output p holds, in order, the
+// slices data[i, ...] whose partitions[i] (int32, its shape a prefix of
+// data's) is p, for p in [0, num_partitions). A partition outside that
+// range fails the run with InvalidArgument naming it. DynamicStitch
+// (tf.dynamic_stitch) merges them back: merged[indices[m][i], ...] =
+// data[m][i, ...] (int32 indices; the last wins where two name one
+// position; positions nobody names are zero), of indices' maximum + 1 rows.
+// The two are how an embedding lookup spans a partitioned table
+// (EmbeddingLookup, ops/partitioned_variables.h). DynamicStitch's gradient
+// gathers each data's rows back (as TensorFlow's, a position written twice
+// passes its gradient to both writers); DynamicPartition's stitches the
+// outputs' gradients.
+std::vector<Output> DynamicPartition(const Scope& scope, Input data, Input partitions,
+                                     int64_t num_partitions);
+Output DynamicStitch(const Scope& scope, const std::vector<Output>& indices,
+                     const std::vector<Output>& data);
+// Range (tf.range): start, start + delta, ... up to but excluding limit
+// (scalars of one dtype: int32, int64, float32, float64). InvalidArgument if
+// delta is 0 or points away from limit.
+Output Range(const Scope& scope, Input start, Input limit, Input delta);
+
 // Split (tf.split into equal pieces): `value` cut along `axis` (a scalar)
 // into num_split pieces; the axis must divide evenly. SplitV: into pieces of
 // the sizes `size_splits` (a vector of num_split sizes, one of which may be

@@ -155,12 +155,46 @@ Status UnsortedSegmentSumGrad(const Scope& scope, const Node& op, const std::vec
   return OkStatus();
 }
 
+// TensorFlow's _DynamicStitchGrads: each data tensor gets the rows of the
+// gradient at its indices (a position written twice passes its gradient to
+// both writers, as TensorFlow's does).
+Status DynamicStitchGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
+                         std::vector<Output>* dx) {
+  const int n = op.num_inputs() / 2;
+  for (int m = 0; m < n; ++m) (*dx)[n + m] = ops::Gather(scope, dz[0], op.input(m));
+  return OkStatus();
+}
+
+// TensorFlow's _DynamicPartitionGrads: the positions of the rows,
+// partitioned as the data was, stitch the outputs' gradients back in place.
+Status DynamicPartitionGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
+                            std::vector<Output>* dx) {
+  const Output partitions = op.input(1);
+  Output prefix = ops::Shape(scope, partitions);
+  Output positions =
+      ops::Reshape(scope,
+                   ops::Range(scope, ops::Const<int32_t>(scope, 0), ops::Prod(scope, prefix, 0),
+                              ops::Const<int32_t>(scope, 1)),
+                   prefix);
+  std::vector<Output> where = ops::DynamicPartition(scope, positions, partitions, op.num_outputs());
+  std::vector<Output> grads;
+  for (int p = 0; p < op.num_outputs(); ++p) {
+    grads.push_back(dz[p].valid() ? dz[p] : ops::ZerosLike(scope, OutputOf(op, p)));
+  }
+  (*dx)[0] =
+      ops::Reshape(scope, ops::DynamicStitch(scope, where, grads), ops::Shape(scope, op.input(0)));
+  return OkStatus();
+}
+
 }  // namespace
 
 Status RegisterGatherGradients(GradientRegistry& r) {
   CKFLOW_RETURN_IF_ERROR(r.Register("GatherV2", GatherGrad));
   CKFLOW_RETURN_IF_ERROR(r.Register("ResourceGather", ResourceGatherGrad));
   CKFLOW_RETURN_IF_ERROR(r.Register("UnsortedSegmentSum", UnsortedSegmentSumGrad));
+  CKFLOW_RETURN_IF_ERROR(r.Register("DynamicStitch", DynamicStitchGrad));
+  CKFLOW_RETURN_IF_ERROR(r.Register("DynamicPartition", DynamicPartitionGrad));
+  CKFLOW_RETURN_IF_ERROR(r.RegisterNoGradient("Range"));
   return r.RegisterNoGradient("Unique");  // as TensorFlow: positions have no slope
 }
 

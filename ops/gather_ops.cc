@@ -11,11 +11,14 @@
 // bits do not depend on the threads.
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -33,6 +36,7 @@ namespace internal {
 namespace {
 
 inline constexpr DataType kResource[] = {DT_RESOURCE};
+inline constexpr DataType kInt32[] = {DT_INT32};
 
 // out[o, i, :] = params[o, index[i], :] for params viewed as [outer, rows,
 // inner] (inner in bytes).
@@ -392,6 +396,253 @@ StatusOr<Kernel> UniqueKernel(const Node& node) {
   });
 }
 
+// ------------------------------------------------------- DynamicPartition
+
+Status DynamicPartitionShapeFn(InferenceContext& c) {
+  CKFLOW_RETURN_IF_ERROR(CheckDtype(c, 0, "data", kCastTypes));
+  CKFLOW_RETURN_IF_ERROR(CheckDtype(c, 1, "partitions", kInt32));
+  CKFLOW_ASSIGN_OR_RETURN(int64_t n, c.attrs->Get<int64_t>("num_partitions"));
+  if (n < 1) return InvalidArgumentError("num_partitions is ", n, ", but must be at least 1");
+  const PartialShape& data = c.input_shapes[0];
+  const PartialShape& partitions = c.input_shapes[1];
+  PartialShape out = PartialShape::Unknown();
+  if (data.known_rank() && partitions.known_rank()) {
+    bool prefix = partitions.rank() <= data.rank();
+    for (int d = 0; prefix && d < partitions.rank(); ++d) {
+      prefix = data.dim(d) < 0 || partitions.dim(d) < 0 || data.dim(d) == partitions.dim(d);
+    }
+    if (!prefix) {
+      return InvalidArgumentError("partitions is ", partitions.ToString(), " (", InputName(c, 1),
+                                  "), but its shape must be a prefix of data's, ", data.ToString(),
+                                  " (", InputName(c, 0), ")");
+    }
+    std::vector<int64_t> dims = {-1};
+    dims.insert(dims.end(), data.dims().begin() + partitions.rank(), data.dims().end());
+    out = PartialShape(std::move(dims));
+  }
+  for (int64_t p = 0; p < n; ++p) c.AddOutput(c.input_types[0], out);
+  return OkStatus();
+}
+
+// Output p holds, in order, the rows of data (data viewed as [partitions'
+// elements, row]) whose partition is p: one pass numbers each row within
+// its partition, then the rows move in parallel, each to its own place.
+Status DynamicPartitionCompute(KernelContext& ctx) {
+  const Tensor& data = ctx.input(0);
+  const Tensor& partitions = ctx.input(1);
+  const int64_t n = ctx.num_outputs();
+  const TensorShape& ds = data.shape();
+  const TensorShape& ps = partitions.shape();
+  bool prefix = ps.rank() <= ds.rank();
+  for (int d = 0; prefix && d < ps.rank(); ++d) prefix = ds.dim(d) == ps.dim(d);
+  if (!prefix) {
+    return InvalidArgumentError("partitions is ", ps.ToString(),
+                                ", but its shape must be a prefix of data's, ", ds.ToString());
+  }
+  std::span<const int32_t> part = partitions.flat<int32_t>();
+  const int64_t rows = partitions.NumElements();
+  std::vector<int64_t> count(n, 0), slot(rows);
+  for (int64_t i = 0; i < rows; ++i) {
+    if (part[i] < 0 || part[i] >= n) {
+      return InvalidArgumentError("partitions", IndexString(ps, i), " = ", part[i],
+                                  " is not in [0, ", n, ")");
+    }
+    slot[i] = count[part[i]]++;
+  }
+  std::vector<int64_t> row_dims(ds.dims().begin() + ps.rank(), ds.dims().end());
+  const size_t row_bytes =
+      static_cast<size_t>(TensorShape(row_dims).num_elements()) * DataTypeSize(data.dtype());
+  std::vector<char*> out(n);
+  for (int64_t p = 0; p < n; ++p) {
+    std::vector<int64_t> dims = {count[p]};
+    dims.insert(dims.end(), row_dims.begin(), row_dims.end());
+    CKFLOW_ASSIGN_OR_RETURN(Tensor * t, ctx.AllocateOutput(p, data.dtype(), TensorShape(dims)));
+    out[p] = static_cast<char*>(t->raw_data());
+  }
+  if (row_bytes == 0) return OkStatus();
+  const char* in = static_cast<const char*>(data.raw_data());
+  ParallelRange(rows, static_cast<int64_t>(row_bytes / 4 + 1), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      std::memcpy(out[part[i]] + slot[i] * row_bytes, in + i * row_bytes, row_bytes);
+    }
+  });
+  return OkStatus();
+}
+
+// ---------------------------------------------------------- DynamicStitch
+
+// Inputs: N int32 index tensors, then N data tensors (TensorFlow's
+// `indices` and `data` lists, attribute N).
+Status DynamicStitchShapeFn(InferenceContext& c) {
+  const int total = static_cast<int>(c.input_types.size());
+  if (total % 2 != 0) {
+    return InvalidArgumentError("DynamicStitch takes as many data as indices tensors, got ", total,
+                                " inputs");
+  }
+  const int n = total / 2;
+  PartialShape row = PartialShape::Unknown();
+  for (int m = 0; m < n; ++m) {
+    CKFLOW_RETURN_IF_ERROR(CheckDtype(c, m, "indices", kInt32));
+    CKFLOW_RETURN_IF_ERROR(CheckDtype(c, n + m, "data", kCastTypes));
+    CKFLOW_RETURN_IF_ERROR(CheckSameDtype(c, n, "data", n + m, "data"));
+    const PartialShape& indices = c.input_shapes[m];
+    const PartialShape& data = c.input_shapes[n + m];
+    if (!indices.known_rank() || !data.known_rank()) continue;
+    bool prefix = indices.rank() <= data.rank();
+    for (int d = 0; prefix && d < indices.rank(); ++d) {
+      prefix = data.dim(d) < 0 || indices.dim(d) < 0 || data.dim(d) == indices.dim(d);
+    }
+    PartialShape rest(std::vector<int64_t>(data.dims().begin() + (prefix ? indices.rank() : 0),
+                                           data.dims().end()));
+    StatusOr<PartialShape> merged = row.known_rank() ? row.Merge(rest) : rest;
+    if (!prefix || !merged.ok()) {
+      return InvalidArgumentError("data is ", data.ToString(), " (", InputName(c, n + m),
+                                  "), but must be indices' shape ", indices.ToString(), " (",
+                                  InputName(c, m), ") followed by the rows' shape",
+                                  row.known_rank() ? " " + row.ToString() : std::string());
+    }
+    row = *merged;
+  }
+  if (!row.known_rank()) {
+    c.AddOutput(c.input_types[n], PartialShape::Unknown());
+    return OkStatus();
+  }
+  std::vector<int64_t> dims = {-1};
+  dims.insert(dims.end(), row.dims().begin(), row.dims().end());
+  c.AddOutput(c.input_types[n], PartialShape(std::move(dims)));
+  return OkStatus();
+}
+
+// merged[indices[m][i]] = data[m][i]; a position given twice takes the last
+// one (in m, then i order), as TensorFlow's. Positions nobody names are
+// zero. The source of each output row is found in one pass, then rows move
+// in parallel.
+Status DynamicStitchCompute(KernelContext& ctx) {
+  const int n = ctx.num_inputs() / 2;
+  const TensorShape& first = ctx.input(0).shape();
+  const TensorShape& first_data = ctx.input(n).shape();
+  if (first_data.rank() < first.rank()) {
+    return InvalidArgumentError("data[0] is ", first_data.ToString(),
+                                ", but must start with indices[0]'s shape ", first.ToString());
+  }
+  const std::vector<int64_t> row_dims(first_data.dims().begin() + first.rank(),
+                                      first_data.dims().end());
+  const TensorShape row_shape(row_dims);
+  const size_t row_bytes =
+      static_cast<size_t>(row_shape.num_elements()) * DataTypeSize(ctx.input(n).dtype());
+  int64_t rows = 0;
+  for (int m = 0; m < n; ++m) {
+    const TensorShape& is = ctx.input(m).shape();
+    std::vector<int64_t> expected = is.dim_sizes();
+    expected.insert(expected.end(), row_dims.begin(), row_dims.end());
+    if (ctx.input(n + m).shape() != TensorShape(expected)) {
+      return InvalidArgumentError("data[", m, "] is ", ctx.input(n + m).shape().ToString(),
+                                  ", but must be indices[", m, "]'s shape ", is.ToString(),
+                                  " followed by the rows' shape ", row_shape.ToString());
+    }
+    std::span<const int32_t> index = ctx.input(m).flat<int32_t>();
+    for (int64_t i = 0; i < static_cast<int64_t>(index.size()); ++i) {
+      if (index[i] < 0) {
+        return InvalidArgumentError("indices[", m, "]", IndexString(is, i), " = ", index[i],
+                                    " is negative");
+      }
+      rows = std::max<int64_t>(rows, int64_t{index[i]} + 1);
+    }
+  }
+  std::vector<int64_t> dims = {rows};
+  dims.insert(dims.end(), row_dims.begin(), row_dims.end());
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * out,
+                          ctx.AllocateOutput(0, ctx.input(n).dtype(), TensorShape(dims)));
+  if (row_bytes == 0 || rows == 0) return OkStatus();
+  // source[r]: (m, i) of the last row written to position r, or m = -1.
+  std::vector<std::pair<int32_t, int64_t>> source(rows, {-1, 0});
+  for (int m = 0; m < n; ++m) {
+    std::span<const int32_t> index = ctx.input(m).flat<int32_t>();
+    for (int64_t i = 0; i < static_cast<int64_t>(index.size()); ++i) source[index[i]] = {m, i};
+  }
+  char* to = static_cast<char*>(out->raw_data());
+  ParallelRange(rows, static_cast<int64_t>(row_bytes / 4 + 1), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const auto [m, i] = source[r];
+      if (m < 0) {
+        std::memset(to + r * row_bytes, 0, row_bytes);
+      } else {
+        std::memcpy(to + r * row_bytes,
+                    static_cast<const char*>(ctx.input(n + m).raw_data()) + i * row_bytes,
+                    row_bytes);
+      }
+    }
+  });
+  return OkStatus();
+}
+
+// ------------------------------------------------------------------ Range
+
+template <typename T>
+StatusOr<int64_t> RangeSize(T start, T limit, T delta) {
+  if (delta == 0) return InvalidArgumentError("delta is 0, but must not be");
+  if (delta > 0 ? start > limit : start < limit) {
+    return InvalidArgumentError("start ", start, " and limit ", limit,
+                                " are the wrong way round for delta ", delta);
+  }
+  if constexpr (std::is_integral_v<T>) {
+    const auto span = static_cast<uint64_t>(limit > start ? limit - start : start - limit);
+    const auto step = static_cast<uint64_t>(delta > 0 ? delta : -delta);
+    return static_cast<int64_t>((span + step - 1) / step);
+  } else {
+    const double size = std::ceil(std::abs((static_cast<double>(limit) - start) / delta));
+    if (!(size < static_cast<double>(std::numeric_limits<int32_t>::max()))) {
+      return InvalidArgumentError("a range from ", start, " to ", limit, " by ", delta,
+                                  " has too many elements");
+    }
+    return static_cast<int64_t>(size);
+  }
+}
+
+template <typename T>
+StatusOr<T> ScalarOf(const Tensor& t, std::string_view arg) {
+  if (t.shape().rank() != 0) {
+    return InvalidArgumentError(arg, " must be a scalar, got ", t.shape().ToString());
+  }
+  return t.scalar<T>();
+}
+
+Status RangeShapeFn(InferenceContext& c) {
+  static constexpr DataType kRangeTypes[] = {DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64};
+  const char* args[] = {"start", "limit", "delta"};
+  for (int i = 0; i < 3; ++i) {
+    CKFLOW_RETURN_IF_ERROR(CheckDtype(c, i, args[i], kRangeTypes));
+    CKFLOW_RETURN_IF_ERROR(CheckSameDtype(c, 0, "start", i, args[i]));
+    CKFLOW_RETURN_IF_ERROR(CheckRank(c, i, args[i], 0, 0));
+  }
+  int64_t size = -1;
+  if (c.input_constants[0] && c.input_constants[1] && c.input_constants[2]) {
+    StatusOr<int64_t> known = DispatchNumeric(c.input_types[0], [&](auto tag) -> StatusOr<int64_t> {
+      using T = typename decltype(tag)::type;
+      return RangeSize<T>(c.input_constants[0]->scalar<T>(), c.input_constants[1]->scalar<T>(),
+                          c.input_constants[2]->scalar<T>());
+    });
+    if (!known.ok()) return known.status();
+    size = *known;
+  }
+  c.AddOutput(c.input_types[0], PartialShape({size}));
+  return OkStatus();
+}
+
+template <typename T>
+Status RangeCompute(KernelContext& ctx) {
+  CKFLOW_ASSIGN_OR_RETURN(T start, ScalarOf<T>(ctx.input(0), "start"));
+  CKFLOW_ASSIGN_OR_RETURN(T limit, ScalarOf<T>(ctx.input(1), "limit"));
+  CKFLOW_ASSIGN_OR_RETURN(T delta, ScalarOf<T>(ctx.input(2), "delta"));
+  CKFLOW_ASSIGN_OR_RETURN(int64_t size, RangeSize<T>(start, limit, delta));
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * out,
+                          ctx.AllocateOutput(0, DataTypeOf<T>(), TensorShape({size})));
+  T* to = out->flat<T>().data();
+  // start + i * delta, not a running sum, so float ranges do not drift.
+  for (int64_t i = 0; i < size; ++i) to[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+  return OkStatus();
+}
+
 }  // namespace
 }  // namespace internal
 
@@ -428,6 +679,25 @@ Status RegisterGatherOps(OpRegistry& r) {
                      .stateful = true,
                      .shape_fn = ScatterShapeFn,
                      .kernel_factory = StatelessKernel(ScatterCompute<ScatterOp::kUpdate>)}));
+  CKFLOW_RETURN_IF_ERROR(
+      RegisterOp(r, {.type = "DynamicPartition",
+                     .inputs = {"data", "partitions"},
+                     .shape_fn = DynamicPartitionShapeFn,
+                     .kernel_factory = StatelessKernel(DynamicPartitionCompute)}));
+  CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "DynamicStitch",
+                                        .inputs = {"indices_then_data"},
+                                        .variadic = true,
+                                        .shape_fn = DynamicStitchShapeFn,
+                                        .kernel_factory = StatelessKernel(DynamicStitchCompute)}));
+  CKFLOW_RETURN_IF_ERROR(RegisterOp(
+      r, {.type = "Range",
+          .inputs = {"start", "limit", "delta"},
+          .shape_fn = RangeShapeFn,
+          .kernel_factory = [](const Node& node) {
+            return DispatchNumeric(node.output_type(0), [](auto tag) -> StatusOr<Kernel> {
+              return Kernel(RangeCompute<typename decltype(tag)::type>);
+            });
+          }}));
   return RegisterOp(r, {.type = "Unique",
                         .inputs = {"x"},
                         .shape_fn = UniqueShapeFn,
@@ -475,6 +745,37 @@ UniqueOutput Unique(const Scope& scope, Input x, DataType out_idx) {
 
 Output ResourceScatterUpdate(const Scope& scope, Output resource, Input indices, Input updates) {
   return BuildOp(scope, "ResourceScatterUpdate", {resource, indices, updates});
+}
+
+std::vector<Output> DynamicPartition(const Scope& scope, Input data, Input partitions,
+                                     int64_t num_partitions) {
+  AttrMap attrs;
+  attrs.Set("num_partitions", num_partitions);
+  Node* node = internal::BuildNode(scope, "DynamicPartition", {data, partitions}, std::move(attrs));
+  std::vector<Output> out;
+  if (node == nullptr) return out;
+  for (int64_t p = 0; p < num_partitions; ++p) out.emplace_back(node, static_cast<int>(p));
+  return out;
+}
+
+Output DynamicStitch(const Scope& scope, const std::vector<Output>& indices,
+                     const std::vector<Output>& data) {
+  if (!scope.ok()) return Output();
+  if (indices.empty() || indices.size() != data.size()) {
+    scope.UpdateStatus(InvalidArgumentError("DynamicStitch takes as many data as indices tensors (",
+                                            "at least one), got ", indices.size(), " and ",
+                                            data.size()));
+    return Output();
+  }
+  std::vector<Input> inputs(indices.begin(), indices.end());
+  inputs.insert(inputs.end(), data.begin(), data.end());
+  AttrMap attrs;
+  attrs.Set("N", static_cast<int64_t>(indices.size()));
+  return BuildOp(scope, "DynamicStitch", inputs, std::move(attrs));
+}
+
+Output Range(const Scope& scope, Input start, Input limit, Input delta) {
+  return BuildOp(scope, "Range", {start, limit, delta});
 }
 
 }  // namespace ops

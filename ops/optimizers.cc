@@ -278,15 +278,30 @@ std::shared_ptr<Variable> Optimizer::MakeSlot(const Scope& root,
   // second slot is "<variable>/<optimizer>_1".
   const std::string slot_var_name = variable->name() + "/" + name_;
   VariableOptions options{.trainable = false, .device = variable->device()};
+  if (const std::optional<SaveSliceInfo>& slice = variable->save_slice_info()) {
+    // A part of a partitioned variable: its slot is the same slice of the
+    // whole's slot, "<whole>/<optimizer>" (the k-th slot of a variable is
+    // made unique as "<optimizer>_k", as TensorFlow 1's slot_creator names
+    // it).
+    int earlier = 0;
+    for (const auto& [other, entry] : slots_) {
+      if (other.variable == variable.get() && entry.variable.lock() == variable) ++earlier;
+    }
+    options.save_slice_info = *slice;
+    options.save_slice_info->full_name =
+        slice->full_name + "/" + name_ + (earlier ? "_" + std::to_string(earlier) : "");
+  }
   if (variable->shape().IsFullyDefined()) {
     // A slot a restore waits for (eagerly) is read, not filled first.
-    return Variable::CreateThenBind(
+    std::shared_ptr<Variable> slot = Variable::CreateThenBind(
         root, slot_var_name, variable->dtype(), variable->shape().ToTensorShape(),
         initializers::Constant(fill_value), options, HasDeferredSlotRestore(*variable, slot_name),
         [&](const std::shared_ptr<Variable>& s) {
           slots_[key] = SlotEntry{.variable = variable, .slot = s};
           OnSlotCreated(*variable, slot_name, s);
         });
+    if (slot != nullptr && !waiting_partitioned_.empty()) AnnounceCompletePartitionedSlots();
+    return slot;
   }
   // A shape known only at run time: that of the variable's initial value.
   StatusOr<Tensor> fill = internal::ScalarOfType(variable->dtype(), fill_value);
@@ -300,6 +315,7 @@ std::shared_ptr<Variable> Optimizer::MakeSlot(const Scope& root,
   if (slot == nullptr) return nullptr;
   slots_[key] = SlotEntry{.variable = variable, .slot = slot};
   OnSlotCreated(*variable, slot_name, slot);
+  if (!waiting_partitioned_.empty()) AnnounceCompletePartitionedSlots();
   return slot;
 }
 
@@ -328,8 +344,49 @@ std::shared_ptr<Variable> Optimizer::GetSlotVariable(const Variable& variable,
 
 std::shared_ptr<Trackable> Optimizer::GetSlot(const Trackable& variable,
                                               std::string_view slot_name) const {
+  if (const auto* partitioned = dynamic_cast<const PartitionedVariable*>(&variable)) {
+    return PartitionedSlot(*partitioned, slot_name);
+  }
   const auto* v = dynamic_cast<const Variable*>(&variable);
   return v == nullptr ? nullptr : GetSlotVariable(*v, slot_name);
+}
+
+std::shared_ptr<Trackable> Optimizer::PartitionedSlot(const PartitionedVariable& variable,
+                                                      std::string_view slot_name) const {
+  std::vector<std::shared_ptr<Variable>> parts;
+  for (const auto& part : variable.parts()) {
+    parts.push_back(GetSlotVariable(*part, slot_name));
+    if (parts.back() == nullptr) return nullptr;
+  }
+  auto key = std::make_pair(&variable, std::string(slot_name));
+  auto it = partitioned_slots_.find(key);
+  if (it != partitioned_slots_.end() && it->second->parts() == parts) return it->second;
+  const std::optional<SaveSliceInfo>& slice = parts[0]->save_slice_info();
+  std::shared_ptr<PartitionedVariable> whole = PartitionedVariable::FromParts(
+      variable, slice ? slice->full_name : variable.name() + "/" + name_, std::move(parts));
+  partitioned_slots_[key] = whole;
+  return whole;
+}
+
+void Optimizer::OnSlotRestoreDeferred(const std::shared_ptr<Trackable>& variable,
+                                      const std::string& slot_name) {
+  if (auto partitioned = std::dynamic_pointer_cast<PartitionedVariable>(variable)) {
+    waiting_partitioned_.emplace_back(partitioned, slot_name);
+  }
+}
+
+void Optimizer::AnnounceCompletePartitionedSlots() {
+  std::vector<std::pair<std::shared_ptr<PartitionedVariable>, std::string>> complete;
+  std::erase_if(waiting_partitioned_, [&](const auto& waiting) {
+    std::shared_ptr<PartitionedVariable> variable = waiting.first.lock();
+    if (variable == nullptr) return true;
+    if (PartitionedSlot(*variable, waiting.second) == nullptr) return false;
+    complete.emplace_back(std::move(variable), waiting.second);
+    return true;
+  });
+  for (const auto& [variable, slot_name] : complete) {
+    OnSlotCreated(*variable, slot_name, PartitionedSlot(*variable, slot_name));
+  }
 }
 
 std::vector<std::string> Optimizer::SlotNames() const { return slot_names_; }

@@ -49,6 +49,7 @@
 #include "graph/graph.h"
 #include "graph/trackable.h"
 #include "ops/gradients.h"
+#include "ops/partitioned_variables.h"
 #include "ops/variables.h"
 
 namespace ckflow {
@@ -109,6 +110,9 @@ class Optimizer : public SlotOwner {
   std::shared_ptr<Trackable> GetSlot(const Trackable& variable,
                                      std::string_view slot_name) const override;
   // Sorted: {"m", "v"} for Adam.
+  // A PartitionedVariable's slot is the PartitionedVariable of its parts'
+  // slots (each a slice of the whole, as TensorFlow 1's slot_creator makes
+  // them), once every part has one.
   std::vector<std::string> SlotNames() const override;
 
   // The non-slot variable `name` ("beta1_power"), or null if not created.
@@ -181,6 +185,15 @@ class Optimizer : public SlotOwner {
   Output ApplyComputed(const Scope& scope, const std::vector<GradAndVar>& grads_and_vars,
                        const Output& loss, const std::shared_ptr<Variable>& global_step);
   Status BindGraph(const Scope& scope);
+  // The slot `slot_name` of a partitioned variable, or null until every
+  // part has it.
+  std::shared_ptr<Trackable> PartitionedSlot(const PartitionedVariable& variable,
+                                             std::string_view slot_name) const;
+  void OnSlotRestoreDeferred(const std::shared_ptr<Trackable>& variable,
+                             const std::string& slot_name) override;
+  // Announces the partitioned slots a restore waits for whose parts now all
+  // exist.
+  void AnnounceCompletePartitionedSlots();
   Status CheckGradients(const std::vector<GradAndVar>& grads_and_vars) const;
 
   const std::string type_name_;
@@ -189,6 +202,12 @@ class Optimizer : public SlotOwner {
   std::weak_ptr<Graph> graph_;                 // the graph of the first ApplyGradients
   std::map<SlotKey, SlotEntry> slots_;
   std::map<std::string, std::shared_ptr<Variable>, std::less<>> non_slot_;
+  // The wholes PartitionedSlot made, so a checkpoint sees one object each.
+  mutable std::map<std::pair<const PartitionedVariable*, std::string>,
+                   std::shared_ptr<PartitionedVariable>, std::less<>>
+      partitioned_slots_;
+  // Partitioned variables whose slot a restore waits for.
+  std::vector<std::pair<std::weak_ptr<PartitionedVariable>, std::string>> waiting_partitioned_;
   // Hyperparameter Consts of the current ApplyGradients call.
   std::optional<Scope> hyper_scope_;
   std::map<std::pair<std::string, DataType>, Output> hyper_cache_;

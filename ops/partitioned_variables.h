@@ -17,6 +17,12 @@
 // first (size % n) one longer. As in TensorFlow, the initializer builds
 // each part's value at the part's shape.
 //
+// EmbeddingLookup spans the parts of a table partitioned along axis 0 as
+// TensorFlow 2's tf.nn.embedding_lookup does ("div": id i lives in the part
+// whose rows cover i, at row i - offset), so a table restored into another
+// number of parts looks up the same rows. The gradient reaches each part as
+// its own rows (IndexedSlices), so an optimizer updates only those.
+//
 // Thread safety: as Variable (graph building is single-threaded).
 
 #ifndef CKFLOW_OPS_PARTITIONED_VARIABLES_H_
@@ -68,6 +74,14 @@ class PartitionedVariable : public Trackable {
   std::vector<SaveableAttribute> Attributes() const override;
   std::string TypeName() const override;
 
+  // The whole made of `parts` (each with the SaveSliceInfo of its place in
+  // it, as `like`'s parts): how an optimizer presents the slots of a
+  // partitioned variable to a checkpoint. Null if the parts do not match
+  // `like`'s in number, dtype or shape.
+  static std::shared_ptr<PartitionedVariable> FromParts(
+      const PartitionedVariable& like, std::string name,
+      std::vector<std::shared_ptr<Variable>> parts);
+
  private:
   PartitionedVariable() = default;
 
@@ -79,6 +93,16 @@ class PartitionedVariable : public Trackable {
   std::vector<int64_t> offsets_;
   Output initializer_;
 };
+
+// The rows of `table` (partitioned along axis 0) at `ids` (int32/int64, any
+// shape): ids' shape + the rows' shape, as ResourceGather on the whole
+// would give. DynamicPartition sends each id to its part, one
+// ResourceGather per part reads the rows, DynamicStitch puts them back in
+// order: the ops TensorFlow's embedding_lookup builds. An id outside the
+// table fails the run with InvalidArgument naming the part it would fall in
+// (the last part for too large an id, the first for a negative one).
+// InvalidArgument (sticky) if the table is partitioned along another axis.
+Output EmbeddingLookup(const Scope& scope, const PartitionedVariable& table, Output ids);
 
 }  // namespace ckflow
 

@@ -305,6 +305,144 @@ TEST(Unique, GivesValuesInOrderOfFirstAppearanceAndEachElementsPosition) {
       << root.status();
 }
 
+TEST(DynamicPartition, DealsRowsInOrderAndStitchPutsThemBack) {
+  std::mt19937 rng(5);
+  for (int threads : {1, 2, 4}) {
+    Scope root = Scope::NewRootScope();
+    // 3000 rows of [2, 3] in 5 partitions (partition 3 left empty), and
+    // partitions of rank 2 over data [2, 3, 4].
+    std::vector<int32_t> which(3000);
+    for (int32_t& w : which) w = static_cast<int32_t>(rng() % 4 == 3 ? 4 : rng() % 3);
+    Tensor data = RandomTensor(DT_FLOAT, {3000, 2, 3}, rng);
+    Output x = ops::Const(root, data);
+    std::vector<Output> parts =
+        ops::DynamicPartition(root, x, ops::Const<int32_t>(root, which, {3000}), 5);
+    ASSERT_TRUE(root.ok()) << root.status();
+    ASSERT_EQ(parts.size(), 5u);
+    EXPECT_EQ(parts[0].shape().ToString(), "[?,2,3]");
+    // Stitching each partition's positions puts every row back in place.
+    std::vector<int32_t> positions(3000);
+    for (int i = 0; i < 3000; ++i) positions[i] = i;
+    std::vector<Output> where =
+        ops::DynamicPartition(root, ops::Const<int32_t>(root, positions, {3000}),
+                              ops::Const<int32_t>(root, which, {3000}), 5);
+    Output back = ops::DynamicStitch(root, where, parts);
+    ASSERT_TRUE(root.ok()) << root.status();
+    EXPECT_EQ(back.shape().ToString(), "[?,2,3]");
+    auto session = NewSession(root, threads);
+    std::vector<Output> fetch = parts;
+    fetch.push_back(back);
+    CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> out, session->Run({}, fetch));
+    const std::vector<double> in = ToDoubles(data);
+    for (int p = 0; p < 5; ++p) {
+      std::vector<double> expected;
+      for (int i = 0; i < 3000; ++i) {
+        if (which[i] == p)
+          expected.insert(expected.end(), in.begin() + 6 * i, in.begin() + 6 * i + 6);
+      }
+      EXPECT_EQ(out[p].shape(), TensorShape({static_cast<int64_t>(expected.size() / 6), 2, 3}));
+      EXPECT_EQ(ToDoubles(out[p]), expected) << "partition " << p;
+    }
+    EXPECT_EQ(ToDoubles(out[5]), in);
+  }
+  Scope root = Scope::NewRootScope();
+  std::vector<Output> p =
+      ops::DynamicPartition(root, ops::Const<int64_t>(root, {1, 2, 3, 4, 5, 6}, {2, 3}),
+                            ops::Const<int32_t>(root, {1, 0, 1, 1, 0, 0}, {2, 3}), 2);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor zero, Evaluate(p[0]));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor one, Evaluate(p[1]));
+  EXPECT_EQ(ToDoubles(zero), (std::vector<double>{2, 5, 6}));
+  EXPECT_EQ(ToDoubles(one), (std::vector<double>{1, 3, 4}));
+}
+
+TEST(DynamicPartition, BadPartitionsAreNamed) {
+  Scope root = Scope::NewRootScope();
+  std::vector<Output> p = ops::DynamicPartition(root, ops::Const<float>(root, {1, 2, 3}),
+                                                ops::Const<int32_t>(root, {0, 3, 1}), 3);
+  Status status = Evaluate(p[0]).status();
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("partitions[1] = 3 is not in [0, 3)"), std::string::npos)
+      << status;
+  ops::DynamicPartition(root.WithOpName("dp"), ops::Const<float>(root, {1, 2, 3}),
+                        ops::Const<int32_t>(root, {0, 1}), 2);
+  EXPECT_EQ(root.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(root.status().message().find("dp (DynamicPartition): partitions is [2]"),
+            std::string::npos)
+      << root.status();
+  Scope other = Scope::NewRootScope();
+  ops::DynamicPartition(other, ops::Const<float>(other, {1}), ops::Const<int64_t>(other, {0}), 1);
+  EXPECT_EQ(other.status().code(), StatusCode::kInvalidArgument) << other.status();
+}
+
+TEST(DynamicStitch, TheLastWriterWinsAndUnnamedRowsAreZero) {
+  Scope root = Scope::NewRootScope();
+  Output merged = ops::DynamicStitch(
+      root, {ops::Const<int32_t>(root, {5, 1}), ops::Const<int32_t>(root, {1, 0}, {2, 1})},
+      {ops::Const<double>(root, {10, 11, 20, 21}, {2, 2}),
+       ops::Const<double>(root, {30, 31, 40, 41}, {2, 1, 2})});
+  ASSERT_TRUE(root.ok()) << root.status();
+  EXPECT_EQ(merged.shape().ToString(), "[?,2]");
+  CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor out, Evaluate(merged));
+  EXPECT_EQ(out.shape(), TensorShape({6, 2}));
+  EXPECT_EQ(ToDoubles(out), (std::vector<double>{40, 41, 30, 31, 0, 0, 0, 0, 0, 0, 10, 11}));
+
+  Output negative = ops::DynamicStitch(root, {ops::Const<int32_t>(root, {0, -2})},
+                                       {ops::Const<float>(root, {1, 2})});
+  Status status = Evaluate(negative).status();
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("indices[0][1] = -2 is negative"), std::string::npos) << status;
+  ops::DynamicStitch(
+      root.WithOpName("st"), {ops::Const<int32_t>(root, {0, 1}), ops::Const<int32_t>(root, {2})},
+      {ops::Const<float>(root, {1, 2, 3, 4}, {2, 2}), ops::Const<float>(root, {1, 2, 3}, {1, 3})});
+  EXPECT_EQ(root.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(root.status().message().find("st (DynamicStitch): data is [1,3]"), std::string::npos)
+      << root.status();
+  Scope other = Scope::NewRootScope();
+  ops::DynamicStitch(other, {ops::Const<int32_t>(other, {0})}, {});
+  EXPECT_EQ(other.status().code(), StatusCode::kInvalidArgument) << other.status();
+}
+
+TEST(Range, CountsLikeTensorFlowAndRefusesAnEndlessRange) {
+  Scope root = Scope::NewRootScope();
+  Output a = ops::Range(root, ops::Const<int32_t>(root, 0), ops::Const<int32_t>(root, 5),
+                        ops::Const<int32_t>(root, 2));
+  Output b = ops::Range(root, ops::Const<int64_t>(root, 5), ops::Const<int64_t>(root, -2),
+                        ops::Const<int64_t>(root, -3));
+  Output c = ops::Range(root, ops::Const<double>(root, 0.5), ops::Const<double>(root, 1.0),
+                        ops::Const<double>(root, 0.1));
+  Output d = ops::Range(root, ops::Const<float>(root, 1), ops::Const<float>(root, 1),
+                        ops::Const<float>(root, 1));
+  ASSERT_TRUE(root.ok()) << root.status();
+  EXPECT_EQ(a.shape().ToString(), "[3]");
+  EXPECT_EQ(c.shape().ToString(), "[5]");
+  CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor ta, Evaluate(a));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor tb, Evaluate(b));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor tc, Evaluate(c));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor td, Evaluate(d));
+  EXPECT_EQ(ToDoubles(ta), (std::vector<double>{0, 2, 4}));
+  EXPECT_EQ(ToDoubles(tb), (std::vector<double>{5, 2, -1}));
+  ExpectNear(tc, TensorShape({5}), {0.5, 0.6, 0.7, 0.8, 0.9}, 1e-12, 0, "float range");
+  EXPECT_EQ(td.shape(), TensorShape({0}));
+
+  Output limit = ops::Placeholder(root, DT_INT32);
+  Output endless =
+      ops::Range(root, ops::Const<int32_t>(root, 0), limit, ops::Const<int32_t>(root, 0));
+  Output backwards =
+      ops::Range(root, ops::Const<int32_t>(root, 0), limit, ops::Const<int32_t>(root, 1));
+  ASSERT_TRUE(root.ok()) << root.status();
+  EXPECT_EQ(endless.shape().ToString(), "[?]");
+  auto session = NewSession(root);
+  Status status = session->Run({{limit, Tensor::FromVector<int32_t>({3}, {})}}, {endless}).status();
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("delta is 0"), std::string::npos) << status;
+  status = session->Run({{limit, Tensor::FromVector<int32_t>({-3}, {})}}, {backwards}).status();
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("wrong way round"), std::string::npos) << status;
+  ops::Range(root.WithOpName("r"), ops::Const<int32_t>(root, 0), ops::Const<int64_t>(root, 3),
+             ops::Const<int32_t>(root, 1));
+  EXPECT_EQ(root.status().code(), StatusCode::kInvalidArgument) << root.status();
+}
+
 // Every node the targets need, by walking inputs and control inputs.
 std::set<const Node*> Needed(const std::vector<Output>& targets) {
   std::set<const Node*> seen;

@@ -310,6 +310,23 @@ std::vector<GradCase> SequenceCases() {
       {.name = "CausalBand", .shapes = {{4, 4}}, .f = [](const Scope& s, const Inputs& x) {
          return ops::MatrixBandPart(s, x[0], ops::Const<int64_t>(s, -1), ops::Const<int64_t>(s, 0));
        }});
+  // Rows dealt to three partitions (one left empty), each weighted
+  // differently, and stitched back in another order.
+  cases.push_back(
+      {.name = "DynamicPartition", .shapes = {{5, 2}}, .f = [](const Scope& s, const Inputs& x) {
+         std::vector<Output> p =
+             ops::DynamicPartition(s, x[0], ops::Const<int32_t>(s, {2, 0, 2, 0, 2}), 4);
+         return ops::AddN(s, {ops::Sum(s, ops::Square(s, p[0])), ops::Sum(s, p[2]),
+                              ops::Sum(s, ops::Mul(s, p[2], p[2]))});
+       }});
+  cases.push_back({.name = "DynamicStitch",
+                   .shapes = {{2, 3}, {3, 3}},
+                   .f = [](const Scope& s, const Inputs& x) {
+                     // Position 3 is nobody's: its gradient goes nowhere.
+                     return ops::DynamicStitch(
+                         s, {ops::Const<int32_t>(s, {4, 1}), ops::Const<int32_t>(s, {0, 5, 2})},
+                         {x[0], x[1]});
+                   }});
   return cases;
 }
 
@@ -925,11 +942,13 @@ TEST(GradientRegistryTest, EveryDifferentiableFoundationOpHasAGradient) {
                            "Split",
                            "SplitV",
                            "Tile",
+                           "DynamicPartition",
+                           "DynamicStitch",
                            "ReadVariableOp"}) {
     EXPECT_NE(StandardGradients().Find(type), nullptr) << type;
   }
   for (const char* type : {"StopGradient", "ZerosLike", "OnesLike", "Shape", "ConcatOffset",
-                           "InvertPermutation", "Unique", "OneHot"}) {
+                           "InvertPermutation", "Unique", "OneHot", "Range"}) {
     EXPECT_TRUE(StandardGradients().Contains(type)) << type;
     EXPECT_EQ(StandardGradients().Find(type), nullptr) << type;
   }
