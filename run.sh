@@ -277,7 +277,7 @@ case "$cmd" in
       -DCKFLOW_BUILD_BENCH=OFF -DCKFLOW_BUILD_INTEROP=ON
     "$CMAKE" --build build/release -j "$JOBS" --target interop_ckflow interop_ops interop_sparse \
       interop_layers interop_transformer interop_cnn ckflow_cli regress fashion_mnist \
-      char_transformer
+      char_transformer embedding_recsys
     CKFLOW_BUILD="$ROOT/build/release" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
       interop "$@"
     ;;

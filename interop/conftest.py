@@ -39,6 +39,7 @@ class Ckflow:
         self.layers_program = _program("interop", "interop_layers")
         self.transformer_program = _program("interop", "interop_transformer")
         self.char_transformer_program = _program("examples", "char_transformer")
+        self.recsys_program = _program("examples", "embedding_recsys")
 
     def side(self, *args, check=True):
         return self._report(self.side_program, args, check)

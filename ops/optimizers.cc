@@ -278,6 +278,7 @@ std::shared_ptr<Variable> Optimizer::MakeSlot(const Scope& root,
   // second slot is "<variable>/<optimizer>_1".
   const std::string slot_var_name = variable->name() + "/" + name_;
   VariableOptions options{.trainable = false, .device = variable->device()};
+  if (!slot_scope_) slot_scope_ = root;
   if (const std::optional<SaveSliceInfo>& slice = variable->save_slice_info()) {
     // A part of a partitioned variable: its slot is the same slice of the
     // whole's slot, "<whole>/<optimizer>" (the k-th slot of a variable is
@@ -362,8 +363,15 @@ std::shared_ptr<Trackable> Optimizer::PartitionedSlot(const PartitionedVariable&
   auto it = partitioned_slots_.find(key);
   if (it != partitioned_slots_.end() && it->second->parts() == parts) return it->second;
   const std::optional<SaveSliceInfo>& slice = parts[0]->save_slice_info();
-  std::shared_ptr<PartitionedVariable> whole = PartitionedVariable::FromParts(
-      variable, slice ? slice->full_name : variable.name() + "/" + name_, std::move(parts));
+  const std::string name = slice ? slice->full_name : variable.name() + "/" + name_;
+  // Eager parts were assigned as they were made: nothing to group.
+  Output initializer;
+  if (slot_scope_ && !slot_scope_->eager()) {
+    initializer =
+        VariablesInitializer(slot_scope_->NewSubScope(name).WithOpName("Initializer"), parts);
+  }
+  std::shared_ptr<PartitionedVariable> whole =
+      PartitionedVariable::FromParts(variable, name, std::move(parts), initializer);
   partitioned_slots_[key] = whole;
   return whole;
 }

@@ -206,6 +206,8 @@ class Optimizer : public SlotOwner {
   mutable std::map<std::pair<const PartitionedVariable*, std::string>,
                    std::shared_ptr<PartitionedVariable>, std::less<>>
       partitioned_slots_;
+  // Where the wholes' initializers are built (the scope slots are made in).
+  mutable std::optional<Scope> slot_scope_;
   // Partitioned variables whose slot a restore waits for.
   std::vector<std::pair<std::weak_ptr<PartitionedVariable>, std::string>> waiting_partitioned_;
   // Hyperparameter Consts of the current ApplyGradients call.

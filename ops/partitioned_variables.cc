@@ -74,8 +74,8 @@ std::string PartitionedVariable::TypeName() const {
 }
 
 std::shared_ptr<PartitionedVariable> PartitionedVariable::FromParts(
-    const PartitionedVariable& like, std::string name,
-    std::vector<std::shared_ptr<Variable>> parts) {
+    const PartitionedVariable& like, std::string name, std::vector<std::shared_ptr<Variable>> parts,
+    Output initializer) {
   if (parts.size() != like.parts_.size()) return nullptr;
   for (size_t i = 0; i < parts.size(); ++i) {
     if (parts[i] == nullptr || parts[i]->dtype() != like.dtype_ ||
@@ -90,6 +90,7 @@ std::shared_ptr<PartitionedVariable> PartitionedVariable::FromParts(
   whole->axis_ = like.axis_;
   whole->parts_ = std::move(parts);
   whole->offsets_ = like.offsets_;
+  whole->initializer_ = std::move(initializer);
   return whole;
 }
 

@@ -75,12 +75,12 @@ class PartitionedVariable : public Trackable {
   std::string TypeName() const override;
 
   // The whole made of `parts` (each with the SaveSliceInfo of its place in
-  // it, as `like`'s parts): how an optimizer presents the slots of a
-  // partitioned variable to a checkpoint. Null if the parts do not match
-  // `like`'s in number, dtype or shape.
+  // it, as `like`'s parts), whose initializer is `initializer`: how an
+  // optimizer presents the slots of a partitioned variable to a checkpoint.
+  // Null if the parts do not match `like`'s in number, dtype or shape.
   static std::shared_ptr<PartitionedVariable> FromParts(
       const PartitionedVariable& like, std::string name,
-      std::vector<std::shared_ptr<Variable>> parts);
+      std::vector<std::shared_ptr<Variable>> parts, Output initializer);
 
  private:
   PartitionedVariable() = default;

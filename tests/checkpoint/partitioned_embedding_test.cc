@@ -201,9 +201,12 @@ TEST(PartitionedEmbedding, TableAndSlotsRestoreIntoAnotherPartitioning) {
   for (const auto& batch : kBatches) unbroken.Step(batch);
   const std::vector<float> want = Whole(*unbroken.session, unbroken.variables);
 
+  // Initialized as a training program starts without a checkpoint: what
+  // the checkpoint holds, the table's partitioned accumulator included.
   Model first(4);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus fresh, first.checkpoint->Restore(std::nullopt));
   first.Build();
-  RunOrFail(*first.session, {first.init});
+  CKFLOW_ASSERT_OK(fresh.InitializeOrRestore(*first.session));
   first.Step(kBatches[0]);
   first.Step(kBatches[1]);
   const std::string dir = testing::NewTempDir("partitioned_slots");
