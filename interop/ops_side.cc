@@ -51,7 +51,9 @@ struct Attrs {
   bool adj_y = false;
   std::vector<int64_t> axis;  // Squeeze's
   bool approximate = false;   // Gelu's
-  int64_t num_split = 1;      // Split's and SplitV's
+  int64_t num_split = 1;      // Split's and SplitV's, DynamicPartition's num_partitions
+  // StridedSlice's begin, end, ellipsis, new axis and shrink axis masks.
+  std::vector<int64_t> masks = {0, 0, 0, 0, 0};
 };
 
 struct OpRunner {
@@ -81,142 +83,165 @@ ops::PoolAttrs PoolAttrs(const Attrs& a) {
 }
 
 const std::map<std::string, OpRunner>& Runners() {
-  static const auto* const runners = new std::map<std::string, OpRunner>{
-      {"Conv2D",
-       {{"input", "filter"},
-        [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
-          return std::vector<Output>{ops::Conv2D(s, x[0], x[1], ConvAttrs(a))};
-        }}},
-      {"DepthwiseConv2dNative",
-       {{"input", "filter"},
-        [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
-          return std::vector<Output>{ops::DepthwiseConv2dNative(s, x[0], x[1], ConvAttrs(a))};
-        }}},
-      {"MaxPool",
-       {{"input"},
-        [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
-          return std::vector<Output>{ops::MaxPool(s, x[0], PoolAttrs(a))};
-        }}},
-      {"AvgPool",
-       {{"value"},
-        [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
-          return std::vector<Output>{ops::AvgPool(s, x[0], PoolAttrs(a))};
-        }}},
-      {"FusedBatchNormV3",
-       {{"x", "scale", "offset", "mean", "variance"},
-        [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
-          ops::FusedBatchNormOutputs bn =
-              ops::FusedBatchNorm(s, x[0], x[1], x[2], x[3], x[4],
-                                  {.epsilon = a.epsilon,
-                                   .exponential_avg_factor = a.exponential_avg_factor,
-                                   .is_training = a.is_training});
-          return std::vector<Output>{bn.y, bn.batch_mean, bn.batch_variance, bn.reserve_space_1,
-                                     bn.reserve_space_2};
-        }}},
-      {"Relu6", Activation<ops::Relu6>()},
-      {"Elu", Activation<ops::Elu>()},
-      {"Selu", Activation<ops::Selu>()},
-      {"Softplus", Activation<ops::Softplus>()},
-      {"LeakyRelu",
-       {{"features"},
-        [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
-          return std::vector<Output>{ops::LeakyRelu(s, x[0], a.alpha)};
-        }}},
-      {"Pad",
-       {{"input", "paddings"},
-        [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
-          return std::vector<Output>{ops::Pad(s, x[0], x[1])};
-        }}},
-      {"PadV2",
-       {{"input", "paddings", "constant_values"},
-        [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
-          return std::vector<Output>{ops::PadV2(s, x[0], x[1], x[2])};
-        }}},
-      {"Slice",
-       {{"input", "begin", "size"},
-        [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
-          return std::vector<Output>{ops::Slice(s, x[0], x[1], x[2])};
-        }}},
-      {"Transpose",
-       {{"x", "perm"},
-        [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
-          return std::vector<Output>{ops::Transpose(s, x[0], x[1])};
-        }}},
-      {"ExpandDims",
-       {{"input", "axis"},
-        [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
-          return std::vector<Output>{ops::ExpandDims(s, x[0], x[1])};
-        }}},
-      {"Squeeze",
-       {{"input"},
-        [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
-          return std::vector<Output>{ops::Squeeze(s, x[0], a.axis)};
-        }}},
-      {"BatchMatMulV2",
-       {{"x", "y"},
-        [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
-          return std::vector<Output>{
-              ops::BatchMatMul(s, x[0], x[1], {.adj_x = a.adj_x, .adj_y = a.adj_y})};
-        }}},
-      {"Erf",
-       {{"x"},
-        [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
-          return std::vector<Output>{ops::Erf(s, x[0])};
-        }}},
-      {"GatherV2",
-       {{"params", "indices", "axis"},
-        [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
-          return std::vector<Output>{ops::Gather(s, x[0], x[1], x[2])};
-        }}},
-      {"UnsortedSegmentSum",
-       {{"data", "segment_ids", "num_segments"},
-        [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
-          return std::vector<Output>{ops::UnsortedSegmentSum(s, x[0], x[1], x[2])};
-        }}},
-      {"Erfc",
-       {{"x"},
-        [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
-          return std::vector<Output>{ops::Erfc(s, x[0])};
-        }}},
-      // Not one op but tf.nn.gelu's composition, judged as a whole.
-      {"Gelu",
-       {{"features"},
-        [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
-          return std::vector<Output>{ops::Gelu(s, x[0], a.approximate)};
-        }}},
-      {"Split",
-       {{"axis", "value"},
-        [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
-          return ops::Split(s, x[0], x[1], a.num_split);
-        }}},
-      {"SplitV",
-       {{"value", "size_splits", "axis"},
-        [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
-          return ops::SplitV(s, x[0], x[1], x[2], a.num_split);
-        }}},
-      {"Tile",
-       {{"input", "multiples"},
-        [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
-          return std::vector<Output>{ops::Tile(s, x[0], x[1])};
-        }}},
-      {"OneHot",
-       {{"indices", "depth", "on_value", "off_value"},
-        [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
-          return std::vector<Output>{
-              ops::OneHot(s, x[0], x[1], x[2], x[3], a.axis.empty() ? -1 : a.axis[0])};
-        }}},
-      {"MatrixBandPart",
-       {{"input", "num_lower", "num_upper"},
-        [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
-          return std::vector<Output>{ops::MatrixBandPart(s, x[0], x[1], x[2])};
-        }}},
-      {"ConcatV2",
-       {{"values*", "axis"},
-        [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
-          return std::vector<Output>{
-              ops::Concat(s, std::vector<Output>(x.begin(), x.end() - 1), x.back())};
-        }}},
-  };
+  static const auto* const
+      runners =
+          new std::map<std::string, OpRunner>{
+              {"Conv2D",
+               {{"input", "filter"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
+                  return std::vector<Output>{ops::Conv2D(s, x[0], x[1], ConvAttrs(a))};
+                }}},
+              {"DepthwiseConv2dNative",
+               {{"input", "filter"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
+                  return std::vector<Output>{
+                      ops::DepthwiseConv2dNative(s, x[0], x[1], ConvAttrs(a))};
+                }}},
+              {"MaxPool",
+               {{"input"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
+                  return std::vector<Output>{ops::MaxPool(s, x[0], PoolAttrs(a))};
+                }}},
+              {"AvgPool",
+               {{"value"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
+                  return std::vector<Output>{ops::AvgPool(s, x[0], PoolAttrs(a))};
+                }}},
+              {"FusedBatchNormV3",
+               {{"x", "scale", "offset", "mean", "variance"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
+                  ops::FusedBatchNormOutputs bn =
+                      ops::FusedBatchNorm(s, x[0], x[1], x[2], x[3], x[4],
+                                          {.epsilon = a.epsilon,
+                                           .exponential_avg_factor = a.exponential_avg_factor,
+                                           .is_training = a.is_training});
+                  return std::vector<Output>{bn.y, bn.batch_mean, bn.batch_variance,
+                                             bn.reserve_space_1, bn.reserve_space_2};
+                }}},
+              {"Relu6", Activation<ops::Relu6>()},
+              {"Elu", Activation<ops::Elu>()},
+              {"Selu", Activation<ops::Selu>()},
+              {"Softplus", Activation<ops::Softplus>()},
+              {"LeakyRelu",
+               {{"features"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
+                  return std::vector<Output>{ops::LeakyRelu(s, x[0], a.alpha)};
+                }}},
+              {"Pad",
+               {{"input", "paddings"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
+                  return std::vector<Output>{ops::Pad(s, x[0], x[1])};
+                }}},
+              {"PadV2",
+               {{"input", "paddings", "constant_values"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
+                  return std::vector<Output>{ops::PadV2(s, x[0], x[1], x[2])};
+                }}},
+              {"Slice",
+               {{"input", "begin", "size"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
+                  return std::vector<Output>{ops::Slice(s, x[0], x[1], x[2])};
+                }}},
+              {"Transpose",
+               {{"x", "perm"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
+                  return std::vector<Output>{ops::Transpose(s, x[0], x[1])};
+                }}},
+              {"ExpandDims",
+               {{"input", "axis"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
+                  return std::vector<Output>{ops::ExpandDims(s, x[0], x[1])};
+                }}},
+              {"Squeeze",
+               {{"input"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
+                  return std::vector<Output>{ops::Squeeze(s, x[0], a.axis)};
+                }}},
+              {"BatchMatMulV2",
+               {{"x", "y"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
+                  return std::vector<Output>{
+                      ops::BatchMatMul(s, x[0], x[1], {.adj_x = a.adj_x, .adj_y = a.adj_y})};
+                }}},
+              {"Erf",
+               {{"x"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
+                  return std::vector<Output>{ops::Erf(s, x[0])};
+                }}},
+              {"GatherV2",
+               {{"params", "indices", "axis"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
+                  return std::vector<Output>{ops::Gather(s, x[0], x[1], x[2])};
+                }}},
+              {"UnsortedSegmentSum",
+               {{"data", "segment_ids", "num_segments"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
+                  return std::vector<Output>{ops::UnsortedSegmentSum(s, x[0], x[1], x[2])};
+                }}},
+              {"Erfc",
+               {{"x"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
+                  return std::vector<Output>{ops::Erfc(s, x[0])};
+                }}},
+              // Not one op but tf.nn.gelu's composition, judged as a whole.
+              {"Gelu",
+               {{"features"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
+                  return std::vector<Output>{ops::Gelu(s, x[0], a.approximate)};
+                }}},
+              {"Split",
+               {{"axis", "value"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
+                  return ops::Split(s, x[0], x[1], a.num_split);
+                }}},
+              {"SplitV",
+               {{"value", "size_splits", "axis"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
+                  return ops::SplitV(s, x[0], x[1], x[2], a.num_split);
+                }}},
+              {"Tile",
+               {{"input", "multiples"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
+                  return std::vector<Output>{ops::Tile(s, x[0], x[1])};
+                }}},
+              {"OneHot",
+               {{"indices", "depth", "on_value", "off_value"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
+                  return std::vector<Output>{
+                      ops::OneHot(s, x[0], x[1], x[2], x[3], a.axis.empty() ? -1 : a.axis[0])};
+                }}},
+              {"MatrixBandPart",
+               {{"input", "num_lower", "num_upper"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
+                  return std::vector<Output>{ops::MatrixBandPart(s, x[0], x[1], x[2])};
+                }}},
+              {"StridedSlice",
+               {{"input", "begin", "end", "strides"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
+                  return std::vector<Output>{ops::StridedSlice(
+                      s, x[0], x[1], x[2], x[3],
+                      {a.masks.at(0), a.masks.at(1), a.masks.at(2), a.masks.at(3), a.masks.at(4)})};
+                }}},
+              {"DynamicPartition",
+               {{"data", "partitions"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs& a) {
+                  return ops::DynamicPartition(s, x[0], x[1], a.num_split);
+                }}},
+              {"DynamicStitch",
+               {{"indices*", "data*"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
+                  const auto half = static_cast<std::ptrdiff_t>(x.size() / 2);
+                  return std::vector<Output>{
+                      ops::DynamicStitch(s, std::vector<Output>(x.begin(), x.begin() + half),
+                                         std::vector<Output>(x.begin() + half, x.end()))};
+                }}},
+              {"ConcatV2",
+               {{"values*", "axis"},
+                [](const Scope& s, const std::vector<Output>& x, const Attrs&) {
+                  return std::vector<Output>{
+                      ops::Concat(s, std::vector<Output>(x.begin(), x.end() - 1), x.back())};
+                }}},
+          };
   return *runners;
 }
 
@@ -294,7 +319,11 @@ int main(int argc, char** argv) {
   app.add_option("--adj-y", attrs.adj_y, "BatchMatMulV2's adj_y");
   app.add_option("--axis", attrs.axis, "Squeeze's axis (squeeze_dims)")->delimiter(',');
   app.add_option("--approximate", attrs.approximate, "Gelu's approximate (tanh)");
-  app.add_option("--num-split", attrs.num_split, "Split's and SplitV's num_split");
+  app.add_option("--num-split", attrs.num_split,
+                 "Split's and SplitV's num_split, DynamicPartition's num_partitions");
+  app.add_option("--masks", attrs.masks, "StridedSlice's five masks, begin to shrink_axis")
+      ->delimiter(',')
+      ->expected(5);
   CLI11_PARSE(app, argc, argv);
   ckflow::Status status = Run(op, in, out, attrs);
   if (!status.ok()) {

@@ -35,6 +35,10 @@ def tf_run(op, inputs, attrs, dy_of_shape):
         if op == "ConcatV2":
             listed = [xs[k] for k in sorted(xs) if k.startswith("values_")]
             ys = tf.raw_ops.ConcatV2(values=listed, axis=xs["axis"])
+        elif op == "DynamicStitch":
+            n = sum(1 for k in xs if k.startswith("indices_"))
+            ys = tf.raw_ops.DynamicStitch(indices=[xs[f"indices_{i}"] for i in range(n)],
+                                          data=[xs[f"data_{i}"] for i in range(n)])
         else:
             ys = COMPOSITES.get(op, getattr(tf.raw_ops, op, None))(**xs, **attrs)
         ys = list(ys) if isinstance(ys, (list, tuple)) else [ys]

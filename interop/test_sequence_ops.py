@@ -2,8 +2,9 @@
 built from: Transpose, BatchMatMulV2 (broadcast batch dimensions,
 adjoints), ExpandDims, Squeeze, Erf, Erfc, tf.nn.gelu exact and
 approximate, GatherV2 (its sparse gradient compared dense),
-UnsortedSegmentSum, Split, SplitV, Tile, OneHot and MatrixBandPart, forward
-and gradients,
+UnsortedSegmentSum, Split, SplitV, Tile, OneHot, MatrixBandPart,
+StridedSlice (every mask), DynamicPartition and DynamicStitch, forward and
+gradients,
 against ckflow's (interop/ops_side.cc), with test_nn_ops.py's harness and
 tolerances."""
 
@@ -165,3 +166,53 @@ def test_band_part_matches_tensorflow(tmp_path, ckflow, lower, upper, dtype, req
     inputs = {"input": rng_of(request).normal(size=(2, 5, 6)).astype(dtype),
               "num_lower": np.array(lower, np.int64), "num_upper": np.array(upper, np.int64)}
     judge(tmp_path, ckflow, "MatrixBandPart", inputs, {}, [], request.node.name)
+
+
+MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,begin,end,strides,masks", [
+    pytest.param((6, 7, 5), (1, 0, -1), (5, 0, 0), (2, 1, 1), (0, 2, 0, 0, 4), id="shrink_last"),
+    pytest.param((6, 7, 5), (-1, 6, 0), (0, 1, 5), (-1, -2, 2), (1, 0, 0, 0, 0), id="backwards"),
+    pytest.param((6, 7, 5), (0, 2, 0), (0, 5, 0), (1, 1, 1), (0, 0, 1, 0, 0), id="ellipsis"),
+    pytest.param((6, 7, 5), (0, 3, 0, 1), (0, 4, 0, 0), (1, 1, 1, -1), (8, 8, 0, 5, 2),
+                 id="newaxis_shrink"),
+    pytest.param((6, 7, 5), (-20, 2), (20, 2), (3, 1), (0, 0, 0, 0, 0), id="clamped_empty"),
+    pytest.param((4, 3, 2, 5), (1, 0, 0), (3, 0, 0), (1, 1, -2), (6, 6, 2, 0, 0),
+                 id="ellipsis_middle"),
+])
+def test_strided_slice_matches_tensorflow(tmp_path, ckflow, shape, begin, end, strides, masks,
+                                          dtype, request):
+    inputs = {"input": rng_of(request).normal(size=shape).astype(dtype),
+              "begin": np.array(begin, np.int32), "end": np.array(end, np.int32),
+              "strides": np.array(strides, np.int32)}
+    judge(tmp_path, ckflow, "StridedSlice", inputs, dict(zip(MASKS, masks)),
+          ["--masks", ",".join(map(str, masks))], request.node.name)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("data_shape,partitions_shape,num", [
+    pytest.param((40, 6), (40,), 4, id="rows"),
+    pytest.param((5, 4, 3), (5, 4), 3, id="prefix_of_two"),
+])
+def test_dynamic_partition_matches_tensorflow(tmp_path, ckflow, data_shape, partitions_shape,
+                                              num, dtype, request):
+    rng = rng_of(request)
+    inputs = {"data": rng.normal(size=data_shape).astype(dtype),
+              "partitions": rng.integers(0, num, size=partitions_shape).astype(np.int32)}
+    judge(tmp_path, ckflow, "DynamicPartition", inputs, {"num_partitions": num},
+          ["--num-split", num], request.node.name)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_dynamic_stitch_matches_tensorflow(tmp_path, ckflow, dtype, request):
+    rng = rng_of(request)
+    # Positions 0..29 dealt to three tensors (one of rank 2), each row 4 wide.
+    order = rng.permutation(30).astype(np.int32)
+    inputs = {"indices_0": order[:12], "indices_1": order[12:20].reshape(2, 4),
+              "indices_2": order[20:],
+              "data_0": rng.normal(size=(12, 4)).astype(dtype),
+              "data_1": rng.normal(size=(2, 4, 4)).astype(dtype),
+              "data_2": rng.normal(size=(10, 4)).astype(dtype)}
+    judge(tmp_path, ckflow, "DynamicStitch", inputs, {}, [], request.node.name)

@@ -50,6 +50,19 @@ Status MatrixBandPartGrad(const Scope& scope, const Node& op, const std::vector<
 
 // Slice's gradient pads the gradient back to the input's shape with zeros:
 // begin before, the rest after (TensorFlow builds the same paddings).
+// TensorFlow's: StridedSliceGrad puts dz back where the slice took it.
+Status StridedSliceGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
+                        std::vector<Output>* dx) {
+  const AttrMap& a = op.attrs();
+  ops::StridedSliceAttrs attrs{a.GetOr<int64_t>("begin_mask", 0), a.GetOr<int64_t>("end_mask", 0),
+                               a.GetOr<int64_t>("ellipsis_mask", 0),
+                               a.GetOr<int64_t>("new_axis_mask", 0),
+                               a.GetOr<int64_t>("shrink_axis_mask", 0)};
+  (*dx)[0] = ops::StridedSliceGrad(scope, ops::Shape(scope, op.input(0), op.input(1).dtype()),
+                                   op.input(1), op.input(2), op.input(3), dz[0], attrs);
+  return OkStatus();
+}
+
 Status SliceGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
                  std::vector<Output>* dx) {
   const Output x = op.input(0);
@@ -212,6 +225,7 @@ Status RegisterArrayGradients(GradientRegistry& r) {
   CKFLOW_RETURN_IF_ERROR(r.Register("SplitV", SplitVGrad));
   CKFLOW_RETURN_IF_ERROR(r.Register("Tile", TileGrad));
   CKFLOW_RETURN_IF_ERROR(r.Register("Slice", SliceGrad));
+  CKFLOW_RETURN_IF_ERROR(r.Register("StridedSlice", StridedSliceGrad));
   CKFLOW_RETURN_IF_ERROR(r.Register("Pad", PadGrad));
   CKFLOW_RETURN_IF_ERROR(r.Register("PadV2", PadGrad));
   CKFLOW_RETURN_IF_ERROR(r.Register("ConcatV2", ConcatGrad));

@@ -148,6 +148,29 @@ Output DynamicStitch(const Scope& scope, const std::vector<Output>& indices,
 // delta is 0 or points away from limit.
 Output Range(const Scope& scope, Input start, Input limit, Input delta);
 
+// StridedSlice (Python's x[begin:end:stride] on every dimension, as
+// tf.strided_slice): begin, end and strides are int32/int64 vectors of one
+// length, an entry per index of the slice. Bit i of begin_mask (end_mask)
+// ignores begin[i] (end[i]) for the start (stop) the stride points from
+// (to); of ellipsis_mask (one bit at most) makes index i stand for every
+// dimension the others do not index; of new_axis_mask inserts a dimension
+// of 1 (tf.newaxis); of shrink_axis_mask takes the single element begin[i]
+// and drops the dimension. Indices count from the end when negative and
+// clamp to the dimension, as Python's; a stride of 0, or a shrunk index out
+// of range, is InvalidArgument. The gradient is StridedSliceGrad: zeros of
+// the input's `shape` holding dy where the slice took its elements.
+struct StridedSliceAttrs {
+  int64_t begin_mask = 0;
+  int64_t end_mask = 0;
+  int64_t ellipsis_mask = 0;
+  int64_t new_axis_mask = 0;
+  int64_t shrink_axis_mask = 0;
+};
+Output StridedSlice(const Scope& scope, Input input, Input begin, Input end, Input strides,
+                    const StridedSliceAttrs& attrs = {});
+Output StridedSliceGrad(const Scope& scope, Input shape, Input begin, Input end, Input strides,
+                        Input dy, const StridedSliceAttrs& attrs = {});
+
 // Split (tf.split into equal pieces): `value` cut along `axis` (a scalar)
 // into num_split pieces; the axis must divide evenly. SplitV: into pieces of
 // the sizes `size_splits` (a vector of num_split sizes, one of which may be

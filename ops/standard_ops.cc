@@ -15,6 +15,7 @@ Status RegisterStandardOps(OpRegistry& registry) {
   for (RegisterFn register_group : {
            RegisterArrayOps,
            RegisterArraySlicingOps,
+           RegisterStridedSliceOps,
            RegisterDimensionOps,
            RegisterGatherOps,
            RegisterMathOps,

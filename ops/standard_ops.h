@@ -33,6 +33,7 @@ Status RegisterStandardOps(OpRegistry& registry);
 // The groups RegisterStandardOps adds, one per source file.
 Status RegisterArrayOps(OpRegistry& registry);         // Const, Placeholder, Reshape, Cast, ...
 Status RegisterArraySlicingOps(OpRegistry& registry);  // Slice, Pad, PadV2, ConcatV2, ConcatOffset
+Status RegisterStridedSliceOps(OpRegistry& registry);  // StridedSlice, StridedSliceGrad
 Status RegisterDimensionOps(OpRegistry& registry);     // Transpose, ExpandDims, Squeeze, ...
 Status RegisterMathOps(OpRegistry& registry);          // elementwise arithmetic, AddN
 Status RegisterComparisonOps(OpRegistry& registry);    // Equal, Less, ..., SelectV2

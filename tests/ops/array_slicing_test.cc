@@ -489,3 +489,172 @@ TEST(OneHot, PutsOnValueAtEachIndexAlongTheNewAxis) {
 
 }  // namespace
 }  // namespace ckflow
+
+namespace ckflow {
+namespace {
+
+// x[i, j, k] = 15 i + 3 j + k: every value names its place.
+Output Iota(const Scope& s) {
+  std::vector<double> v(60);
+  for (int i = 0; i < 60; ++i) v[i] = i;
+  return ops::Const<double>(s, v, {4, 5, 3});
+}
+
+struct SliceCase {
+  std::string python;
+  std::vector<int64_t> begin, end, strides;
+  ops::StridedSliceAttrs attrs;
+  Dims shape;
+  std::vector<double> values;  // empty: only the shape is checked
+};
+
+TEST(StridedSlice, FollowsPythonsIndexingWithEveryMask) {
+  const SliceCase cases[] = {
+      {"x[1:3, ::2, -1]",
+       {1, 0, -1},
+       {3, 0, 0},
+       {1, 2, 1},
+       {.begin_mask = 2, .end_mask = 2, .shrink_axis_mask = 4},
+       {2, 3},
+       {17, 23, 29, 32, 38, 44}},
+      {"x[newaxis, 2, -2:, ::-2]",
+       {0, 2, -2, 0},
+       {0, 0, 0, 0},
+       {1, 1, 1, -2},
+       {.begin_mask = 8, .end_mask = 12, .new_axis_mask = 1, .shrink_axis_mask = 2},
+       {1, 2, 2},
+       {41, 39, 44, 42}},
+      {"x[-1, ..., 0]",
+       {-1, 0, 0},
+       {0, 0, 1},
+       {1, 1, 1},
+       {.ellipsis_mask = 2, .shrink_axis_mask = 5},
+       {5},
+       {45, 48, 51, 54, 57}},
+      {"x[..., newaxis]",
+       {0, 0},
+       {0, 0},
+       {1, 1},
+       {.ellipsis_mask = 1, .new_axis_mask = 2},
+       {4, 5, 3, 1},
+       {}},
+      {"x[-10:10, 7:9]", {-10, 7}, {10, 9}, {1, 1}, {}, {4, 0, 3}, {}},
+      {"x[3:1:-1, 4:-6:-3]",
+       {3, 4},
+       {1, -6},
+       {-1, -3},
+       {},
+       {2, 2, 3},
+       {57, 58, 59, 48, 49, 50, 42, 43, 44, 33, 34, 35}},
+      {"x[1]", {1}, {2}, {1}, {.shrink_axis_mask = 1}, {5, 3}, {}},
+  };
+  Scope root = Scope::NewRootScope();
+  Output x = Iota(root);
+  for (const SliceCase& c : cases) {
+    SCOPED_TRACE(c.python);
+    Output y = ops::StridedSlice(root, x, ops::Const<int64_t>(root, c.begin),
+                                 ops::Const<int64_t>(root, c.end),
+                                 ops::Const<int64_t>(root, c.strides), c.attrs);
+    ASSERT_TRUE(root.ok()) << root.status();
+    EXPECT_EQ(y.shape().ToString(), TensorShape(c.shape).ToString());
+    CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor out, Evaluate(y));
+    EXPECT_EQ(out.shape(), TensorShape(c.shape));
+    if (!c.values.empty()) {
+      EXPECT_EQ(ToDoubles(out), c.values);
+    }
+  }
+  // A vector, backwards from the end: v[8:2:-3] and v[-1::-4].
+  Output v = ops::Const<int32_t>(root, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(
+      Tensor a,
+      Evaluate(ops::StridedSlice(root, v, ops::Const(root, Tensor::FromVector<int32_t>({8})),
+                                 ops::Const(root, Tensor::FromVector<int32_t>({2})),
+                                 ops::Const(root, Tensor::FromVector<int32_t>({-3})))));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(
+      Tensor b, Evaluate(ops::StridedSlice(
+                    root, v, ops::Const(root, Tensor::FromVector<int32_t>({-1})),
+                    ops::Const(root, Tensor::FromVector<int32_t>({0})),
+                    ops::Const(root, Tensor::FromVector<int32_t>({-4})), {.end_mask = 1})));
+  EXPECT_EQ(ToDoubles(a), (std::vector<double>{8, 5}));
+  EXPECT_EQ(ToDoubles(b), (std::vector<double>{9, 5, 1}));
+}
+
+TEST(StridedSlice, MatchesNestedLoopsOnALargeInputAndFedIndices) {
+  std::mt19937 rng(3);
+  const Tensor data = RandomTensor(DT_FLOAT, {64, 300, 8}, rng);
+  Scope root = Scope::NewRootScope();
+  Output begin = ops::Placeholder(root, DT_INT32);
+  // x[::3, 5:290:7, ::-1], begin fed: the shape is known only at run time.
+  Output y =
+      ops::StridedSlice(root, ops::Const(root, data), begin, ops::Const<int32_t>(root, {0, 290, 0}),
+                        ops::Const<int32_t>(root, {3, 7, -1}), {.begin_mask = 5, .end_mask = 5});
+  ASSERT_TRUE(root.ok()) << root.status();
+  EXPECT_EQ(y.shape().ToString(), "[?,?,?]");
+  CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor result,
+                              Evaluate(y, {{begin, Tensor::FromVector<int32_t>({0, 5, 0})}}));
+  const std::vector<Tensor> out = {result};
+  std::vector<double> want;
+  const std::vector<double> in = ToDoubles(data);
+  for (int i = 0; i < 64; i += 3) {
+    for (int j = 5; j < 290; j += 7) {
+      for (int k = 7; k >= 0; --k) want.push_back(in[(i * 300 + j) * 8 + k]);
+    }
+  }
+  EXPECT_EQ(out[0].shape(), TensorShape({22, 41, 8}));
+  EXPECT_EQ(ToDoubles(out[0]), want);
+}
+
+TEST(StridedSlice, BadSlicesAreNamed) {
+  Scope root = Scope::NewRootScope();
+  Output x = Iota(root);
+  auto message = [&](const std::vector<int64_t>& begin, const std::vector<int64_t>& strides,
+                     ops::StridedSliceAttrs attrs) {
+    Scope s = Scope::NewRootScope();
+    ops::StridedSlice(s.WithOpName("ss"), Iota(s), ops::Const<int64_t>(s, begin),
+                      ops::Const<int64_t>(s, std::vector<int64_t>(begin.size(), 0)),
+                      ops::Const<int64_t>(s, strides), attrs);
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument) << s.status();
+    return std::string(s.status().message());
+  };
+  EXPECT_NE(message({0, 0}, {1, 0}, {}).find("strides[1] is 0"), std::string::npos);
+  EXPECT_NE(message({7}, {1}, {.shrink_axis_mask = 1}).find("index 7 of dimension 0 is out"),
+            std::string::npos);
+  EXPECT_NE(message({0, 0}, {1, 1}, {.ellipsis_mask = 3}).find("only one index"),
+            std::string::npos);
+  EXPECT_NE(message({0, 0, 0, 0}, {1, 1, 1, 1}, {}).find("input has rank 3"), std::string::npos);
+  EXPECT_EQ(message({0, 0}, {1, 0}, {}).find("ss (StridedSlice): "), 0u);
+  // The same checks at run time, on fed indices.
+  Output strides = ops::Placeholder(root, DT_INT32);
+  Output y = ops::StridedSlice(root, x, ops::Const<int32_t>(root, {0, 0}),
+                               ops::Const<int32_t>(root, {1, 1}), strides);
+  Status status = Evaluate(y, {{strides, Tensor::FromVector<int32_t>({0, 1})}}).status();
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("strides[0] is 0"), std::string::npos) << status;
+  status = Evaluate(y, {{strides, Tensor::FromVector<int32_t>({1, 1, 1})}}).status();
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("strides must be a vector of 2"), std::string::npos) << status;
+}
+
+TEST(StridedSliceGrad, PutsDyWhereTheSliceTookIt) {
+  Scope root = Scope::NewRootScope();
+  // x[3:1:-1, ::2] of a [4, 3] x: rows 3 and 2, columns 0 and 2.
+  Output dx = ops::StridedSliceGrad(
+      root, ops::Const<int32_t>(root, {4, 3}), ops::Const<int32_t>(root, {3, 0}),
+      ops::Const<int32_t>(root, {1, 0}), ops::Const<int32_t>(root, {-1, 2}),
+      ops::Const<float>(root, {1, 2, 3, 4}, {2, 2}), {.end_mask = 2});
+  ASSERT_TRUE(root.ok()) << root.status();
+  EXPECT_EQ(dx.shape().ToString(), "[4,3]");
+  CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor out, Evaluate(dx));
+  EXPECT_EQ(ToDoubles(out), (std::vector<double>{0, 0, 0, 0, 0, 0, 3, 0, 4, 1, 0, 2}));
+  ops::StridedSliceGrad(root.WithOpName("g"), ops::Const<int32_t>(root, {4, 3}),
+                        ops::Const(root, Tensor::FromVector<int32_t>({0})),
+                        ops::Const(root, Tensor::FromVector<int32_t>({2})),
+                        ops::Const(root, Tensor::FromVector<int32_t>({1})),
+                        ops::Const<float>(root, {1, 2}));
+  EXPECT_EQ(root.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(root.status().message().find("but the slice of [4,3] is [2,3]"), std::string::npos)
+      << root.status();
+}
+
+}  // namespace
+}  // namespace ckflow

@@ -310,6 +310,14 @@ std::vector<GradCase> SequenceCases() {
       {.name = "CausalBand", .shapes = {{4, 4}}, .f = [](const Scope& s, const Inputs& x) {
          return ops::MatrixBandPart(s, x[0], ops::Const<int64_t>(s, -1), ops::Const<int64_t>(s, 0));
        }});
+  cases.push_back(
+      {.name = "StridedSlice", .shapes = {{4, 5, 3}}, .f = [](const Scope& s, const Inputs& x) {
+         // x[::-2, 1:, newaxis, 2]
+         return ops::StridedSlice(
+             s, x[0], ops::Const<int32_t>(s, {0, 1, 0, 2}), ops::Const<int32_t>(s, {0, 0, 0, 3}),
+             ops::Const<int32_t>(s, {-2, 1, 1, 1}),
+             {.begin_mask = 1, .end_mask = 3, .new_axis_mask = 4, .shrink_axis_mask = 8});
+       }});
   // Rows dealt to three partitions (one left empty), each weighted
   // differently, and stitched back in another order.
   cases.push_back(
@@ -944,6 +952,7 @@ TEST(GradientRegistryTest, EveryDifferentiableFoundationOpHasAGradient) {
                            "Tile",
                            "DynamicPartition",
                            "DynamicStitch",
+                           "StridedSlice",
                            "ReadVariableOp"}) {
     EXPECT_NE(StandardGradients().Find(type), nullptr) << type;
   }
