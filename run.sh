@@ -121,6 +121,22 @@ run_benchmarks() {
   bench_run cnn_bench CKFLOW_BENCH_DIR=/dev/shm "$bin/cnn_bench" --benchmark_out="$results/cnn_bench.json" \
     --benchmark_out_format=json --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
   bench_run cnn_peers "$py" bench/cnn_peers.py --json "$results/cnn_peers.json"
+  bench_run sequence_bench CKFLOW_BENCH_DIR=/dev/shm "$bin/sequence_bench" \
+    --benchmark_out="$results/sequence_bench.json" --benchmark_out_format=json \
+    --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+  bench_run sequence_peers "$py" bench/sequence_peers.py --json "$results/sequence_peers.json"
+  # The recommender example, 1,000 steps on its 1 GiB table, with an async
+  # save every 100 steps and with only the final one; its log is its figures.
+  local recsys every
+  for saves in saves nosaves; do
+    every=100
+    [ "$saves" = nosaves ] && every=0
+    recsys="build/release/examples/embedding_recsys --steps 1000 --save-every $every --eval-every 1000"
+    rm -rf /dev/shm/ckflow-recsys
+    bench_run "recsys_$saves" bash -c \
+      "set -o pipefail; $recsys --threads 2 --dir /dev/shm/ckflow-recsys | tee $results/recsys_$saves.log"
+  done
+  rm -rf /dev/shm/ckflow-recsys
   gbench session_bench
   gbench gemm_isa_bench
   gbench conv_bench
@@ -238,7 +254,8 @@ case "$cmd" in
     fi
     install_packages "${PACKAGES[@]}" python3-matplotlib libtorch-dev python3-venv
     make_venv build/venv-bench bench/requirements.txt
-    release_build -DCKFLOW_BUILD_BENCH=ON
+    # The examples too: run_benchmarks runs embedding_recsys (and the CLI).
+    release_build -DCKFLOW_BUILD_BENCH=ON -DCKFLOW_BUILD_EXAMPLES=ON
     run_benchmarks
     "$PYTHON" bench/report.py page "$results"
     ;;

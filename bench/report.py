@@ -829,6 +829,232 @@ def topic_cnn(r):
                    ["cnn_bench", "cnn_peers"], ("cnn_step.png", draw) if g else None)
 
 
+def topic_sequence(r):
+    intro = (
+        "The character transformer of `examples/char_transformer_model.h` at batch 32 × "
+        "context 128 (vocabulary 256, d_model 128, 2 pre-norm blocks of causal "
+        "MultiHeadAttention with 4 heads of 32 and a GELU MLP of 512, a final "
+        "LayerNormalization, Dense to 256 logits; mean sparse softmax cross-entropy over "
+        "every position; Adam): one training step, ms per step (lower is faster), ckflow's "
+        "through `Session::Run` with the session's inter- and intra-op threads both 1, then 2 "
+        "(`sequence_bench`, `BM_TransformerTrainStep`). TensorFlow runs interop's tf_keras "
+        "model of the same layers (`interop/test_char_transformer.py`) in a TF1 graph with a "
+        "`tf.compat.v1.Session` configured with the same threads, PyTorch the same model in "
+        "eager mode (`nn.MultiheadAttention` with a causal mask) with `torch.set_num_threads` "
+        "and `set_num_interop_threads` (`bench/sequence_peers.py`, each in a process of its "
+        "own, the batch made before timing, the median of 30 steps after 5 of warm-up); "
+        "ckflow's speed is the peer's time over ckflow's (> 1: ckflow is faster). Then two of "
+        "its kernels in GFLOP/s (2 × multiply-adds / time, higher is faster), each beside one "
+        "`MatMul` of the same FLOPs on the same threads (the ceiling: the same work as one "
+        "GEMM): `BatchMatMulV2` of the attention scores ([32, 4, 128, 32] × "
+        "[32, 4, 128, 32]ᵀ) and the MultiHeadAttention layer's forward pass; the ratio is "
+        "ckflow's GFLOP/s over the GEMM's (1: as fast as the GEMM). Last, Adagrad's sparse "
+        "update, as an embedding table's optimizer runs it: `ResourceSparseApplyAdagrad` on a "
+        "float32 table of 2²⁰ rows × 128 and its accumulator, 16,384 distinct random rows "
+        "per call (learning rate 0.01), in rows per second (higher is faster): ckflow's "
+        "through `Session::Run`, the same update as a plain single-threaded C++ loop over "
+        "the rows in the same binary, and TensorFlow's op in a TF1 graph and session on the "
+        "same table and rows; ratios are ckflow's rows per second over the other's (> 1: "
+        "ckflow is faster).")
+    g = r.gbench("sequence_bench")
+    data = r.json("sequence_peers")
+    peers = get(data, "results") or {}
+    tf = f" {get(data, 'tensorflow')}" if get(data, "tensorflow") else ""
+    pt = f" {get(data, 'torch')}" if get(data, "torch") else ""
+    threads = [1, 2]
+    headers = ["", "1 thread", "2 threads"]
+
+    def ckflow_ms(t):
+        e = g.get(f"BM_TransformerTrainStep/threads:{t}")
+        return ms(seconds_of(e)) if e else None
+
+    def peer(name, t, key):
+        return get(peers.get(name, {}).get(str(t)), key)
+
+    def tokens(t):
+        rate = get(g.get(f"BM_TransformerTrainStep/threads:{t}"), "tokens_per_s")
+        return f" ({whole(rate)} tokens/s)" if rate is not None else ""
+
+    rows, series = [], []
+    for label, f in (("**ckflow** (`Session::Run`)",
+                      lambda t: Cell(ckflow_ms(t), "ms", None, tokens(t))),
+                     (f"TensorFlow{tf} graph (`tf.compat.v1.Session`)",
+                      lambda t: Cell(peer("tf_graph", t, "train_ms"), "ms",
+                                     divide(peer("tf_graph", t, "train_ms"), ckflow_ms(t)))),
+                     (f"PyTorch{pt} (eager)",
+                      lambda t: Cell(peer("torch", t, "train_ms"), "ms",
+                                     divide(peer("torch", t, "train_ms"), ckflow_ms(t))))):
+        cells = [f(t) for t in threads]
+        rows.append([label] + cells)
+        series.append((plot_name(label), [c.value for c in cells]))
+    step = table(["training step, batch 32 × 128", *headers[1:]], rows)
+
+    kernel_rows = []
+    for name, gemm, label in (("BM_BatchMatMul", "BM_BatchMatMulAsGemm",
+                               "`BatchMatMulV2` [32, 4, 128, 32] × [32, 4, 128, 32]ᵀ"),
+                              ("BM_AttentionLayer", "BM_AttentionAsGemm",
+                               "MultiHeadAttention layer, forward")):
+        for t in threads:
+            mine = get(g.get(f"{name}/threads:{t}"), "gflops")
+            ceiling = get(g.get(f"{gemm}/threads:{t}"), "gflops")
+            kernel_rows.append([label, t, with_unit(mine, "GFLOP/s"),
+                                with_unit(ceiling, "GFLOP/s"), times(divide(mine, ceiling))])
+    kernels = table(["kernel", "threads", "ckflow", "`MatMul`, same FLOPs", "ckflow / MatMul"],
+                    kernel_rows)
+
+    def million(x):
+        return None if x is None else x / 1e6
+
+    def ck_rows(t):
+        return get(g.get(f"BM_SparseAdagrad/threads:{t}"), "rows_per_s")
+
+    hand = get(g.get("BM_SparseAdagradHandLoop"), "rows_per_s")
+    sparse_rows = [
+        ["**ckflow** `ResourceSparseApplyAdagrad` (`Session::Run`)"] +
+        [Cell(million(ck_rows(t)), "M rows/s") for t in threads],
+        ["hand-written C++ loop over the rows, 1 thread, same binary"] +
+        [Cell(million(hand), "M rows/s", divide(ck_rows(t), hand)) for t in threads],
+        [f"TensorFlow{tf} `ResourceSparseApplyAdagrad` (`tf.compat.v1.Session`)"] +
+        [Cell(million(peer("tf_sparse_adagrad", t, "rows_per_s")), "M rows/s",
+              divide(ck_rows(t), peer("tf_sparse_adagrad", t, "rows_per_s"))) for t in threads],
+    ]
+    sparse = table(["sparse Adagrad, 16,384 of 2²⁰ rows × 128", *headers[1:]], sparse_rows)
+
+    def draw(path):
+        return bar_plot(path, "Character transformer: ms per training step (lower is faster)",
+                        headers[1:], series, "ms per step (log scale)")
+
+    plotted = any(v is not None for _, values in series for v in values)
+    return Section("Character transformer and sparse updates", intro,
+                   step + "\n\n" + kernels + "\n\n" + sparse, ["sequence_bench", "sequence_peers"],
+                   ("transformer_step.png", draw) if plotted else None)
+
+
+def recsys_log(text):
+    """The figures examples/embedding_recsys prints at its end: step time
+    p50 and p99 (ms) and the steps they are over, peak resident memory and
+    the table's size (MiB), the first and the last validation loss. Each is
+    None where the text does not hold it (an empty text: a run not made)."""
+    out = dict.fromkeys(("p50_ms", "p99_ms", "steps", "peak_mib", "table_mib", "first_loss",
+                         "last_loss"))
+    m = re.search(r"step time p50 ([\d.]+) ms, p99 ([\d.]+) ms over (\d+) steps", text)
+    if m:
+        out.update(p50_ms=float(m.group(1)), p99_ms=float(m.group(2)), steps=int(m.group(3)))
+    m = re.search(r"peak resident memory ([\d.]+) MiB \(the table: ([\d.]+) MiB\)", text)
+    if m:
+        out.update(peak_mib=float(m.group(1)), table_mib=float(m.group(2)))
+    losses = re.findall(r"^validation loss ([\d.]+)$", text, re.M)
+    if losses:
+        out.update(first_loss=float(losses[0]), last_loss=float(losses[-1]))
+    return out
+
+
+# embedding_recsys' targets: saves every 100 steps cost the loop's median
+# step at most 2% and its p99 at most 1.5x; the process at its peak holds at
+# most 1.1x the table.
+RECSYS_P50_TARGET, RECSYS_P99_TARGET, RECSYS_MEMORY_TARGET = 1.02, 1.5, 1.1
+
+
+def met(value, limit):
+    return NOT_RUN if value is None else ("met" if value <= limit else "**not met**")
+
+
+def topic_recsys(r):
+    intro = (
+        "The embedding table of `examples/embedding_recsys`, 2²¹ rows × 128 float32 (1 GiB) "
+        "as a `PartitionedVariable` of 8 parts. First the table alone saved and restored "
+        "(`sequence_bench`, page cache, every CRC32C checked), in GB/s of the table's bytes "
+        "(higher is faster): `Checkpoint::Write` of the 8 parts beside raw `pwrite` of the "
+        "same bytes on 2 threads, and a restore into 8 parts and into 3 (the partitioning "
+        "changed: each part's rows read as slices of the saved parts) beside raw `pread` + "
+        "CRC32C of the same bytes; the ratio is ckflow's GB/s over the raw figure's (target "
+        "≥ 0.8×). Then the example itself, 1,000 training steps (Zipf-distributed ids, "
+        "sparse Adagrad on the table, Adam on the dense layers) on 2 threads, once with a "
+        "`CheckpointManager` async save every 100 steps and once with only the final save, "
+        "each in a process of its own with its checkpoints in `/dev/shm`: the loop's step "
+        "times (a step's time includes the save made after it) and the process's peak "
+        "resident memory (`getrusage`) beside the table's size, from the lines the example "
+        "prints at its end. The ratio is the run with saves over the run without (targets: "
+        "p50 within 2%, p99 within 1.5×, peak resident memory ≤ 1.1× the table).")
+    g = r.gbench("sequence_bench")
+
+    def gbps(name):
+        rate = get(g.get(name), "bytes_per_second")
+        return None if rate is None else rate / 1e9
+
+    raw_write, raw_read = gbps("BM_PartitionedTableRawWrite"), gbps("BM_PartitionedTableRawRead")
+    io_rows, after = [], []
+    for name, label, raw, raw_label in (
+            ("BM_PartitionedTableSave", "save: `Checkpoint::Write`, 8 parts", raw_write,
+             "raw `pwrite`, 2 threads"),
+            ("BM_PartitionedTableRestore/parts:8", "restore into 8 parts", raw_read,
+             "raw `pread` + CRC32C"),
+            ("BM_PartitionedTableRestore/parts:3", "restore into 3 parts", raw_read,
+             "raw `pread` + CRC32C")):
+        mine = gbps(name)
+        ratio = divide(mine, raw)
+        io_rows.append([label, with_unit(mine, "GB/s"),
+                        f"{raw_label}: {with_unit(raw, 'GB/s')}",
+                        NOT_RUN if ratio is None else
+                        f"{times(ratio)} ({'met' if ratio >= 0.8 else '**not met**'})"])
+    io = table(["1 GiB table (2²¹ × 128 float32)", "ckflow", "raw, same bytes",
+                "ratio (target ≥ 0.8×)"], io_rows)
+
+    saves = recsys_log(read(os.path.join(r.dir, "recsys_saves.log")))
+    nosaves = recsys_log(read(os.path.join(r.dir, "recsys_nosaves.log")))
+    p50 = divide(saves["p50_ms"], nosaves["p50_ms"])
+    p99 = divide(saves["p99_ms"], nosaves["p99_ms"])
+
+    def memory(run):
+        peak, size = run["peak_mib"], run["table_mib"]
+        if peak is None:
+            return NOT_RUN
+        return f"{num(peak)} MiB ({times(divide(peak, size))} the table's {num(size)} MiB)"
+
+    def loss(run):
+        if run["first_loss"] is None:
+            return NOT_RUN
+        return f"{num(run['first_loss'])} → {num(run['last_loss'])}"
+
+    def steps(run):
+        return f" ({whole(run['steps'])} steps)" if run["steps"] else ""
+
+    memory_saves = divide(saves["peak_mib"], saves["table_mib"])
+    memory_nosaves = divide(nosaves["peak_mib"], nosaves["table_mib"])
+    loop_rows = [
+        ["step time p50", duration(saves["p50_ms"]), duration(nosaves["p50_ms"]), times(p50),
+         f"within 2%: {met(p50, RECSYS_P50_TARGET)}"],
+        ["step time p99", duration(saves["p99_ms"]), duration(nosaves["p99_ms"]), times(p99),
+         f"≤ {RECSYS_P99_TARGET:g}×: {met(p99, RECSYS_P99_TARGET)}"],
+        ["peak resident memory", memory(saves), memory(nosaves),
+         times(divide(saves["peak_mib"], nosaves["peak_mib"])),
+         f"≤ {RECSYS_MEMORY_TARGET:g}× the table: with saves "
+         f"{met(memory_saves, RECSYS_MEMORY_TARGET)}, without "
+         f"{met(memory_nosaves, RECSYS_MEMORY_TARGET)}"],
+        ["validation loss, first → last", loss(saves), loss(nosaves), "", ""],
+    ]
+    loop = table(["`embedding_recsys`, 2 threads", f"async save every 100 steps{steps(saves)}",
+                  f"only the final save{steps(nosaves)}", "with / without", "target"], loop_rows)
+
+    if p50 is not None and p99 is not None:
+        after.append(f"Saving every 100 steps moves the loop's median step by "
+                     f"{percent(p50 - 1)} (target within 2%: "
+                     f"{'met' if p50 <= RECSYS_P50_TARGET else 'not met'}) and its p99 by "
+                     f"{times(p99)} (target ≤ 1.5×: "
+                     f"{'met' if p99 <= RECSYS_P99_TARGET else 'not met'}).")
+    if memory_saves is not None:
+        after.append(f"At its peak the process with saves held {times(memory_saves)} the "
+                     f"table (target ≤ 1.1×: "
+                     f"{'met' if memory_saves <= RECSYS_MEMORY_TARGET else 'not met'}). Adagrad's "
+                     "accumulator is a second table of the same size, and an async save first "
+                     "copies the table and the accumulator into its snapshot, so a process that "
+                     "saves holds them twice while the save writes; the run without saves "
+                     "makes one too, its final save.")
+    return Section("A 1 GiB partitioned embedding table", intro, io + "\n\n" + loop,
+                   ["sequence_bench", "recsys_saves", "recsys_nosaves"],
+                   after=" ".join(after))
+
+
 def all_cores(r):
     cores = get(r.json("machine"), "cores")
     return f"all cores ({cores})" if cores else "all cores"
@@ -1004,7 +1230,8 @@ def topic_conv(r):
 
 
 TOPICS = [topic_restore, topic_cast, topic_save, topic_incremental, topic_small, topic_async, topic_fresh, topic_cold,
-          topic_memory, topic_train_step, topic_cnn, topic_session, topic_eager, topic_mpi,
+          topic_memory, topic_train_step, topic_cnn, topic_sequence, topic_recsys,
+          topic_session, topic_eager, topic_mpi,
           topic_isa, topic_conv]
 
 

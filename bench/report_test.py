@@ -26,6 +26,12 @@ import report  # noqa: E402
 KIB, GIB = 1 << 10, 1 << 30
 
 
+# Topics whose benchmarks are newer than the sample: the sample of the next
+# full run (`report.py sample`) holds them, and they leave this set.
+NOT_YET_IN_SAMPLE = {"Character transformer and sparse updates",
+                     "A 1 GiB partitioned embedding table"}
+
+
 def titles():
     empty = report.Results(os.devnull)
     return [topic(empty).title for topic in report.TOPICS]
@@ -54,6 +60,8 @@ class PageTest(unittest.TestCase):
         found = sections(write_page(SAMPLE, self.out))
         for title in titles():
             self.assertIn(title, found)
+            if title in NOT_YET_IN_SAMPLE:
+                continue
             body = found[title]
             self.assertRegex(body, r"\n\|.*\|\n\|---", f"{title}: no table")
             self.assertRegex(body, r"\d", f"{title}: no figure")
@@ -147,6 +155,89 @@ class PageTest(unittest.TestCase):
             record = json.loads(f.readline())
         self.assertEqual(record["env"], {"CKFLOW_X": "1"})
         self.assertEqual(report.command_of(record), "CKFLOW_X=1 sh -c 'test \"$CKFLOW_X\" = 1'")
+
+
+def gbench_median(name, real_time, time_unit="ms", **counters):
+    """A Google Benchmark median aggregate, as --benchmark_report_aggregates_only writes it."""
+    return {"name": f"{name}/real_time_median", "run_name": f"{name}/real_time",
+            "run_type": "aggregate", "aggregate_name": "median", "real_time": real_time,
+            "time_unit": time_unit, **counters}
+
+
+RECSYS_LOG = """table: 2097152 rows x 128 floats (1024 MiB) in 8 parts
+no checkpoint: initialized at step 0
+validation loss 0.693147
+trained to step 1000, saved /dev/shm/ckflow-recsys/ckpt-1000
+step time p50 {p50} ms, p99 {p99} ms over 1000 steps
+peak resident memory {peak} MiB (the table: 1024 MiB)
+validation loss 0.512345
+"""
+
+
+class SequenceTopicsTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="report_test_")
+        self.addCleanup(shutil.rmtree, self.dir)
+
+    def test_the_recsys_log_gives_its_step_times_memory_and_losses(self):
+        figures = report.recsys_log(RECSYS_LOG.format(p50="10.10", p99="14.00", peak="2600"))
+        self.assertEqual(figures, {"p50_ms": 10.1, "p99_ms": 14.0, "steps": 1000,
+                                   "peak_mib": 2600.0, "table_mib": 1024.0,
+                                   "first_loss": 0.693147, "last_loss": 0.512345})
+        self.assertEqual(set(report.recsys_log("").values()), {None})
+
+    def test_the_topics_compare_ckflow_with_its_peers_ceilings_and_targets(self):
+        benchmarks = [
+            gbench_median("BM_TransformerTrainStep/threads:1", 100, tokens_per_s=40960),
+            gbench_median("BM_TransformerTrainStep/threads:2", 60, tokens_per_s=68267),
+            gbench_median("BM_BatchMatMul/threads:1", 1, gflops=20.0),
+            gbench_median("BM_BatchMatMulAsGemm/threads:1", 1, gflops=40.0),
+            gbench_median("BM_SparseAdagrad/threads:1", 4, rows_per_s=4e6),
+            gbench_median("BM_SparseAdagradHandLoop", 3, rows_per_s=5e6),
+            gbench_median("BM_PartitionedTableSave", 500, bytes_per_second=2.0e9),
+            gbench_median("BM_PartitionedTableRawWrite", 450, bytes_per_second=2.2e9),
+            gbench_median("BM_PartitionedTableRestore/parts:8", 350, bytes_per_second=3.0e9),
+            gbench_median("BM_PartitionedTableRawRead", 250, bytes_per_second=4.0e9),
+        ]
+        with open(os.path.join(self.dir, "sequence_bench.json"), "w") as f:
+            json.dump({"benchmarks": benchmarks}, f)
+        peers = {"tensorflow": "2.21.0", "torch": "2.13.0+cpu", "results": {
+            "tf_graph": {"1": {"train_ms": 185.6}, "2": {"train_ms": 120.0}},
+            "torch": {"1": {"train_ms": 189.2}},
+            "tf_sparse_adagrad": {"1": {"rows_per_s": 709464.0}}}}
+        with open(os.path.join(self.dir, "sequence_peers.json"), "w") as f:
+            json.dump(peers, f)
+        for name, p50, p99 in (("saves", "10.10", "14.00"), ("nosaves", "10.00", "12.00")):
+            with open(os.path.join(self.dir, f"recsys_{name}.log"), "w") as f:
+                f.write(RECSYS_LOG.format(p50=p50, p99=p99, peak="2600"))
+        found = sections(write_page(self.dir, self.dir))
+        sequence = found["Character transformer and sparse updates"]
+        self.assertIn("| **ckflow** (`Session::Run`) | 100 ms (40,960 tokens/s) | "
+                      "60.0 ms (68,267 tokens/s) |", sequence)
+        self.assertIn("| TensorFlow 2.21.0 graph (`tf.compat.v1.Session`) | "
+                      "186 ms · ckflow **1.86×** | 120 ms · ckflow **2.00×** |", sequence)
+        self.assertIn("| PyTorch 2.13.0+cpu (eager) | 189 ms · ckflow **1.89×** | not run |",
+                      sequence)
+        self.assertRegex(sequence, r"`BatchMatMulV2` .* \| 1 \| 20.0 GFLOP/s \| 40.0 GFLOP/s "
+                                   r"\| 0.500× \|")
+        self.assertIn("| hand-written C++ loop over the rows, 1 thread, same binary | "
+                      "5.00 M rows/s · ckflow **0.800×** | 5.00 M rows/s |", sequence)
+        self.assertRegex(sequence, r"TensorFlow 2.21.0 `ResourceSparseApplyAdagrad` .* \| "
+                                   r"0.709 M rows/s · ckflow \*\*5.64×\*\* \| not run \|")
+        recsys = found["A 1 GiB partitioned embedding table"]
+        self.assertIn("| save: `Checkpoint::Write`, 8 parts | 2.00 GB/s | raw `pwrite`, 2 threads: "
+                      "2.20 GB/s | 0.909× (met) |", recsys)
+        self.assertIn("| restore into 8 parts | 3.00 GB/s | raw `pread` + CRC32C: 4.00 GB/s | "
+                      "0.750× (**not met**) |", recsys)
+        self.assertIn("| restore into 3 parts | not run |", recsys)
+        self.assertIn("| step time p50 | 10.1 ms | 10.0 ms | 1.01× | within 2%: met |", recsys)
+        self.assertIn("| step time p99 | 14.0 ms | 12.0 ms | 1.17× | ≤ 1.5×: met |", recsys)
+        self.assertIn("2,600 MiB (2.54× the table's 1,024 MiB)", recsys)
+        self.assertIn("≤ 1.1× the table: with saves **not met**", recsys)
+        self.assertIn("| validation loss, first → last | 0.693 → 0.512 | 0.693 → 0.512 |",
+                      recsys)
+        self.assertIn("the loop's median step by +1.0% (target within 2%: met)", recsys)
+        self.assertIn("held 2.54× the table (target ≤ 1.1×: not met)", recsys)
 
 
 class ReliabilityTest(unittest.TestCase):
