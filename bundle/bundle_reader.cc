@@ -186,21 +186,33 @@ StatusOr<const RandomAccessFile*> BundleReader::EntryFile(const BundleEntry& e) 
   return *file;
 }
 
-Status BundleReader::ReadChecked(const BundleEntry& e, const RandomAccessFile& file,
-                                 char* dst) const {
+Status BundleReader::ReadChecked(const BundleEntry& e, const RandomAccessFile& file, char* dst,
+                                 uint64_t keep_begin, uint64_t keep_end) const {
   const auto base = static_cast<uint64_t>(e.offset);
+  const auto size = static_cast<uint64_t>(e.size);
+  keep_end = std::min(keep_end, size);
   auto read_and_crc = [&](uint64_t offset, uint64_t length) -> StatusOr<uint32_t> {
     uint32_t crc = 0;
     for (uint64_t done = 0; done < length;) {
-      const uint64_t n = std::min(kPieceSize, length - done);
-      char* piece = dst + offset + done;
-      CKFLOW_RETURN_IF_ERROR(file.ReadAt(base + offset + done, n, piece));
+      const uint64_t at = offset + done;
+      // Pieces stop at the window's edges: each lands in dst or in scratch.
+      uint64_t n = std::min(kPieceSize, length - done);
+      if (at < keep_begin) n = std::min(n, keep_begin - at);
+      if (at >= keep_begin && at < keep_end) n = std::min(n, keep_end - at);
+      char* piece;
+      if (at >= keep_begin && at < keep_end) {
+        piece = dst + (at - keep_begin);
+      } else {
+        thread_local std::vector<char> scratch;
+        scratch.resize(kPieceSize);
+        piece = scratch.data();
+      }
+      CKFLOW_RETURN_IF_ERROR(file.ReadAt(base + at, n, piece));
       crc = crc32c::Extend(crc, piece, n);
       done += n;
     }
     return crc;
   };
-  const auto size = static_cast<uint64_t>(e.size);
   StatusOr<uint32_t> crc = size <= kChunkSize
                                ? read_and_crc(0, size)
                                : internal::ParallelChunkedCrc(size, kChunkSize, read_and_crc);
@@ -216,11 +228,12 @@ Status BundleReader::CheckCrc(const BundleEntry& e, const RandomAccessFile& file
   return DataLossError(file.path(), ": checksum mismatch for key '", e.key, "' (", msg, ")");
 }
 
-Status BundleReader::ReadNumeric(const BundleEntry& e, const RandomAccessFile& file,
-                                 char* dst) const {
-  CKFLOW_RETURN_IF_ERROR(ReadChecked(e, file, dst));
-  const auto size = static_cast<size_t>(e.size);
-  if (e.dtype == DT_BOOL) CKFLOW_RETURN_IF_ERROR(CheckBools(e, file, dst, size, 0));
+Status BundleReader::ReadNumeric(const BundleEntry& e, const RandomAccessFile& file, char* dst,
+                                 uint64_t keep_begin, uint64_t keep_end) const {
+  CKFLOW_RETURN_IF_ERROR(ReadChecked(e, file, dst, keep_begin, keep_end));
+  const auto size =
+      static_cast<size_t>(std::min<uint64_t>(keep_end, static_cast<uint64_t>(e.size)) - keep_begin);
+  if (e.dtype == DT_BOOL) CKFLOW_RETURN_IF_ERROR(CheckBools(e, file, dst, size, keep_begin));
   if (big_endian_) {
     const size_t element_size = StoredElementSize(e.dtype);
     internal::SwapBytes(dst, element_size, size / element_size);
@@ -411,6 +424,22 @@ Status BundleReader::CopyStoredSlice(const BundleEntry& full, const StoredSlice&
     int64_t offset = 0;
     for (int d = 0; d < rank; ++d) offset += (lo[d] - want_origin[d]) * strides[d];
     return ReadNumeric(e, *file, out + offset * static_cast<int64_t>(element_size));
+  }
+  // Whole rows of the stored slice, each whole in the destination too (a
+  // part of a variable partitioned along its first axis): those bytes are
+  // read straight into place, the others only checksummed.
+  bool rows_whole = true;
+  for (int d = 1; d < rank; ++d) {
+    rows_whole = rows_whole && lo[d] == stored_origin[d] && hi[d] - lo[d] == stored_shape.dim(d) &&
+                 hi[d] - lo[d] == dest_shape.dim(d);
+  }
+  if (rank >= 1 && rows_whole) {
+    const auto row_bytes = static_cast<uint64_t>(stored_shape.num_elements() /
+                                                 std::max<int64_t>(1, stored_shape.dim(0))) *
+                           element_size;
+    const uint64_t begin = static_cast<uint64_t>(lo[0] - stored_origin[0]) * row_bytes;
+    const uint64_t end = static_cast<uint64_t>(hi[0] - stored_origin[0]) * row_bytes;
+    return ReadNumeric(e, *file, out + (lo[0] - want_origin[0]) * row_bytes, begin, end);
   }
   // Bounded by the data file (EntryFile checked the entry lies within it).
   std::vector<char> buffer(static_cast<size_t>(e.size));

@@ -189,9 +189,14 @@ class BundleReader {
   StatusOr<const RandomAccessFile*> EntryFile(const BundleEntry& entry) const;
   StatusOr<const RandomAccessFile*> DataFile(int shard) const CKFLOW_EXCLUDES(mu_);
   // Reads the entry's bytes into dst and checks their CRC.
-  Status ReadChecked(const BundleEntry& entry, const RandomAccessFile& file, char* dst) const;
-  // ReadChecked, then checks bools and swaps bytes if needed.
-  Status ReadNumeric(const BundleEntry& entry, const RandomAccessFile& file, char* dst) const;
+  // With a window [keep_begin, keep_end) of the entry's bytes, only those
+  // land in dst (at dst[0]); the rest are read into a small scratch buffer,
+  // only to be checksummed.
+  Status ReadChecked(const BundleEntry& entry, const RandomAccessFile& file, char* dst,
+                     uint64_t keep_begin = 0, uint64_t keep_end = UINT64_MAX) const;
+  // ReadChecked, then checks bools and swaps bytes if needed (of the window).
+  Status ReadNumeric(const BundleEntry& entry, const RandomAccessFile& file, char* dst,
+                     uint64_t keep_begin = 0, uint64_t keep_end = UINT64_MAX) const;
   StatusOr<std::string> ReadBytes(const BundleEntry& entry, const RandomAccessFile& file) const;
   Status DecodeStrings(const BundleEntry& entry, const RandomAccessFile& file,
                        std::string_view bytes, std::span<std::string> dst) const;

@@ -216,6 +216,33 @@ TEST(SlicedBundle, EachStoredSliceIsReadOnce) {
   }
 }
 
+// A box of whole rows inside one stored slice is read straight into place
+// (the slice's other rows only checksummed): a flipped byte in those other
+// rows is still DataLoss, and an intact file gives the rows.
+TEST(SlicedBundle, RowsReadInPlaceStillChecksumTheWholeStoredSlice) {
+  const std::string prefix = testing::NewTempDir("rows_in_place") + "/ckpt";
+  CKFLOW_ASSERT_OK(WriteSliced(prefix, 2, 0));  // rows 0-4 and 5-9
+  const TensorSlice rows_3_to_6 = *ParseTensorSlice("3,4:-");
+  {
+    CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
+    CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor rows, reader->LookupSlice("w", rows_3_to_6));
+    ExpectSameBits(rows, Grid(4, 6, 3, 0));
+  }
+  // Row 0 of the stored slice of rows 0-4: outside the box asked for.
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
+  const BundleEntry* first = reader->FindEntry(EncodeTensorNameSlice(
+      "w", TensorSlice::FromOffsets(std::vector<int64_t>{0, 0}, std::vector<int64_t>{5, 6})));
+  ASSERT_NE(first, nullptr);
+  const std::string data_path = DataFilename(prefix, 0, 1);
+  std::string data = testing::ReadFileOrDie(data_path);
+  data[static_cast<size_t>(first->offset)] ^= 0x01;
+  testing::WriteFileOrDie(data_path, data);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(reader, BundleReader::Open(prefix));
+  Status status = reader->LookupSlice("w", rows_3_to_6).status();
+  EXPECT_EQ(status.code(), StatusCode::kDataLoss) << status;
+  EXPECT_NE(status.message().find("checksum mismatch"), std::string::npos) << status;
+}
+
 TEST(SlicedBundle, WholeDimensionsAreEmptyExtentsAndKeysUseMinusOne) {
   const std::string prefix = testing::NewTempDir("full_dims") + "/ckpt";
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleWriter> writer, BundleWriter::Create(prefix));
