@@ -44,10 +44,11 @@ class BlockCache {
     return block;
   }
 
-  // Keeps `block` (malloc()ed, `bytes` long) for a later Take.
+  // Keeps `block` (malloc()ed, `bytes` long) for a later Take; when full,
+  // frees blocks of the sizes that hold the most until it fits.
   void Put(void* block, size_t bytes) CKFLOW_EXCLUDES(mu_) {
     MutexLock lock(&mu_);
-    if (held_ + bytes > internal::kTensorCacheCapacity) ReleaseLocked();
+    while (held_ + bytes > internal::kTensorCacheCapacity && !free_.empty()) EvictOneLocked();
     try {
       free_[bytes].push_back(block);
     } catch (const std::bad_alloc&) {
@@ -69,6 +70,22 @@ class BlockCache {
   }
 
  private:
+  // Frees one block of the size whose blocks hold the most bytes: a working
+  // set a little larger than the cache keeps most of its blocks (emptying
+  // the whole cache instead would make every step fault them all in again).
+  void EvictOneLocked() CKFLOW_REQUIRES(mu_) {
+    auto most = free_.begin();
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->first * it->second.size() > most->first * most->second.size()) most = it;
+    }
+    void* block = most->second.back();
+    most->second.pop_back();
+    held_ -= most->first;
+    Unpoison(block, most->first);
+    std::free(block);
+    if (most->second.empty()) free_.erase(most);
+  }
+
   void ReleaseLocked() CKFLOW_REQUIRES(mu_) {
     for (auto& [bytes, blocks] : free_) {
       for (void* block : blocks) {

@@ -247,6 +247,34 @@ TEST(TensorCache, HoldsAtMostItsCapacity) {
   EXPECT_EQ(internal::TensorCacheBytes(), 0u);
 }
 
+// A full cache makes room by evicting blocks of the size that holds the
+// most, not by emptying itself: the blocks of another size stay.
+TEST(TensorCache, AFullCacheEvictsOnlyWhatItMust) {
+  internal::ReleaseTensorCache();
+  const size_t big = internal::kTensorCacheMaxBlock;
+  const size_t small = internal::kTensorCacheMinBlock * 4;
+  {
+    std::vector<Tensor> blocks;
+    for (int i = 0; i < 3; ++i) blocks.emplace_back(DT_FLOAT, FloatsOf(small));
+  }
+  const size_t smalls = internal::TensorCacheBytes();
+  EXPECT_GE(smalls, 3 * small);
+  {
+    std::vector<Tensor> many;
+    for (size_t allocated = 0; allocated <= internal::kTensorCacheCapacity; allocated += big) {
+      many.emplace_back(DT_FLOAT, FloatsOf(big));
+    }
+  }
+  // Full of big blocks, with the small ones still there.
+  EXPECT_GT(internal::TensorCacheBytes(), internal::kTensorCacheCapacity - big - smalls);
+  EXPECT_LE(internal::TensorCacheBytes(), internal::kTensorCacheCapacity);
+  { Tensor again(DT_FLOAT, FloatsOf(small)); }  // taken from the cache and put back
+  std::vector<Tensor> reuse;
+  for (int i = 0; i < 3; ++i) reuse.emplace_back(DT_FLOAT, FloatsOf(small));
+  EXPECT_LE(internal::TensorCacheBytes(), internal::kTensorCacheCapacity - smalls);
+  internal::ReleaseTensorCache();
+}
+
 TEST(TensorCache, AReusedBufferHoldsFreshStrings) {
   internal::ReleaseTensorCache();
   const int64_t n = (128 << 10) / sizeof(std::string) + 1;
