@@ -219,10 +219,10 @@ Status Train(const Options& o) {
       window.flat<int32_t>()[t] = static_cast<unsigned char>(sample[sample.size() - o.context + t]);
     }
     CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> out, session->Run({{ids, window}}, {eval_logits}));
-    auto logits = out[0].flat<float>().subspan((o.context - 1) * model->config().vocab);
-    const float top = *std::max_element(logits.begin(), logits.end());
+    auto last = out[0].flat<float>().subspan((o.context - 1) * model->config().vocab);
+    const float top = *std::max_element(last.begin(), last.end());
     std::vector<double> weights;
-    for (float l : logits) weights.push_back(std::exp(static_cast<double>(l - top)));
+    for (float l : last) weights.push_back(std::exp(static_cast<double>(l - top)));
     sample.push_back(
         static_cast<char>(std::discrete_distribution<int>(weights.begin(), weights.end())(rng)));
   }

@@ -259,9 +259,14 @@ Output MultiHeadAttention::Call(const Scope& scope, Output query) {
   Output scores = ops::BatchMatMul(scope, q, k, {.adj_y = true});  // [batch, heads, T, S]
   if (options_.use_causal_mask) {
     // Keras' masked softmax: -1e9 where the mask is 0 (above the diagonal).
+    // The adder is made at [T, S] and broadcast over batch and heads: the
+    // same sums as Keras' [batch, 1, T, S], without passes over the scores.
+    Output time_shape =
+        ops::Slice(scope, ops::Shape(scope, scores, DT_INT64), Tensor::FromVector<int64_t>({2}),
+                   Tensor::FromVector<int64_t>({2}));
     Output mask =
-        ops::MatrixBandPart(scope, ops::OnesLike(scope, scores), ops::Const<int64_t>(scope, -1),
-                            ops::Const<int64_t>(scope, 0));
+        ops::MatrixBandPart(scope, ops::Fill(scope, time_shape, Scalar(scope, dtype, 1.0)),
+                            ops::Const<int64_t>(scope, -1), ops::Const<int64_t>(scope, 0));
     scores = ops::Add(scope, scores,
                       ops::Mul(scope, ops::Sub(scope, Scalar(scope, dtype, 1.0), mask),
                                Scalar(scope, dtype, -1e9)));
