@@ -1599,11 +1599,13 @@ def fuzz(directory, out):
 def sample(directory, out):
     """Copies DIR's results to OUT, small: Google Benchmark files keep their
     median (or single) entries and no context, ckflow bench objects inside
-    peers.json the fields the page reads."""
+    peers.json the fields the page reads; runs.jsonl and the recommender's
+    logs as they are."""
     os.makedirs(out, exist_ok=True)
     for name in sorted(os.listdir(directory)):
         path = os.path.join(directory, name)
-        if name == "runs.jsonl":
+        # runs.jsonl, and the example logs the page reads figures from.
+        if name == "runs.jsonl" or (name.startswith("recsys_") and name.endswith(".log")):
             with open(path) as f, open(os.path.join(out, name), "w") as g:
                 g.write(f.read())
         if not name.endswith(".json"):
