@@ -55,6 +55,10 @@ StatusOr<Plan> MakePlan(const std::vector<int64_t>& shape, const Masks& m, int64
                         const std::vector<int64_t>* begin, const std::vector<int64_t>* end,
                         const std::vector<int64_t>* strides) {
   const int rank = static_cast<int>(shape.size());
+  if (n > 63) {  // the masks have a bit per index
+    return InvalidArgumentError("begin, end and strides have ", n,
+                                " entries; a slice has at most 63 indices");
+  }
   int64_t after_ellipsis = 0;  // sparse entries after the ellipsis that use an input dimension
   bool has_ellipsis = false;
   for (int64_t i = 0; i < n; ++i) {

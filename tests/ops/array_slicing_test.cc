@@ -622,6 +622,9 @@ TEST(StridedSlice, BadSlicesAreNamed) {
   EXPECT_NE(message({0, 0}, {1, 1}, {.ellipsis_mask = 3}).find("only one index"),
             std::string::npos);
   EXPECT_NE(message({0, 0, 0, 0}, {1, 1, 1, 1}, {}).find("input has rank 3"), std::string::npos);
+  EXPECT_NE(message(std::vector<int64_t>(70, 0), std::vector<int64_t>(70, 1), {.new_axis_mask = -1})
+                .find("at most 63 indices"),
+            std::string::npos);
   EXPECT_EQ(message({0, 0}, {1, 0}, {}).find("ss (StridedSlice): "), 0u);
   // The same checks at run time, on fed indices.
   Output strides = ops::Placeholder(root, DT_INT32);
