@@ -115,8 +115,17 @@ def test_fifty_adam_steps_agree_with_tensorflow(tmp_path, ckflow):
             # up to steps of its learning rate's order. Both stay near 0.
             assert np.max(np.abs(got)) < 1e-3 and np.max(np.abs(want)) < 1e-3, var.name
             continue
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.max(np.abs(want)),
-                                   err_msg=var.name)
+        # Adam divides each step by the root of the squared gradients' average,
+        # so an element whose gradients were few and small (a byte seen once or
+        # twice in 50 batches) has its rounding differences scaled up as the
+        # key biases do. Which elements those are depends on the summation
+        # order of TensorFlow's kernels on the CPU at hand (one element of 8192
+        # on one CI machine, none here): all but one in a thousand agree within
+        # 1e-4, and every element within 1e-3.
+        scale = np.max(np.abs(want))
+        close = np.isclose(got, want, rtol=1e-4, atol=1e-4 * scale)
+        assert np.count_nonzero(~close) <= want.size // 1000, (var.name, np.argwhere(~close))
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * scale, err_msg=var.name)
 
 
 def licences():
