@@ -14,6 +14,7 @@
 #include "bundle/bundle_reader.h"
 #include "bundle/checkpoint_state.h"
 #include "checkpoint/checkpoint_management.h"
+#include "checkpoint/object_graph_internal.h"
 #include "checkpoint/weights.h"
 #include "ops/array_ops.h"
 #include "ops/optimizers.h"
@@ -211,6 +212,25 @@ TEST_F(CheckpointTest, AssertExistingObjectsMatchedNamesANewVariable) {
   Status matched = status.AssertExistingObjectsMatched();
   EXPECT_THAT(matched, testing::StatusIs(StatusCode::kFailedPrecondition, "model/dense/extra"));
   EXPECT_EQ(status.AssertConsumed().code(), StatusCode::kFailedPrecondition);
+}
+
+// The assertions of a full match walk the objects alone: the paths and keys
+// of a full object graph are built only to name what did not match.
+TEST_F(CheckpointTest, AssertionsOfAFullMatchBuildNoFullObjectGraph) {
+  std::string path = TrainAndSave();
+  Program p;
+  p.BuildVariables(50);
+  p.BuildTrainOp();
+  p.MakeCheckpoint();
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, p.checkpoint->Restore(path));
+  const int64_t builds = internal::NumFullObjectGraphBuilds();
+  CKFLOW_EXPECT_OK(status.AssertExistingObjectsMatched());
+  CKFLOW_EXPECT_OK(status.AssertConsumed());
+  CKFLOW_EXPECT_OK(status.AssertNontrivialMatch());
+  EXPECT_EQ(internal::NumFullObjectGraphBuilds(), builds);
+  auto session = NewSession(p.scope);
+  CKFLOW_ASSERT_OK(status.InitializeOrRestore(*session));
+  ExpectSameValues(saved_, p.Values(*session));
 }
 
 TEST_F(CheckpointTest, InitializationOnlyStatusFailsAssertionsAndInitializes) {
