@@ -1,5 +1,6 @@
 #include "ops/partitioned_variables.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "ops/array_ops.h"
@@ -13,18 +14,19 @@ std::shared_ptr<PartitionedVariable> PartitionedVariable::Create(
     const Initializer& initializer, PartitionOptions partition, VariableOptions options) {
   if (!scope.ok()) return nullptr;
   const int axis = partition.axis;
-  const int n = partition.num_shards;
   if (axis < 0 || axis >= shape.rank()) {
     scope.UpdateStatus(InvalidArgumentError("partitioned variable '", name, "' of shape ",
                                             shape.ToString(), " has no axis ", axis));
     return nullptr;
   }
-  if (n < 1 || n > shape.dim(axis)) {
+  if (partition.num_shards < 1 || shape.dim(axis) < 1) {
     scope.UpdateStatus(InvalidArgumentError("partitioned variable '", name, "': cannot split ",
-                                            shape.dim(axis), " along axis ", axis, " into ", n,
-                                            " part(s)"));
+                                            shape.dim(axis), " along axis ", axis, " into ",
+                                            partition.num_shards, " part(s)"));
     return nullptr;
   }
+  // fixed_size_partitioner asks for at most one part per index of the axis.
+  const int n = static_cast<int>(std::min<int64_t>(partition.num_shards, shape.dim(axis)));
   Scope outer = scope.NewSubScope(name);
   auto variable = std::shared_ptr<PartitionedVariable>(new PartitionedVariable());
   variable->name_ = outer.name_prefix();

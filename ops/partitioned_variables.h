@@ -48,9 +48,11 @@ class PartitionedVariable : public Trackable {
  public:
   // The parts of a `dtype` variable of `shape` named `name` in `scope` (made
   // unique as a variable's name is), each a Variable "<name>/part_<i>" with
-  // `options` and its SaveSliceInfo. Null, with the error sticky in the
-  // scope (InvalidArgument naming the variable), if `shape` has no `axis`,
-  // num_shards is below 1 or above the axis' size, or a part fails to build.
+  // `options` and its SaveSliceInfo; more shards than the axis has indices
+  // make one part per index, as fixed_size_partitioner does. Null, with the
+  // error sticky in the scope (InvalidArgument naming the variable), if
+  // `shape` has no `axis`, num_shards is below 1, the axis is empty, or a
+  // part fails to build.
   static std::shared_ptr<PartitionedVariable> Create(const Scope& scope, const std::string& name,
                                                      DataType dtype, const TensorShape& shape,
                                                      const Initializer& initializer,

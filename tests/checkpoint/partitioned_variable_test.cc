@@ -91,11 +91,21 @@ TEST(PartitionedVariable, PartsAreFixedSizePartitionersWithSaveSliceInfo) {
   auto columns = MakeGridVariable(scope, "c", 4, 1);
   EXPECT_EQ(columns->parts()[3]->save_slice_info()->Spec(), "10 6 0,10:5,1");
 
-  Scope bad = Scope::NewRootScope();
-  EXPECT_EQ(PartitionedVariable::Create(bad, "w", DT_FLOAT, {3, 2}, initializers::Zeros(),
-                                        {.num_shards = 4}),
-            nullptr);
-  EXPECT_THAT(bad.status(), StatusIs(StatusCode::kInvalidArgument, "'w'"));
+  // More shards than rows: one part per row, as fixed_size_partitioner
+  // asks for min(num_shards, rows).
+  auto capped = PartitionedVariable::Create(scope, "capped", DT_FLOAT, {3, 2},
+                                            initializers::Zeros(), {.num_shards = 4});
+  ASSERT_NE(capped, nullptr) << scope.status();
+  ASSERT_EQ(capped->num_parts(), 3);
+  EXPECT_EQ(capped->parts()[2]->save_slice_info()->Spec(), "3 2 2,1:0,2");
+
+  for (auto [shape, shards] : {std::pair{TensorShape({3, 2}), 0}, {TensorShape({0, 2}), 2}}) {
+    Scope bad = Scope::NewRootScope();
+    EXPECT_EQ(PartitionedVariable::Create(bad, "w", DT_FLOAT, shape, initializers::Zeros(),
+                                          {.num_shards = shards}),
+              nullptr);
+    EXPECT_THAT(bad.status(), StatusIs(StatusCode::kInvalidArgument, "'w'"));
+  }
   Scope bad_axis = Scope::NewRootScope();
   EXPECT_EQ(PartitionedVariable::Create(bad_axis, "w", DT_FLOAT, {3, 2}, initializers::Zeros(),
                                         {.num_shards = 1, .axis = 2}),
