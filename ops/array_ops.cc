@@ -3,6 +3,7 @@
 
 #include "ops/array_ops.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -319,6 +320,19 @@ StatusOr<Kernel> ShapeKernel(const Node& node) {
 }  // namespace
 
 StatusOr<Tensor> ScalarOfType(DataType dtype, double value) {
+  // Complex values have no C++ element type here: (value, 0) by bytes, as
+  // tf.zeros and tf.ones make them.
+  if (dtype == DT_COMPLEX64 || dtype == DT_COMPLEX128) {
+    Tensor t(dtype, TensorShape());
+    if (dtype == DT_COMPLEX64) {
+      const float parts[2] = {static_cast<float>(value), 0.0f};
+      std::memcpy(t.raw_data(), parts, sizeof(parts));
+    } else {
+      const double parts[2] = {value, 0.0};
+      std::memcpy(t.raw_data(), parts, sizeof(parts));
+    }
+    return t;
+  }
   return DispatchCastable(dtype, [value](auto tag) -> StatusOr<Tensor> {
     using T = typename decltype(tag)::type;
     return Tensor::Scalar(ConvertValue<T>(value));
@@ -350,6 +364,9 @@ Status FillWith(Tensor& out, const Tensor& value) {
       return OkStatus();
     case 8:
       FillBits<uint64_t>(out, value);
+      return OkStatus();
+    case 16:
+      FillBits<std::array<uint64_t, 2>>(out, value);
       return OkStatus();
     default:
       break;

@@ -269,7 +269,7 @@ auto DispatchCastable(DataType dtype, Fn&& fn) -> decltype(fn(TypeTag<float>{}))
 }
 
 // A scalar tensor of `dtype` (one of kCastTypes) holding `value`, converted
-// as Cast converts.
+// as Cast converts; complex64 and complex128 hold (value, 0).
 StatusOr<Tensor> ScalarOfType(DataType dtype, double value);
 
 // "[4,-1]": integers as a list, for messages about shapes as given.

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/initializers.h"
 #include "ops/standard_ops.h"
 #include "tests/ops/op_test_util.h"
 #include "tests/test_util.h"
@@ -274,6 +275,21 @@ TEST(Fill, FillsEveryDtype) {
   EXPECT_EQ(sv.flat<std::string>()[2], "ab");
   CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor ev, Evaluate(e));
   EXPECT_EQ(ev.shape().ToString(), "[0,5]");
+}
+
+// tf.zeros_initializer and tf.ones_initializer make complex variables too:
+// (0, 0) and (1, 0) in every element, complex128's 16 bytes included.
+TEST(Fill, ComplexConstantsFromTheInitializers) {
+  Scope root = Scope::NewRootScope();
+  Output zeros64 = initializers::Zeros()(root, DT_COMPLEX64, TensorShape({3}));
+  Output ones128 = initializers::Ones()(root, DT_COMPLEX128, TensorShape({2, 2}));
+  ASSERT_TRUE(root.ok()) << root.status();
+  CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor z, Evaluate(zeros64));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor o, Evaluate(ones128));
+  ASSERT_EQ(z.dtype(), DT_COMPLEX64);
+  ASSERT_EQ(o.dtype(), DT_COMPLEX128);
+  for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(z.ComplexElement(i), std::pair(0.0, 0.0)) << i;
+  for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(o.ComplexElement(i), std::pair(1.0, 0.0)) << i;
 }
 
 TEST(Fill, NegativeConstantDimsFailAtBuildTime) {
