@@ -550,44 +550,54 @@ struct PartitionedOptions {
   std::string latest_filename = "checkpoint";
 };
 
-// The box [row0, row0 + rows) x [col0, col0 + cols) of a rank-2 float32
-// tensor, copied to or from `part`.
-void CopyBox(const Tensor& from, int64_t from_row0, int64_t from_col0, Tensor* to, int64_t to_row0,
-             int64_t to_col0, int64_t rows, int64_t cols) {
-  const int64_t from_cols = from.shape().dim(1), to_cols = to->shape().dim(1);
-  for (int64_t r = 0; r < rows; ++r) {
-    std::memcpy(&to->flat<float>()[(to_row0 + r) * to_cols + to_col0],
-                &from.flat<float>()[(from_row0 + r) * from_cols + from_col0], cols * sizeof(float));
+// The part [offset, offset + part's size) along `axis` of a whole tensor of
+// any rank and fixed-size dtype, copied out of `whole` (to_part) or into it.
+void CopyPart(Tensor& whole, Tensor& part, int axis, int64_t offset, bool to_part) {
+  const TensorShape& shape = whole.shape();
+  const size_t element = DataTypeSize(whole.dtype());
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= shape.dim(d);
+  for (int d = axis + 1; d < shape.rank(); ++d) inner *= shape.dim(d);
+  const size_t run = static_cast<size_t>(part.shape().dim(axis) * inner) * element;
+  const size_t stride = static_cast<size_t>(shape.dim(axis) * inner) * element;
+  auto* w = static_cast<char*>(whole.raw_data()) + static_cast<size_t>(offset * inner) * element;
+  auto* p = static_cast<char*>(part.raw_data());
+  for (int64_t o = 0; o < outer; ++o) {
+    if (to_part) {
+      std::memcpy(p + o * run, w + o * stride, run);
+    } else {
+      std::memcpy(w + o * stride, p + o * run, run);
+    }
   }
 }
 
 Status Partitioned(const PartitionedOptions& o) {
   CKFLOW_ASSIGN_OR_RETURN(NamedTensors spec, ReadValues(o.spec));
-  if (spec.size() != 1 || spec[0].second.dtype() != DT_FLOAT ||
-      spec[0].second.shape().rank() != 2) {
-    return InvalidArgumentError(o.spec, ": expected one rank-2 float32 value");
+  if (spec.size() != 1 || spec[0].second.dtype() == DT_STRING ||
+      spec[0].second.shape().rank() == 0) {
+    return InvalidArgumentError(o.spec, ": expected one value of rank 1 or more, not strings");
   }
-  const auto& [name, value] = spec[0];
+  auto& [name, value] = spec[0];
+  const DataType dtype = value.dtype();
   Scope root = Scope::NewRootScope();
   std::vector<std::shared_ptr<Variable>> parts;
-  std::vector<std::pair<int64_t, int64_t>> origins;  // (row, col) of each part
+  std::vector<int64_t> offsets;  // of each part along o.axis
   if (o.parts == 0) {
-    parts.push_back(Variable::Create(root, name, DT_FLOAT, value.shape(), initializers::Zeros()));
-    origins.emplace_back(0, 0);
+    parts.push_back(Variable::Create(root, name, dtype, value.shape(), initializers::Zeros()));
+    CKFLOW_RETURN_IF_ERROR(root.status());
+    offsets.push_back(0);
   } else {
-    auto v = PartitionedVariable::Create(root, name, DT_FLOAT, value.shape(), initializers::Zeros(),
+    auto v = PartitionedVariable::Create(root, name, dtype, value.shape(), initializers::Zeros(),
                                          {.num_shards = o.parts, .axis = o.axis});
     CKFLOW_RETURN_IF_ERROR(root.status());
     parts = v->parts();
-    for (int i = 0; i < v->num_parts(); ++i) {
-      origins.emplace_back(o.axis == 0 ? v->offset(i) : 0, o.axis == 1 ? v->offset(i) : 0);
-    }
+    for (int i = 0; i < v->num_parts(); ++i) offsets.push_back(v->offset(i));
   }
+  const int axis = o.parts == 0 ? 0 : o.axis;
   std::vector<Output> assigns;
   for (size_t i = 0; i < parts.size(); ++i) {
-    const TensorShape shape = parts[i]->shape().ToTensorShape();
-    Tensor box(DT_FLOAT, shape);
-    CopyBox(value, origins[i].first, origins[i].second, &box, 0, 0, shape.dim(0), shape.dim(1));
+    Tensor box(dtype, parts[i]->shape().ToTensorShape());
+    CopyPart(value, box, axis, offsets[i], /*to_part=*/true);
     assigns.push_back(parts[i]->Assign(root, ops::Const(root, box)));
   }
   CKFLOW_RETURN_IF_ERROR(root.status());
@@ -608,11 +618,10 @@ Status Partitioned(const PartitionedOptions& o) {
     CKFLOW_RETURN_IF_ERROR(session->Run({}, {}, assigns).status());
   }
   if (!o.dump.empty()) {
-    Tensor whole(DT_FLOAT, value.shape());
+    Tensor whole(dtype, value.shape());
     for (size_t i = 0; i < parts.size(); ++i) {
       CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> part, session->Run({}, {parts[i]->value()}));
-      CopyBox(part[0], 0, 0, &whole, origins[i].first, origins[i].second, part[0].shape().dim(0),
-              part[0].shape().dim(1));
+      CopyPart(whole, part[0], axis, offsets[i], /*to_part=*/false);
     }
     CKFLOW_RETURN_IF_ERROR(WriteValues(o.dump, {{name, whole}}));
   }

@@ -186,16 +186,16 @@ def train(
 
 
 def tf1_partitioned_save(path, name, array, parts, axis=0, v1=False, global_step=None,
-                         pad_step_number=False, latest_filename=None):
-    """get_variable(partitioner=fixed_size_partitioner(parts, axis)) holding
-    `array` (parts=0: a plain variable), saved by a TF1 Saver (one key,
-    `parts` slices) to `path`; v1: write_version=SaverDef.V1, the others as
-    Saver's and save's arguments."""
+                         pad_step_number=False, latest_filename=None, dtype=tf.float32):
+    """get_variable(partitioner=fixed_size_partitioner(parts, axis)) of
+    `dtype` holding `array` (parts=0: a plain variable), saved by a TF1
+    Saver (one key, `parts` slices) to `path`; v1: write_version=SaverDef.V1,
+    the others as Saver's and save's arguments."""
     with tf.Graph().as_default():
         var = tf.compat.v1.get_variable(
             name,
             shape=array.shape,
-            dtype=tf.float32,
+            dtype=dtype,
             initializer=tf.compat.v1.zeros_initializer(),
             partitioner=tf.compat.v1.fixed_size_partitioner(parts, axis) if parts else None,
         )
@@ -213,14 +213,14 @@ def tf1_partitioned_save(path, name, array, parts, axis=0, v1=False, global_step
                               latest_filename=latest_filename, write_meta_graph=False)
 
 
-def tf1_partitioned_restore(path, name, shape, parts, axis=0):
-    """The whole value of a variable of `shape` in `parts` parts along
-    `axis` (0: a plain variable) after a TF1 Saver restores `path`."""
+def tf1_partitioned_restore(path, name, shape, parts, axis=0, dtype=tf.float32):
+    """The whole value of a `dtype` variable of `shape` in `parts` parts
+    along `axis` (0: a plain variable) after a TF1 Saver restores `path`."""
     with tf.Graph().as_default():
         var = tf.compat.v1.get_variable(
             name,
             shape=shape,
-            dtype=tf.float32,
+            dtype=dtype,
             initializer=tf.compat.v1.zeros_initializer(),
             partitioner=tf.compat.v1.fixed_size_partitioner(parts, axis) if parts else None,
         )
