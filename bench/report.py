@@ -1534,8 +1534,11 @@ def fuzz_record(directory, target, log_path, seconds, findings_dir, flags):
     log = read(log_path)
     status = re.findall(r"^#(\d+)\s+\w+\s+cov: (\d+) ft: (\d+) corp: (\d+)/", log, re.M)
     stats = dict(re.findall(r"^stat::(\w+):\s+(\d+)", log, re.M))
+    # libFuzzer also saves inputs slower than 10 s as slow-unit-*: on a
+    # shared machine that is its load, not a finding (each replays in ms).
+    kinds = tuple(f"{target}-{kind}-" for kind in ("crash", "leak", "timeout", "oom"))
     found = sorted(name for name in (os.listdir(findings_dir) if os.path.isdir(findings_dir) else [])
-                   if name.startswith(target + "-"))
+                   if name.startswith(kinds))
     last = status[-1] if status else None
     record = {
         "target": target,

@@ -319,6 +319,7 @@ class FuzzTest(unittest.TestCase):
         os.mkdir(findings)
         open(os.path.join(findings, "checkpoint-crash-abc"), "w").close()
         open(os.path.join(findings, "state-crash-def"), "w").close()
+        open(os.path.join(findings, "checkpoint-slow-unit-123"), "w").close()  # not a finding
         results = os.path.join(self.dir, "results")
         report.fuzz_record(results, "checkpoint", log, 1200, findings, "-entropic=0")
         page = os.path.join(self.dir, "RELIABILITY.md")
