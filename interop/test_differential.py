@@ -163,7 +163,8 @@ def test_random_structures_round_trip_both_ways(tmp_path_factory, ckflow, tree, 
 
         roots, variables = tf_structure(tree, zeros_spec(spec))
         tf.train.Checkpoint(**roots).restore(str(d / "ck")).assert_consumed()
-        assert eager_dump(variables) == expected_dump(spec), "TensorFlow restoring ckflow's checkpoint"
+        assert eager_dump(variables) == expected_dump(spec), \
+            "TensorFlow restoring ckflow's checkpoint"
         assert listing_ckflow(ckflow, tf_prefix) == listing_tf(tf_prefix)
         assert listing_ckflow(ckflow, d / "ck") == listing_tf(d / "ck")
 
