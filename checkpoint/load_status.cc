@@ -22,11 +22,13 @@ namespace {
 
 constexpr int kMaxListed = 10;  // objects listed per message, as TensorFlow
 
-std::string JoinLines(const std::vector<std::string>& lines) {
+// The first kMaxListed of `lines`, one per line, and how many more of
+// `total` (default: all the lines) there are.
+std::string JoinLines(const std::vector<std::string>& lines, size_t total = 0) {
+  total = std::max(total, lines.size());
   std::string out;
-  const int n = static_cast<int>(lines.size());
-  for (int i = 0; i < std::min(n, kMaxListed); ++i) out += "\n  " + lines[i];
-  if (n > kMaxListed) out += "\n  ... and " + std::to_string(n - kMaxListed) + " more";
+  for (size_t i = 0; i < std::min<size_t>(lines.size(), kMaxListed); ++i) out += "\n  " + lines[i];
+  if (total > kMaxListed) out += "\n  ... and " + std::to_string(total - kMaxListed) + " more";
   return out;
 }
 
@@ -37,14 +39,15 @@ Status Unmet(const std::string& head, const std::vector<std::string>& lines) {
   return FailedPreconditionError(head, JoinLines(lines));
 }
 
-std::string ObjectDescription(const ObjectGraphNode& node) {
-  return (node.path.empty() ? std::string("(root)") : node.path) + " (" + node.object->TypeName() +
-         ")";
+std::string ObjectDescription(const std::string& path, const Trackable& object) {
+  return (path.empty() ? std::string("(root)") : path) + " (" + object.TypeName() + ")";
 }
 
-// The objects that exist now, reachable from the root (children, slots).
+// The objects that exist now, reachable from the root (children, slots),
+// without paths or keys: an assertion that fails names only the first
+// kMaxListed of what it counts, so it builds only their paths.
 ObjectGraph CurrentObjects(const std::shared_ptr<Trackable>& root) {
-  return BuildObjectGraph(root);
+  return BuildObjectGraph(root, ObjectGraphDetail::kObjectsOnly);
 }
 
 // The initializers of the objects that exist now and that `skip` does not
@@ -135,44 +138,52 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
     const auto may_be_unmatched = [&](const ObjectGraphNode& node) {
       return !bound_objects.count(node.object.get()) && !(node.is_slot && c.skip_slot_variables());
     };
-    // The objects alone first, asking only the unbound ones for their
-    // attributes: a full match, the common case of a program asserting
-    // after every restore, builds no paths or keys; they only name what
-    // did not match.
-    const ObjectGraph objects = BuildObjectGraph(root_, ObjectGraphDetail::kObjectsOnly);
-    if (std::none_of(objects.nodes.begin(), objects.nodes.end(), [&](const ObjectGraphNode& node) {
-          return may_be_unmatched(node) && !node.object->Attributes().empty();
-        })) {
-      return OkStatus();
-    }
-    ObjectGraph current = CurrentObjects(root_);
+    // Only the unbound objects are asked for their attributes, and only
+    // the listed ones get paths and keys: a full match, the common case of
+    // a program asserting after every restore, builds no strings.
+    const ObjectGraph current = CurrentObjects(root_);
     std::vector<std::string> unmatched;
-    for (const ObjectGraphNode& node : current.nodes) {
-      if (node.attributes.empty() || !may_be_unmatched(node)) continue;
-      std::string line = ObjectDescription(node);
-      for (const std::string& key : node.keys) line += ", would be key '" + key + "'";
+    size_t num_unmatched = 0;
+    for (int id = 0; id < static_cast<int>(current.nodes.size()); ++id) {
+      const ObjectGraphNode& node = current.nodes[id];
+      if (!may_be_unmatched(node)) continue;
+      const std::vector<SaveableAttribute> attributes = node.object->Attributes();
+      if (attributes.empty() || ++num_unmatched > kMaxListed) continue;
+      const std::string path = ObjectPath(current, id);
+      std::string line = ObjectDescription(path, *node.object);
+      // The parts of a partitioned variable share one key.
+      std::string last_key;
+      for (const SaveableAttribute& attribute : attributes) {
+        std::string key = AttributeKey(path, attribute.name);
+        if (key != last_key) line += ", would be key '" + key + "'";
+        last_key = std::move(key);
+      }
       unmatched.push_back(line);
     }
-    return Unmet("Found " + std::to_string(unmatched.size()) +
-                     " object(s) that were not bound to checkpointed values, likely due to "
-                     "changes in the program (checkpoint '" +
-                     c.save_path() +
-                     "'; the program has objects the checkpoint does not: if that is expected, "
-                     "don't assert, or restore a checkpoint written by this program):",
-                 unmatched);
+    if (num_unmatched == 0) return OkStatus();
+    return FailedPreconditionError(
+        "Found ", num_unmatched,
+        " object(s) that were not bound to checkpointed values, likely due to changes in the "
+        "program (checkpoint '",
+        c.save_path(),
+        "'; the program has objects the checkpoint does not: if that is expected, don't assert, "
+        "or restore a checkpoint written by this program):",
+        JoinLines(unmatched, num_unmatched));
   }
 
   Status NontrivialMatch() const {
     const RestoreCoordinator& c = *coord_;
     if (c.NumLiveBound() > 1) return OkStatus();
-    ObjectGraph current = CurrentObjects(root_);
+    const ObjectGraph current = CurrentObjects(root_);
     // TensorFlow lists the objects that have no matching value.
     std::vector<std::string> unmatched;
-    for (const ObjectGraphNode& node : current.nodes) {
-      if (!node.attributes.empty()) unmatched.push_back(ObjectDescription(node));
+    size_t num_unmatched = 0;
+    for (int id = 0; id < static_cast<int>(current.nodes.size()); ++id) {
+      const ObjectGraphNode& node = current.nodes[id];
+      if (node.object->Attributes().empty() || ++num_unmatched > kMaxListed) continue;
+      unmatched.push_back(ObjectDescription(ObjectPath(current, id), *node.object));
     }
-    const bool owns_values = !unmatched.empty();
-    if (owns_values) {
+    if (num_unmatched > 0) {
       return FailedPreconditionError(
           "Nothing except the root object matched a checkpointed value (checkpoint '",
           c.save_path(),
@@ -180,7 +191,7 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
           "written with another root (e.g. SaveWeights vs Checkpoint{model}) or for another "
           "program; compare `ckflow tree` of the checkpoint with your objects. The following "
           "objects have no matching checkpointed value:",
-          JoinLines(unmatched));
+          JoinLines(unmatched, num_unmatched));
     }
     return FailedPreconditionError(
         "Nothing to load. No dependencies have been added to the root "
@@ -316,13 +327,13 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl,
     }
     CKFLOW_RETURN_IF_ERROR(Unmet(
         "name-based checkpoint '" + save_path_ + "' has no value for these variables:", unused));
-    ObjectGraph current = CurrentObjects(root_);
+    const ObjectGraph current = BuildObjectGraph(root_);
     std::vector<std::string> pending;
     for (const ObjectGraphNode& node : current.nodes) {
       // Eagerly, an object without values (a layer) has nothing to wait for.
       if (eager() && node.attributes.empty()) continue;
       if (node.object->update_uid() < uid_ && !optional_.count(node.object.get())) {
-        pending.push_back(ObjectDescription(node));
+        pending.push_back(ObjectDescription(node.path, *node.object));
       }
     }
     return Unmet("name-based checkpoint '" + save_path_ +
@@ -391,11 +402,12 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl,
   // Match for every object of the root's graph not restored yet.
   StatusOr<std::vector<RestoreItem>> MatchCurrentObjects() {
     CKFLOW_RETURN_IF_ERROR(saver_->CheckGraphAlive());
-    ObjectGraph current = CurrentObjects(root_);
+    const ObjectGraph current = BuildObjectGraph(root_);
     std::vector<RestoreItem> items;
     for (const ObjectGraphNode& node : current.nodes) {
       if (node.object->update_uid() >= uid_) continue;
-      CKFLOW_RETURN_IF_ERROR(Match(node.object, ObjectDescription(node), node.attributes, items));
+      CKFLOW_RETURN_IF_ERROR(
+          Match(node.object, ObjectDescription(node.path, *node.object), node.attributes, items));
     }
     return items;
   }

@@ -65,14 +65,17 @@ ObjectGraph BuildObjectGraph(const std::shared_ptr<Trackable>& root, ObjectGraph
     for (auto& [name, child] : children) {
       auto [it, inserted] = graph.id_of.emplace(child.get(), static_cast<int>(graph.nodes.size()));
       if (inserted) {
-        ObjectGraphNode node{.object = child};
+        ObjectGraphNode node{.object = child, .parent = static_cast<int>(i)};
         if (full) {
           node.path = JoinPath(graph.nodes[i].path, EscapeLocalName(name));
           node.display = graph.nodes[i].display + "." + name;
+          node.local_name = name;
+        } else {
+          node.local_name = std::move(name);
         }
         graph.nodes.push_back(std::move(node));
       }
-      if (full) graph.nodes[i].children.emplace_back(name, it->second);
+      if (full) graph.nodes[i].children.emplace_back(std::move(name), it->second);
     }
   }
   const size_t num_ordinary = graph.nodes.size();
@@ -105,6 +108,22 @@ ObjectGraph BuildObjectGraph(const std::shared_ptr<Trackable>& root, ObjectGraph
     for (size_t id = 0; id < graph.nodes.size(); ++id) AddAttributes(graph, static_cast<int>(id));
   }
   return graph;
+}
+
+std::string ObjectPath(const ObjectGraph& graph, int id) {
+  const ObjectGraphNode& node = graph.nodes[id];
+  if (node.is_slot) {
+    return ObjectPath(graph, node.slot_variable_of) + "/.OPTIMIZER_SLOT/" +
+           ObjectPath(graph, node.slot_optimizer) + "/" + EscapeLocalName(node.slot_name);
+  }
+  std::vector<int> chain;  // leaf first
+  for (int at = id; at > 0; at = graph.nodes[at].parent) chain.push_back(at);
+  std::string path;
+  for (auto at = chain.rbegin(); at != chain.rend(); ++at) {
+    if (!path.empty()) path += '/';
+    path += EscapeLocalName(graph.nodes[*at].local_name);
+  }
+  return path;
 }
 
 tensorflow::TrackableObjectGraph ToProto(const ObjectGraph& graph) {

@@ -34,8 +34,12 @@ std::string AttributeKey(std::string_view object_path, std::string_view attribut
 
 struct ObjectGraphNode {
   std::shared_ptr<Trackable> object;
-  std::string path;                                   // escaped key path; "" for the root
-  std::string display;                                // "(root).model.dense.kernel", for messages
+  std::string path;     // escaped key path; "" for the root
+  std::string display;  // "(root).model.dense.kernel", for messages
+  // The edge the walk first reached an ordinary node by (-1 and "" for the
+  // root and slots), in both details: ObjectPath rebuilds `path` from them.
+  int parent = -1;
+  std::string local_name;
   std::vector<std::pair<std::string, int>> children;  // every edge, in order
   std::vector<SaveableAttribute> attributes;
   std::vector<std::string> keys;  // parallel to attributes
@@ -73,6 +77,10 @@ int64_t DeclaredBytes(const SaveableAttribute& attribute);
 enum class ObjectGraphDetail { kFull, kObjectsOnly };
 ObjectGraph BuildObjectGraph(const std::shared_ptr<Trackable>& root,
                              ObjectGraphDetail detail = ObjectGraphDetail::kFull);
+// The escaped key path of node `id` ("" for the root), from the parent
+// links: what a kObjectsOnly walk's caller uses to name the few nodes it
+// reports without building every path.
+std::string ObjectPath(const ObjectGraph& graph, int id);
 // For tests: how many kFull graphs BuildObjectGraph has built in this
 // process (a save of an unchanged model builds none).
 int64_t NumFullObjectGraphBuilds();

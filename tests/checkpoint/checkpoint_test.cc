@@ -214,6 +214,43 @@ TEST_F(CheckpointTest, AssertExistingObjectsMatchedNamesANewVariable) {
   EXPECT_EQ(status.AssertConsumed().code(), StatusCode::kFailedPrecondition);
 }
 
+// A failed assertion counts every unmatched object and names the first ten,
+// slots by their full path, as TensorFlow lists them.
+TEST_F(CheckpointTest, AssertExistingObjectsMatchedNamesTenAndCountsTheRest) {
+  std::string path = TrainAndSave();
+  Program p;
+  p.BuildVariables(50);
+  std::vector<std::shared_ptr<Variable>> extras;
+  for (int i = 0; i < 9; ++i) {
+    const std::string name = "x0" + std::to_string(i);
+    extras.push_back(p.dense->Track(name, CountingVariable(p.scope, "dense/" + name, {2}, 0)));
+  }
+  p.BuildTrainOp();
+  // Adam's m and v of x00 are unmatched too: 9 + 2 objects.
+  Tensor g(DT_FLOAT, TensorShape({2}));
+  p.optimizer->ApplyGradients(p.scope, {{ops::Const(p.scope, g), extras[0]}});
+  p.MakeCheckpoint();
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, p.checkpoint->Restore(path));
+  const int64_t builds = internal::NumFullObjectGraphBuilds();
+  const Status matched = status.AssertExistingObjectsMatched();
+  EXPECT_EQ(internal::NumFullObjectGraphBuilds(), builds);
+  EXPECT_THAT(matched, testing::StatusIs(StatusCode::kFailedPrecondition,
+                                         "Found 11 object(s) that were not bound"));
+  const std::string message(matched.message());
+  for (int i = 0; i < 9; ++i) {
+    const std::string object = "model/dense/x0" + std::to_string(i);
+    EXPECT_THAT(message, ::testing::HasSubstr("\n  " + object + " (")) << object;
+    EXPECT_THAT(message,
+                ::testing::HasSubstr("would be key '" + object + "/.ATTRIBUTES/VARIABLE_VALUE'"));
+  }
+  const std::string slot = "model/dense/x00/.OPTIMIZER_SLOT/optimizer/";
+  EXPECT_THAT(message, ::testing::HasSubstr("\n  " + slot + "m ("));
+  EXPECT_THAT(message,
+              ::testing::HasSubstr("would be key '" + slot + "m/.ATTRIBUTES/VARIABLE_VALUE'"));
+  EXPECT_THAT(message, ::testing::Not(::testing::HasSubstr(slot + "v")));
+  EXPECT_THAT(message, ::testing::EndsWith("\n  ... and 1 more"));
+  status.ExpectPartial();
+}
 // The assertions of a full match walk the objects alone: the paths and keys
 // of a full object graph are built only to name what did not match.
 TEST_F(CheckpointTest, AssertionsOfAFullMatchBuildNoFullObjectGraph) {
