@@ -27,7 +27,9 @@
 //       A tree of modules and variables made from the keys of a values file
 //       ("a/b/.ATTRIBUTES/VARIABLE_VALUE" is variable b of module a), for
 //       dtypes, devices, managers and structure checks; with --group N, N
-//       threads save it as the members of a group (checkpoint/group.h).
+//       threads save it as the members of a group (checkpoint/group.h); with
+//       --optimizer NAME and --train KEY..., a tf.compat.v1.train optimizer
+//       "optimizer" beside the tree, with its slots for those variables.
 //
 // Both print what they did as "name: value" lines on stdout (kind,
 // assert_consumed, save_counter, saved, ...), and dump the live values of
@@ -295,6 +297,9 @@ struct GenericOptions {
   int files_per_device = 0;
   int group = 0;              // > 0: that many threads, as the members of a group
   std::string cast = "none";  // RestoreOptions::cast: none, widening or any
+  // A tf.compat.v1.train optimizer, its slots made for the `train` keys.
+  std::string optimizer;
+  std::vector<std::string> train;
   // The manager saves `saves` times; before each save after the first,
   // every float32 variable whose key starts with `change` gains 1.
   int saves = 1;
@@ -334,12 +339,23 @@ StatusOr<std::vector<std::string>> SplitObjectPath(std::string_view path) {
   return names;
 }
 
+StatusOr<std::shared_ptr<Optimizer>> MakeOptimizer(const std::string& name) {
+  if (name == "sgd") return std::shared_ptr<Optimizer>(GradientDescent::Make(0.01f));
+  if (name == "momentum") return std::shared_ptr<Optimizer>(Momentum::Make({}));
+  if (name == "adam") return std::shared_ptr<Optimizer>(Adam::Make());
+  if (name == "rmsprop") return std::shared_ptr<Optimizer>(RMSProp::Make());
+  if (name == "adagrad") return std::shared_ptr<Optimizer>(Adagrad::Make());
+  if (name == "ftrl") return std::shared_ptr<Optimizer>(Ftrl::Make());
+  return InvalidArgumentError("no optimizer named '", name, "'");
+}
+
 Status Generic(const GenericOptions& o, CheckpointGroup* group = nullptr) {
   CKFLOW_ASSIGN_OR_RETURN(NamedTensors spec, ReadValues(o.spec));
   std::vector<Output> steps;  // what changes between the manager's saves
   Scope root = Scope::NewRootScope();
   auto top = std::make_shared<Module>();
   std::map<std::string, std::shared_ptr<Trackable>> modules = {{"", top}};
+  std::map<std::string, std::pair<std::shared_ptr<Variable>, Tensor>> by_key;
   int index = 0;
   for (const auto& [key, value] : spec) {
     if (key == std::string("save_counter") + kValueSuffix) continue;
@@ -376,6 +392,7 @@ Status Generic(const GenericOptions& o, CheckpointGroup* group = nullptr) {
                                 ops::Const(root, o.zeros ? ZerosLike(value) : value), options);
     if (var == nullptr) return root.status();
     parent->Track(name, var);
+    by_key.try_emplace(key, var, value);
     if (!o.change.empty() && key.starts_with(o.change) && value.dtype() == DT_FLOAT) {
       Tensor ones(DT_FLOAT, value.shape());
       for (float& x : ones.flat<float>()) x = 1.0f;
@@ -385,6 +402,19 @@ Status Generic(const GenericOptions& o, CheckpointGroup* group = nullptr) {
 
   Checkpoint::Dependencies dependencies;
   for (const auto& [name, child] : top->Children()) dependencies.emplace_back(name, child);
+  if (!o.optimizer.empty()) {
+    CKFLOW_ASSIGN_OR_RETURN(std::shared_ptr<Optimizer> optimizer, MakeOptimizer(o.optimizer));
+    std::vector<GradAndVar> grads;
+    for (const std::string& key : o.train) {
+      auto it = by_key.find(key);
+      if (it == by_key.end()) return InvalidArgumentError("--train '", key, "': not in the spec");
+      grads.push_back({ops::Const(root, ZerosLike(it->second.second)), it->second.first});
+    }
+    // Building the update makes the slots; it never runs, so the slots hold
+    // what the restore (or their initializers) put there.
+    if (!grads.empty()) optimizer->ApplyGradients(root, grads);
+    dependencies.emplace_back("optimizer", optimizer);
+  }
   CheckpointOptions checkpoint_options;
   checkpoint_options.group.group = group;
   Checkpoint checkpoint(root, dependencies, std::move(checkpoint_options));
@@ -684,6 +714,9 @@ int main(int argc, char** argv) {
   generic->add_flag("--incremental", g.incremental, "SaveOptions::incremental");
   generic->add_option("--cast", g.cast, "RestoreOptions::cast of the restore")
       ->check(CLI::IsMember({"none", "widening", "any"}));
+  generic->add_option("--optimizer", g.optimizer,
+                      "a child \"optimizer\": sgd, momentum, adam, rmsprop, adagrad or ftrl");
+  generic->add_option("--train", g.train, "make the optimizer's slots for this key's variable");
   EagerOptions e;
   CLI::App* eager = app.add_subcommand("eager", "an eager program, saved without a Session");
   eager->add_option("--data", e.data, "values file with x [N,4] and y [N,1]")->required();

@@ -4,10 +4,13 @@ up to several levels deep and up to 20 wide, names with '/', '.', spaces and
 non-ASCII letters, variables of every dtype both sides have, scalars, empty
 and rank-6 shapes -- and the two sides take turns on them.
 
-- Both directions: TensorFlow saves, ckflow restores into the same structure
-  (built from the values file, interop/ckflow_side.cc `generic`) and every
-  value arrives bit for bit with assert_consumed passing; ckflow writes back
-  and TensorFlow restores likewise; both list the same keys, dtypes, shapes.
+- Both directions: TensorFlow saves (one to three times), ckflow restores
+  into the same structure (built from the values file, interop/ckflow_side.cc
+  `generic`) and every value and the save counter arrive bit for bit with
+  assert_consumed passing; ckflow writes back from one to three tasks, one
+  or two data files each, and TensorFlow restores likewise; both list the
+  same keys, dtypes, shapes.
+- Optimizers with slots beside the tree, both ways (below).
 - Mutated structures: each side restores TensorFlow's checkpoint into the
   structure with one edge renamed, a variable dropped or added, or a shape or
   dtype changed, and both give the same verdict for the restore and every
@@ -145,26 +148,39 @@ def tf_structure(tree, spec):
     return {name: getattr(top, name) for name in tree}, variables
 
 
+# How ckflow writes its half: the variables spread over 1-3 tasks' CPUs,
+# each writing 1-2 data files (SaveOptions::files_per_device).
+WRITERS = st.tuples(st.integers(1, 3), st.integers(1, 2))
+
+
 @chunk
 @SETTINGS
-@given(tree=TREES, seed=st.integers(0, 2**32 - 1))
-def test_random_structures_round_trip_both_ways(tmp_path_factory, ckflow, tree, seed):
+@given(tree=TREES, seed=st.integers(0, 2**32 - 1), saves=st.integers(1, 3), writer=WRITERS)
+def test_random_structures_round_trip_both_ways(tmp_path_factory, ckflow, tree, seed, saves,
+                                                writer):
+    devices, files_per_device = writer
+    counter = "save_counter" + SUFFIX
     with scratch(tmp_path_factory, "both_ways") as d:
         spec = spec_of(tree, seed)
         values.write(d / "spec", spec)
         roots, _ = tf_structure(tree, spec)
-        tf_prefix = tf.train.Checkpoint(**roots).save(str(d / "tf"))
+        checkpoint = tf.train.Checkpoint(**roots)
+        for _ in range(saves):
+            tf_prefix = checkpoint.save(str(d / "tf"))
         ck = ckflow.side("generic", "--spec", d / "spec", "--zeros", "--restore", tf_prefix,
-                         "--dump", d / "ck_dump", "--write", d / "ck")
+                         "--dump", d / "ck_dump", "--write", d / "ck", "--devices", devices,
+                         "--files-per-device", files_per_device)
         assert ck["restore"] == "ok" and ck["assert_consumed"] == "ok", ck
         got = values.read(str(d / "ck_dump"))
-        got.pop("save_counter" + SUFFIX)
+        assert got.pop(counter) == values.entry(tf.int64, np.int64(saves))
         assert got == expected_dump(spec), "ckflow restoring TensorFlow's checkpoint"
 
         roots, variables = tf_structure(tree, zeros_spec(spec))
-        tf.train.Checkpoint(**roots).restore(str(d / "ck")).assert_consumed()
+        checkpoint = tf.train.Checkpoint(**roots)
+        checkpoint.restore(str(d / "ck")).assert_consumed()
         assert eager_dump(variables) == expected_dump(spec), \
             "TensorFlow restoring ckflow's checkpoint"
+        assert checkpoint.save_counter.numpy() == saves
         assert listing_ckflow(ckflow, tf_prefix) == listing_tf(tf_prefix)
         assert listing_ckflow(ckflow, d / "ck") == listing_tf(d / "ck")
 
@@ -279,3 +295,73 @@ def test_partitioned_variables_cut_three_ways(tmp_path_factory, ckflow, cut, see
                 "TensorFlow restoring ckflow's parts"
         assert listing_ckflow(ckflow, tf_path) == listing_tf(tf_path)
         assert listing_ckflow(ckflow, ck_path) == listing_tf(ck_path)
+
+
+# Optimizers with slots: TensorFlow's tf.compat.v1.train optimizers beside a
+# random tree, their slots (and Adam's beta powers) made for a random subset
+# of its float variables and given random values, saved; ckflow builds the
+# same optimizer's update (never run) for the same variables, restores every
+# slot, and writes them back for TensorFlow. GradientDescent has no slots:
+# its node is an object without values in both files.
+TF_OPTIMIZERS = {
+    "sgd": lambda: tf.compat.v1.train.GradientDescentOptimizer(0.01),
+    "momentum": lambda: tf.compat.v1.train.MomentumOptimizer(0.01, 0.9),
+    "adam": lambda: tf.compat.v1.train.AdamOptimizer(0.001),
+    "rmsprop": lambda: tf.compat.v1.train.RMSPropOptimizer(0.001),
+    "adagrad": lambda: tf.compat.v1.train.AdagradOptimizer(0.001),
+    "ftrl": lambda: tf.compat.v1.train.FtrlOptimizer(0.001),
+}
+
+
+def checkpoint_values(prefix):
+    """{key: values.entry} of every value in a checkpoint but its object
+    graph and save counter."""
+    reader = tf.train.load_checkpoint(str(prefix))
+    dtypes = reader.get_variable_to_dtype_map()
+    return {k: values.entry(dtypes[k], reader.get_tensor(k)) for k in dtypes
+            if k != "_CHECKPOINTABLE_OBJECT_GRAPH" and not k.startswith("save_counter/")}
+
+
+def tf_with_slots(tree, spec, name, trained, rng=None):
+    """The tree and optimizer `name` with slots for the `trained` keys (one
+    update of zero gradients makes them); with `rng`, every variable then
+    takes the spec's value or, for the optimizer's own, a random one."""
+    roots, variables = tf_structure(tree, spec)
+    optimizer = TF_OPTIMIZERS[name]()
+    if trained:
+        optimizer.apply_gradients([(tf.zeros_like(variables[k]), variables[k]) for k in trained])
+    if rng is not None:
+        for key, v in variables.items():
+            v.assign(tf.constant(spec[key][1], dtype=spec[key][0]))
+        for v in optimizer.variables():
+            v.assign(tf.constant(random_value(v.dtype, v.shape.as_list(), rng), dtype=v.dtype))
+    return tf.train.Checkpoint(optimizer=optimizer, **roots)
+
+
+@chunk
+@SETTINGS
+@given(tree=TREES, seed=st.integers(0, 2**32 - 1), name=st.sampled_from(sorted(TF_OPTIMIZERS)),
+       mask=st.integers(0, 2**24 - 1))
+def test_optimizer_slots_round_trip_both_ways(tmp_path_factory, ckflow, tree, seed, name, mask):
+    with scratch(tmp_path_factory, "slots") as d:
+        spec = spec_of(tree, seed)
+        floats = [k for k, (dtype, _) in spec.items() if dtype in (tf.float32, tf.float64)]
+        trained = [k for i, k in enumerate(floats) if mask >> (i % 24) & 1]
+        values.write(d / "spec", spec)
+        tf_prefix = tf_with_slots(tree, spec, name, trained,
+                                  np.random.default_rng(seed + 1)).save(str(d / "tf"))
+        expected = checkpoint_values(tf_prefix)
+        train = [arg for k in trained for arg in ("--train", k)]
+        ck = ckflow.side("generic", "--spec", d / "spec", "--zeros", "--optimizer", name, *train,
+                         "--restore", tf_prefix, "--dump", d / "ck_dump", "--write", d / "ck")
+        assert ck["restore"] == "ok" and ck["assert_consumed"] == "ok", ck
+        got = values.read(str(d / "ck_dump"))
+        got.pop("save_counter" + SUFFIX)
+        assert got == expected, "ckflow restoring TensorFlow's slots"
+
+        checkpoint = tf_with_slots(tree, zeros_spec(spec), name, trained)
+        checkpoint.restore(str(d / "ck")).assert_consumed()
+        again = checkpoint.write(str(d / "tf_again"))
+        assert checkpoint_values(again) == expected, "TensorFlow restoring ckflow's slots"
+        assert listing_ckflow(ckflow, tf_prefix) == listing_tf(tf_prefix)
+        assert listing_ckflow(ckflow, d / "ck") == listing_tf(d / "ck")
