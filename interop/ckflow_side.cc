@@ -10,10 +10,10 @@
 //       saved.
 //   interop_ckflow weights [--load P] [--load-via-checkpoint P] [--save P] ...
 //       Keras' Sequential([Dense(4), Dense(2)]) and its weights files.
-//   interop_ckflow partitioned --spec F [--parts N --axis A] [--restore P] [--save P] ...
+//   interop_ckflow partitioned --spec F [--parts N --axis A] [--cut NAME:N:A] ...
 //       TensorFlow 1's get_variable(partitioner=fixed_size_partitioner(N,
-//       A)): a PartitionedVariable (or, with no --parts, a plain variable)
-//       of the spec's one rank-2 float32 value, saved and restored by name
+//       A)): a PartitionedVariable (or, with no parts, a plain variable)
+//       for each of the spec's values, saved and restored by name
 //       with a NameBasedSaver (V1 files too; --step, --pad-step-number,
 //       --latest-filename, --restore-latest D as tf.compat.v1.train.Saver's).
 //   interop_ckflow eager --data F --steps N --save PREFIX [--dump F]
@@ -575,7 +575,8 @@ struct PartitionedOptions {
   std::string spec, restore, restore_latest, save, dump;
   int parts = 0;  // 0: a plain variable
   int axis = 0;
-  int64_t step = -1;  // -1: none
+  std::vector<std::string> cuts;  // NAME:PARTS:AXIS, overriding parts and axis
+  int64_t step = -1;              // -1: none
   bool pad_step_number = false;
   std::string latest_filename = "checkpoint";
 };
@@ -603,32 +604,53 @@ void CopyPart(Tensor& whole, Tensor& part, int axis, int64_t offset, bool to_par
 
 Status Partitioned(const PartitionedOptions& o) {
   CKFLOW_ASSIGN_OR_RETURN(NamedTensors spec, ReadValues(o.spec));
-  if (spec.size() != 1 || spec[0].second.dtype() == DT_STRING ||
-      spec[0].second.shape().rank() == 0) {
-    return InvalidArgumentError(o.spec, ": expected one value of rank 1 or more, not strings");
+  // Each variable's cut: --cut NAME:PARTS:AXIS, else --parts and --axis.
+  std::map<std::string, std::pair<int, int>> cuts;
+  for (const std::string& cut : o.cuts) {
+    const size_t second = cut.rfind(':');
+    const size_t first = second == std::string::npos ? second : cut.rfind(':', second - 1);
+    if (first == std::string::npos) return InvalidArgumentError("--cut '", cut, "': not N:P:A");
+    cuts[cut.substr(0, first)] = {std::stoi(cut.substr(first + 1, second - first - 1)),
+                                  std::stoi(cut.substr(second + 1))};
   }
-  auto& [name, value] = spec[0];
-  const DataType dtype = value.dtype();
+  // One variable of the spec: its parts and each part's offset along `axis`.
+  struct Whole {
+    std::string name;
+    Tensor value;
+    int axis = 0;
+    std::vector<std::shared_ptr<Variable>> parts;
+    std::vector<int64_t> offsets;
+  };
+  std::vector<Whole> wholes;
   Scope root = Scope::NewRootScope();
-  std::vector<std::shared_ptr<Variable>> parts;
-  std::vector<int64_t> offsets;  // of each part along o.axis
-  if (o.parts == 0) {
-    parts.push_back(Variable::Create(root, name, dtype, value.shape(), initializers::Zeros()));
-    CKFLOW_RETURN_IF_ERROR(root.status());
-    offsets.push_back(0);
-  } else {
-    auto v = PartitionedVariable::Create(root, name, dtype, value.shape(), initializers::Zeros(),
-                                         {.num_shards = o.parts, .axis = o.axis});
-    CKFLOW_RETURN_IF_ERROR(root.status());
-    parts = v->parts();
-    for (int i = 0; i < v->num_parts(); ++i) offsets.push_back(v->offset(i));
-  }
-  const int axis = o.parts == 0 ? 0 : o.axis;
   std::vector<Output> assigns;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    Tensor box(dtype, parts[i]->shape().ToTensorShape());
-    CopyPart(value, box, axis, offsets[i], /*to_part=*/true);
-    assigns.push_back(parts[i]->Assign(root, ops::Const(root, box)));
+  for (auto& [name, value] : spec) {
+    const auto [num_parts, axis] = cuts.count(name) ? cuts.at(name) : std::pair{o.parts, o.axis};
+    const DataType dtype = value.dtype();
+    Whole& w = wholes.emplace_back(Whole{name, value, num_parts == 0 ? 0 : axis});
+    if (num_parts == 0) {
+      w.parts.push_back(Variable::Create(root, name, dtype, value.shape(), initializers::Zeros()));
+      w.offsets.push_back(0);
+    } else {
+      if (dtype == DT_STRING || value.shape().rank() == 0) {
+        return InvalidArgumentError(name, ": only values of rank 1 or more, not strings, split");
+      }
+      auto v = PartitionedVariable::Create(root, name, dtype, value.shape(), initializers::Zeros(),
+                                           {.num_shards = num_parts, .axis = axis});
+      CKFLOW_RETURN_IF_ERROR(root.status());
+      w.parts = v->parts();
+      for (int i = 0; i < v->num_parts(); ++i) w.offsets.push_back(v->offset(i));
+    }
+    CKFLOW_RETURN_IF_ERROR(root.status());
+    for (size_t i = 0; i < w.parts.size(); ++i) {
+      if (w.parts.size() == 1) {
+        assigns.push_back(w.parts[i]->Assign(root, ops::Const(root, value)));
+        continue;
+      }
+      Tensor box(dtype, w.parts[i]->shape().ToTensorShape());
+      CopyPart(value, box, w.axis, w.offsets[i], /*to_part=*/true);
+      assigns.push_back(w.parts[i]->Assign(root, ops::Const(root, box)));
+    }
   }
   CKFLOW_RETURN_IF_ERROR(root.status());
   CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(root.graph()));
@@ -648,12 +670,22 @@ Status Partitioned(const PartitionedOptions& o) {
     CKFLOW_RETURN_IF_ERROR(session->Run({}, {}, assigns).status());
   }
   if (!o.dump.empty()) {
-    Tensor whole(dtype, value.shape());
-    for (size_t i = 0; i < parts.size(); ++i) {
-      CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> part, session->Run({}, {parts[i]->value()}));
-      CopyPart(whole, part[0], axis, offsets[i], /*to_part=*/false);
+    NamedTensors dumped;
+    for (Whole& w : wholes) {
+      std::vector<Output> fetches;
+      for (const auto& part : w.parts) fetches.push_back(part->value());
+      CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> parts, session->Run({}, fetches));
+      if (parts.size() == 1) {
+        dumped.emplace_back(w.name, parts[0]);
+        continue;
+      }
+      Tensor whole(w.value.dtype(), w.value.shape());
+      for (size_t i = 0; i < parts.size(); ++i) {
+        CopyPart(whole, parts[i], w.axis, w.offsets[i], /*to_part=*/false);
+      }
+      dumped.emplace_back(w.name, whole);
     }
-    CKFLOW_RETURN_IF_ERROR(WriteValues(o.dump, {{name, whole}}));
+    CKFLOW_RETURN_IF_ERROR(WriteValues(o.dump, dumped));
   }
   if (!o.save.empty()) {
     const std::optional<int64_t> step = o.step >= 0 ? std::optional<int64_t>(o.step) : std::nullopt;
@@ -737,6 +769,7 @@ int main(int argc, char** argv) {
       ->required();
   partitioned->add_option("--parts", p.parts, "fixed_size_partitioner's num_shards (0: plain)");
   partitioned->add_option("--axis", p.axis, "the axis the parts split");
+  partitioned->add_option("--cut", p.cuts, "NAME:PARTS:AXIS of one variable (0 parts: plain)");
   partitioned->add_option("--restore", p.restore, "NameBasedSaver::Restore this prefix");
   partitioned->add_option("--save", p.save, "NameBasedSaver::Save to this path");
   partitioned->add_option("--dump", p.dump, "dump the whole value here");

@@ -191,19 +191,32 @@ def tf1_partitioned_save(path, name, array, parts, axis=0, v1=False, global_step
     `dtype` holding `array` (parts=0: a plain variable), saved by a TF1
     Saver (one key, `parts` slices) to `path`; v1: write_version=SaverDef.V1,
     the others as Saver's and save's arguments."""
+    return tf1_save({name: (dtype, array, parts, axis)}, path, v1=v1, global_step=global_step,
+                    pad_step_number=pad_step_number, latest_filename=latest_filename)
+
+
+def _tf1_variable(name, dtype, shape, parts, axis):
+    return tf.compat.v1.get_variable(
+        name,
+        shape=shape,
+        dtype=dtype,
+        initializer=tf.compat.v1.zeros_initializer(),
+        partitioner=tf.compat.v1.fixed_size_partitioner(parts, axis) if parts else None,
+    )
+
+
+def tf1_save(variables, path, v1=False, global_step=None, pad_step_number=False,
+             latest_filename=None):
+    """{name: (dtype, array, parts, axis)} as TF1 variables (parts=0: plain,
+    else fixed_size_partitioner(parts, axis)), saved by a TF1 Saver."""
     with tf.Graph().as_default():
-        var = tf.compat.v1.get_variable(
-            name,
-            shape=array.shape,
-            dtype=dtype,
-            initializer=tf.compat.v1.zeros_initializer(),
-            partitioner=tf.compat.v1.fixed_size_partitioner(parts, axis) if parts else None,
-        )
         assigns = []
-        for part in var if parts else [var]:
-            info = part._get_save_slice_info()
-            box = tuple(slice(o, o + s) for o, s in zip(info.var_offset, info.var_shape)) if info else ...
-            assigns.append(part.assign(array[box]))
+        for name, (dtype, array, parts, axis) in variables.items():
+            var = _tf1_variable(name, dtype, np.shape(array), parts, axis)
+            for part in var if parts else [var]:
+                info = part._get_save_slice_info()
+                box = tuple(slice(o, o + s) for o, s in zip(info.var_offset, info.var_shape)) if info else ...
+                assigns.append(part.assign(tf.constant(array[box], dtype=dtype)))
         version = tf.compat.v1.train.SaverDef.V1 if v1 else tf.compat.v1.train.SaverDef.V2
         saver = tf.compat.v1.train.Saver(write_version=version, pad_step_number=pad_step_number)
         with tf.compat.v1.Session() as session:
@@ -216,15 +229,17 @@ def tf1_partitioned_save(path, name, array, parts, axis=0, v1=False, global_step
 def tf1_partitioned_restore(path, name, shape, parts, axis=0, dtype=tf.float32):
     """The whole value of a `dtype` variable of `shape` in `parts` parts
     along `axis` (0: a plain variable) after a TF1 Saver restores `path`."""
+    return tf1_restore({name: (dtype, shape, parts, axis)}, path)[name]
+
+
+def tf1_restore(variables, path):
+    """{name: whole value} of TF1 variables {name: (dtype, shape, parts,
+    axis)} after a TF1 Saver restores `path`."""
     with tf.Graph().as_default():
-        var = tf.compat.v1.get_variable(
-            name,
-            shape=shape,
-            dtype=dtype,
-            initializer=tf.compat.v1.zeros_initializer(),
-            partitioner=tf.compat.v1.fixed_size_partitioner(parts, axis) if parts else None,
-        )
-        whole = var.as_tensor() if parts else var.read_value()
+        wholes = {}
+        for name, (dtype, shape, parts, axis) in variables.items():
+            var = _tf1_variable(name, dtype, shape, parts, axis)
+            wholes[name] = var.as_tensor() if parts else var.read_value()
         with tf.compat.v1.Session() as session:
             tf.compat.v1.train.Saver().restore(session, path)
-            return session.run(whole)
+            return session.run(wholes)

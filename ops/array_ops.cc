@@ -333,6 +333,8 @@ StatusOr<Tensor> ScalarOfType(DataType dtype, double value) {
     }
     return t;
   }
+  // tf.zeros of strings is empty strings (a string has no other number).
+  if (dtype == DT_STRING && value == 0) return Tensor::Scalar(std::string());
   return DispatchCastable(dtype, [value](auto tag) -> StatusOr<Tensor> {
     using T = typename decltype(tag)::type;
     return Tensor::Scalar(ConvertValue<T>(value));

@@ -292,6 +292,20 @@ TEST(Fill, ComplexConstantsFromTheInitializers) {
   for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(o.ComplexElement(i), std::pair(1.0, 0.0)) << i;
 }
 
+// tf.compat.v1.get_variable(dtype=tf.string) starts as empty strings with
+// zeros_initializer; strings have no ones.
+TEST(Fill, StringZerosAreEmptyStrings) {
+  Scope root = Scope::NewRootScope();
+  Output zeros = initializers::Zeros()(root, DT_STRING, TensorShape({2, 3}));
+  ASSERT_TRUE(root.ok()) << root.status();
+  CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor z, Evaluate(zeros));
+  ASSERT_EQ(z.dtype(), DT_STRING);
+  ASSERT_EQ(z.NumElements(), 6);
+  for (const std::string& s : z.flat<std::string>()) EXPECT_EQ(s, "");
+  initializers::Ones()(root.WithOpName("ones"), DT_STRING, TensorShape({2}));
+  EXPECT_EQ(root.status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(Fill, NegativeConstantDimsFailAtBuildTime) {
   Scope root = Scope::NewRootScope();
   Output d = ops::Const(root.WithOpName("d"), std::vector<int32_t>{2, -1});
