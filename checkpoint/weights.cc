@@ -7,6 +7,7 @@
 #include "checkpoint/object_graph_internal.h"
 #include "checkpoint/save_sequence_internal.h"
 #include "checkpoint/saver_internal.h"
+#include "ops/layers.h"
 
 namespace ckflow {
 
@@ -55,7 +56,10 @@ Status SaveWeights(const std::shared_ptr<Trackable>& root, const std::string& pa
   CKFLOW_RETURN_IF_ERROR(internal::Saver::CheckOptions(options, "SaveWeights('" + path + "')"));
   internal::ObjectGraph graph = internal::BuildObjectGraph(root);
   CKFLOW_RETURN_IF_ERROR(graph.tracking_status);
-  if (graph.values.empty()) {
+  // Keras refuses a model that is not built; a built one without weights
+  // (a Flatten, a pooling) saves its object graph alone.
+  const auto* layer = dynamic_cast<const Layer*>(root.get());
+  if (graph.values.empty() && (layer == nullptr || !layer->built())) {
     return FailedPreconditionError("SaveWeights('", path,
                                    "'): the object owns no variables yet (call the model once so "
                                    "its layers build)");
@@ -64,7 +68,8 @@ Status SaveWeights(const std::shared_ptr<Trackable>& root, const std::string& pa
   // whose root lists itself as the dependency "root": the same edge here
   // makes the object graph Keras', node for node.
   graph.nodes[0].children.emplace_back("root", 0);
-  if (&graph.values[0].attribute.handle.node()->graph() != &session.graph()) {
+  if (!graph.values.empty() &&
+      &graph.values[0].attribute.handle.node()->graph() != &session.graph()) {
     return InvalidArgumentError("SaveWeights('", path,
                                 "'): the object's variables are not in the session's graph");
   }

@@ -10,6 +10,9 @@
 //       saved.
 //   interop_ckflow weights [--load P] [--load-via-checkpoint P] [--save P] ...
 //       Keras' Sequential([Dense(4), Dense(2)]) and its weights files.
+//   interop_ckflow stack --layers L --input-shape H,W,C [--load P] [--save P] [--dump F]
+//       A Sequential of Keras layers described by L (Stack below), through
+//       LoadWeights and SaveWeights.
 //   interop_ckflow partitioned --spec F [--parts N --axis A] [--cut NAME:N:A] ...
 //       TensorFlow 1's get_variable(partitioner=fixed_size_partitioner(N,
 //       A)): a PartitionedVariable (or, with no parts, a plain variable)
@@ -44,6 +47,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,12 +59,17 @@
 #include "checkpoint/weights.h"
 #include "interop/values_file.h"
 #include "ops/array_ops.h"
+#include "ops/conv_layers.h"
+#include "ops/core_layers.h"
 #include "ops/initializers.h"
 #include "ops/layers.h"
 #include "ops/losses.h"
 #include "ops/nn_ops.h"
+#include "ops/normalization_layers.h"
 #include "ops/optimizers.h"
 #include "ops/partitioned_variables.h"
+#include "ops/pooling_layers.h"
+#include "ops/sequence_layers.h"
 #include "ops/variables.h"
 #include "runtime/session.h"
 
@@ -571,6 +580,80 @@ Status Weights(const WeightsOptions& o) {
   return OkStatus();
 }
 
+struct StackOptions {
+  std::string layers, load, save, dump;
+  std::vector<int64_t> input_shape;  // without the batch
+};
+
+// The layers of a description such as "conv:4:3:1,bn:1:0,maxpool,flatten,
+// dense:5:0" (interop/test_differential.py draws them), with Keras' names.
+StatusOr<std::vector<std::shared_ptr<Layer>>> StackLayers(const std::string& description) {
+  std::vector<std::shared_ptr<Layer>> layers;
+  std::stringstream all(description);
+  for (std::string item; std::getline(all, item, ',');) {
+    std::vector<std::string> f;
+    std::stringstream fields(item);
+    for (std::string field; std::getline(fields, field, ':');) f.push_back(field);
+    const auto arg = [&](size_t i) { return i < f.size() ? std::stoll(f[i]) : 0; };
+    const std::string& kind = f.at(0);
+    if (kind == "dense") {
+      layers.push_back(Dense::Make(arg(1), {.use_bias = arg(2) != 0}));
+    } else if (kind == "conv") {
+      layers.push_back(Conv2D::Make(arg(1), arg(2), {.padding = "same", .use_bias = arg(3) != 0}));
+    } else if (kind == "dwconv") {
+      layers.push_back(DepthwiseConv2D::Make(
+          arg(1), {.padding = "same", .depth_multiplier = arg(2), .use_bias = arg(3) != 0}));
+    } else if (kind == "bn") {
+      layers.push_back(BatchNormalization::Make({.center = arg(1) != 0, .scale = arg(2) != 0}));
+    } else if (kind == "ln") {
+      layers.push_back(LayerNormalization::Make({.center = arg(1) != 0, .scale = arg(2) != 0}));
+    } else if (kind == "maxpool") {
+      layers.push_back(MaxPooling2D::Make({.padding = "same"}));
+    } else if (kind == "avgpool") {
+      layers.push_back(AveragePooling2D::Make({.padding = "same"}));
+    } else if (kind == "gap") {
+      layers.push_back(GlobalAveragePooling2D::Make());
+    } else if (kind == "flatten") {
+      layers.push_back(Flatten::Make());
+    } else if (kind == "dropout") {
+      layers.push_back(Dropout::Make(0.5));
+    } else {
+      return InvalidArgumentError("no layer kind '", kind, "' in '", description, "'");
+    }
+  }
+  return layers;
+}
+
+// Keras' Sequential of the described layers on inputs [batch, input_shape],
+// its weights loaded (LoadWeights) and saved (SaveWeights).
+Status Stack(const StackOptions& o) {
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<Layer>> layers, StackLayers(o.layers));
+  Scope root = Scope::NewRootScope();
+  std::vector<int64_t> shape = {-1};
+  shape.insert(shape.end(), o.input_shape.begin(), o.input_shape.end());
+  Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, {.shape = PartialShape(shape)});
+  auto model = Sequential::Make(std::move(layers));
+  (*model)(root, x, /*training=*/false);
+  CKFLOW_RETURN_IF_ERROR(root.status());
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(root.graph()));
+  CKFLOW_RETURN_IF_ERROR(session->Run({}, {}, {GlobalVariablesInitializer(root)}).status());
+  if (!o.load.empty()) {
+    StatusOr<LoadStatus> loaded = LoadWeights(model, o.load, *session);
+    Report("load_weights", Outcome(loaded.status()));
+    if (loaded.ok()) {
+      Report("restore", Outcome(loaded->RunRestoreOps(*session)));
+      ReportAssertions(*loaded);
+      loaded->ExpectPartial();
+    }
+  }
+  if (!o.dump.empty()) CKFLOW_RETURN_IF_ERROR(DumpValues(*session, model, o.dump));
+  if (!o.save.empty()) {
+    CKFLOW_RETURN_IF_ERROR(SaveWeights(model, o.save, *session));
+    Report("saved", o.save);
+  }
+  return OkStatus();
+}
+
 struct PartitionedOptions {
   std::string spec, restore, restore_latest, save, dump;
   int parts = 0;  // 0: a plain variable
@@ -762,6 +845,16 @@ int main(int argc, char** argv) {
                       "restore this prefix through Checkpoint{model}");
   weights->add_option("--save", w.save, "SaveWeights to this prefix");
   weights->add_option("--dump", w.dump, "dump the model's values here");
+  StackOptions k;
+  CLI::App* stack = app.add_subcommand("stack", "a Sequential of Keras layers, by its weights");
+  stack->add_option("--layers", k.layers, "the layers, e.g. conv:4:3:1,maxpool,flatten,dense:5:0")
+      ->required();
+  stack->add_option("--input-shape", k.input_shape, "the input's shape without the batch")
+      ->required()
+      ->delimiter(',');
+  stack->add_option("--load", k.load, "LoadWeights from this prefix");
+  stack->add_option("--save", k.save, "SaveWeights to this prefix");
+  stack->add_option("--dump", k.dump, "dump the model's values here");
   PartitionedOptions p;
   CLI::App* partitioned =
       app.add_subcommand("partitioned", "a partitioned variable, saved and restored by name");
@@ -794,6 +887,7 @@ int main(int argc, char** argv) {
       : train->parsed()       ? Train(t)
       : eager->parsed()       ? Eager(e)
       : weights->parsed()     ? Weights(w)
+      : stack->parsed()       ? Stack(k)
       : partitioned->parsed() ? Partitioned(p)
       : g.group > 0           ? GenericGroup(g)
                               : Generic(g);

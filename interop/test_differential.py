@@ -10,8 +10,9 @@ and rank-6 shapes -- and the two sides take turns on them.
   assert_consumed passing; ckflow writes back from one to three tasks, one
   or two data files each, and TensorFlow restores likewise; both list the
   same keys, dtypes, shapes.
-- Optimizers with slots beside the tree, partitioned variables and TF1
-  name-based saves of random variable sets, both ways (below).
+- Optimizers with slots beside the tree, partitioned variables, TF1
+  name-based saves of random variable sets and Keras save_weights of random
+  Sequential stacks, both ways (below).
 - Mutated structures: each side restores TensorFlow's checkpoint into the
   structure with one edge renamed, a variable dropped or added, or a shape or
   dtype changed, and both give the same verdict for the restore and every
@@ -422,3 +423,85 @@ def test_tf1_name_based_sets_round_trip(tmp_path_factory, ckflow, leaves, seed):
             "TensorFlow restoring ckflow's names"
         assert listing_ckflow(ckflow, tf_path) == listing_tf(tf_path)
         assert listing_ckflow(ckflow, ck_path) == listing_tf(ck_path)
+
+
+# Keras save_weights of random Sequential stacks of the layers ckflow has:
+# an image part (convolutions, batch norms, poolings, dropout) then Flatten or
+# global average pooling and a dense part, or a dense part alone. Keras writes
+# random weights; ckflow's LoadWeights restores every one and SaveWeights
+# writes them back; Keras' load_weights restores that with assert_consumed.
+IMAGE_LAYERS = st.one_of(
+    st.builds("conv:{}:{}:{}".format, st.integers(1, 4), st.integers(1, 3), st.integers(0, 1)),
+    st.builds("dwconv:{}:{}:{}".format, st.integers(1, 3), st.integers(1, 2), st.integers(0, 1)),
+    st.builds("bn:{}:{}".format, st.integers(0, 1), st.integers(0, 1)),
+    st.sampled_from(["maxpool", "avgpool", "dropout"]))
+# No BatchNormalization here: ckflow's normalizes NHWC images only (Keras'
+# fused path), and refuses [batch, features] with InvalidArgument.
+DENSE_LAYERS = st.one_of(
+    st.builds("dense:{}:{}".format, st.integers(1, 5), st.integers(0, 1)),
+    st.builds("ln:{}:{}".format, st.integers(0, 1), st.integers(0, 1)),
+    st.just("dropout"))
+STACKS = st.one_of(
+    st.tuples(st.lists(IMAGE_LAYERS, max_size=4).flatmap(
+        lambda image: st.lists(DENSE_LAYERS, max_size=3).flatmap(
+            lambda dense: st.sampled_from(["flatten", "gap"]).map(
+                lambda joint: image + [joint] + dense))),
+              st.tuples(st.integers(1, 6), st.integers(1, 6), st.integers(1, 3)).map(list)),
+    st.tuples(st.lists(DENSE_LAYERS, min_size=1, max_size=4),
+              st.integers(1, 6).map(lambda f: [f])))
+
+
+def keras_stack(layers, input_shape):
+    """tf_keras' Sequential of the described layers (interop_ckflow stack's
+    language), built on a zero input."""
+    import tf_keras as keras
+
+    def make(item):
+        kind, *a = item.split(":")
+        a = [int(x) for x in a]
+        return {
+            "dense": lambda: keras.layers.Dense(a[0], use_bias=bool(a[1])),
+            "conv": lambda: keras.layers.Conv2D(a[0], a[1], padding="same", use_bias=bool(a[2])),
+            "dwconv": lambda: keras.layers.DepthwiseConv2D(a[0], depth_multiplier=a[1],
+                                                           padding="same", use_bias=bool(a[2])),
+            "bn": lambda: keras.layers.BatchNormalization(center=bool(a[0]), scale=bool(a[1])),
+            "ln": lambda: keras.layers.LayerNormalization(center=bool(a[0]), scale=bool(a[1])),
+            "maxpool": lambda: keras.layers.MaxPooling2D(padding="same"),
+            "avgpool": lambda: keras.layers.AveragePooling2D(padding="same"),
+            "gap": keras.layers.GlobalAveragePooling2D,
+            "flatten": keras.layers.Flatten,
+            "dropout": lambda: keras.layers.Dropout(0.5),
+        }[kind]()
+
+    model = keras.Sequential([make(item) for item in layers])
+    model(tf.zeros([1] + input_shape))
+    return model
+
+
+@chunk
+@SETTINGS
+@given(stack=STACKS, seed=st.integers(0, 2**32 - 1))
+def test_keras_weights_of_random_sequential_stacks(tmp_path_factory, ckflow, stack, seed):
+    import tf_keras as keras
+
+    layers, input_shape = stack
+    keras.backend.clear_session()  # names and graphs of earlier cases
+    rng = np.random.default_rng(seed)
+    with scratch(tmp_path_factory, "stack") as d:
+        model = keras_stack(layers, input_shape)
+        for w in model.weights:
+            w.assign(random_value(tf.float32, w.shape.as_list(), rng))
+        model.save_weights(str(d / "keras"))
+        expected = checkpoint_values(d / "keras")
+        ck = ckflow.side("stack", "--layers", ",".join(layers), "--input-shape",
+                         ",".join(map(str, input_shape)), "--load", d / "keras", "--dump",
+                         d / "dump", "--save", d / "ck")
+        assert (ck["load_weights"], ck["restore"], ck["assert_consumed"]) == ("ok",) * 3, ck
+        assert values.read(str(d / "dump")) == expected, "ckflow LoadWeights of Keras' weights"
+        assert checkpoint_values(d / "ck") == expected, "ckflow SaveWeights"
+        other = keras_stack(layers, input_shape)
+        other.load_weights(str(d / "ck")).assert_consumed()
+        other.save_weights(str(d / "again"))
+        assert checkpoint_values(d / "again") == expected, "Keras load_weights of ckflow's"
+        assert listing_ckflow(ckflow, d / "keras") == listing_tf(d / "keras")
+        assert listing_ckflow(ckflow, d / "ck") == listing_tf(d / "ck")

@@ -16,6 +16,7 @@
 #include "bundle/object_tree.h"
 #include "examples/fashion_mnist_model.h"
 #include "ops/array_ops.h"
+#include "ops/core_layers.h"
 #include "ops/losses.h"
 #include "ops/optimizers.h"
 #include "ops/variables.h"
@@ -126,6 +127,28 @@ TEST(WeightsTest, ACnnLoadedBeforeItIsBuiltComputesWhatTheSavedOneDid) {
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> got,
                               session->Run({{images, saved.batch}}, {inference}));
   EXPECT_TRUE(testing::SameTensor(got[0], want[0]));
+}
+
+// As Keras' save_weights: a model that is not built is refused, a built
+// one without weights (Sequential([Flatten])) saves its object graph alone,
+// which loads back with every assertion passing.
+TEST(WeightsTest, ABuiltModelWithoutWeightsSavesAndLoads) {
+  Scope root = Scope::NewRootScope();
+  auto model = Sequential::Make({Flatten::Make()});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Session> session, Session::Create(root.graph()));
+  const std::string prefix = testing::NewTempDir("weights") + "/weights";
+  EXPECT_EQ(SaveWeights(model, prefix, *session).code(), StatusCode::kFailedPrecondition);
+  (*model)(root, ops::Placeholder(root, DT_FLOAT, {.shape = {-1, 2, 3}}));
+  ASSERT_TRUE(root.ok()) << root.status();
+  CKFLOW_ASSERT_OK(SaveWeights(model, prefix, *session));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
+  EXPECT_EQ(reader->entries().size(), 1u);  // the object graph
+
+  auto other = Sequential::Make({Flatten::Make()});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, LoadWeights(other, prefix, *session));
+  CKFLOW_ASSERT_OK(status.RunRestoreOps(*session));
+  CKFLOW_EXPECT_OK(status.AssertConsumed());
+  CKFLOW_EXPECT_OK(status.AssertExistingObjectsMatched());
 }
 
 }  // namespace
