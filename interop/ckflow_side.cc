@@ -541,6 +541,30 @@ Status Eager(const EagerOptions& o) {
   return OkStatus();
 }
 
+// What the Keras programs end with: LoadWeights from `load` (else the
+// given status), the restore and its assertions reported, then the dump of
+// the model's values and SaveWeights.
+Status LoadDumpSave(Session& session, const std::shared_ptr<Trackable>& model,
+                    std::optional<LoadStatus> status, const std::string& load,
+                    const std::string& dump, const std::string& save) {
+  if (!load.empty()) {
+    StatusOr<LoadStatus> loaded = LoadWeights(model, load, session);
+    Report("load_weights", Outcome(loaded.status()));
+    if (loaded.ok()) status = *loaded;
+  }
+  if (status) {
+    Report("restore", Outcome(status->RunRestoreOps(session)));
+    ReportAssertions(*status);
+    status->ExpectPartial();
+  }
+  if (!dump.empty()) CKFLOW_RETURN_IF_ERROR(DumpValues(session, model, dump));
+  if (!save.empty()) {
+    CKFLOW_RETURN_IF_ERROR(SaveWeights(model, save, session));
+    Report("saved", save);
+  }
+  return OkStatus();
+}
+
 struct WeightsOptions {
   std::string load, load_via_checkpoint, save, dump;
 };
@@ -562,22 +586,7 @@ Status Weights(const WeightsOptions& o) {
   CKFLOW_RETURN_IF_ERROR(root.status());
   CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(root.graph()));
   CKFLOW_RETURN_IF_ERROR(session->Run({}, {}, {GlobalVariablesInitializer(root)}).status());
-  if (!o.load.empty()) {
-    StatusOr<LoadStatus> loaded = LoadWeights(model, o.load, *session);
-    Report("load_weights", Outcome(loaded.status()));
-    if (loaded.ok()) status = *loaded;
-  }
-  if (status) {
-    Report("restore", Outcome(status->RunRestoreOps(*session)));
-    ReportAssertions(*status);
-    status->ExpectPartial();
-  }
-  if (!o.dump.empty()) CKFLOW_RETURN_IF_ERROR(DumpValues(*session, model, o.dump));
-  if (!o.save.empty()) {
-    CKFLOW_RETURN_IF_ERROR(SaveWeights(model, o.save, *session));
-    Report("saved", o.save);
-  }
-  return OkStatus();
+  return LoadDumpSave(*session, model, std::move(status), o.load, o.dump, o.save);
 }
 
 struct StackOptions {
@@ -637,21 +646,7 @@ Status Stack(const StackOptions& o) {
   CKFLOW_RETURN_IF_ERROR(root.status());
   CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(root.graph()));
   CKFLOW_RETURN_IF_ERROR(session->Run({}, {}, {GlobalVariablesInitializer(root)}).status());
-  if (!o.load.empty()) {
-    StatusOr<LoadStatus> loaded = LoadWeights(model, o.load, *session);
-    Report("load_weights", Outcome(loaded.status()));
-    if (loaded.ok()) {
-      Report("restore", Outcome(loaded->RunRestoreOps(*session)));
-      ReportAssertions(*loaded);
-      loaded->ExpectPartial();
-    }
-  }
-  if (!o.dump.empty()) CKFLOW_RETURN_IF_ERROR(DumpValues(*session, model, o.dump));
-  if (!o.save.empty()) {
-    CKFLOW_RETURN_IF_ERROR(SaveWeights(model, o.save, *session));
-    Report("saved", o.save);
-  }
-  return OkStatus();
+  return LoadDumpSave(*session, model, std::nullopt, o.load, o.dump, o.save);
 }
 
 struct PartitionedOptions {
