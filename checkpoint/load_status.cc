@@ -158,7 +158,7 @@ class CheckpointLoadStatusImpl : public LoadStatusImpl {
         if (key != last_key) line += ", would be key '" + key + "'";
         last_key = std::move(key);
       }
-      unmatched.push_back(line);
+      unmatched.push_back(std::move(line));
     }
     if (num_unmatched == 0) return OkStatus();
     return FailedPreconditionError(

@@ -39,6 +39,7 @@
 // every variable, keyed by checkpoint key, to values files
 // (interop/values_file.h).
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
@@ -364,7 +365,7 @@ Status Generic(const GenericOptions& o, CheckpointGroup* group = nullptr) {
   Scope root = Scope::NewRootScope();
   auto top = std::make_shared<Module>();
   std::map<std::string, std::shared_ptr<Trackable>> modules = {{"", top}};
-  std::map<std::string, std::pair<std::shared_ptr<Variable>, Tensor>> by_key;
+  std::map<std::string, std::shared_ptr<Variable>> by_key;
   int index = 0;
   for (const auto& [key, value] : spec) {
     if (key == std::string("save_counter") + kValueSuffix) continue;
@@ -401,7 +402,7 @@ Status Generic(const GenericOptions& o, CheckpointGroup* group = nullptr) {
                                 ops::Const(root, o.zeros ? ZerosLike(value) : value), options);
     if (var == nullptr) return root.status();
     parent->Track(name, var);
-    by_key.try_emplace(key, var, value);
+    by_key.emplace(key, var);
     if (!o.change.empty() && key.starts_with(o.change) && value.dtype() == DT_FLOAT) {
       Tensor ones(DT_FLOAT, value.shape());
       for (float& x : ones.flat<float>()) x = 1.0f;
@@ -417,7 +418,7 @@ Status Generic(const GenericOptions& o, CheckpointGroup* group = nullptr) {
     for (const std::string& key : o.train) {
       auto it = by_key.find(key);
       if (it == by_key.end()) return InvalidArgumentError("--train '", key, "': not in the spec");
-      grads.push_back({ops::Const(root, ZerosLike(it->second.second)), it->second.first});
+      grads.push_back({ops::ZerosLike(root, it->second->value()), it->second});
     }
     // Building the update makes the slots; it never runs, so the slots hold
     // what the restore (or their initializers) put there.
@@ -594,6 +595,16 @@ struct StackOptions {
   std::vector<int64_t> input_shape;  // without the batch
 };
 
+// The integer `text`, or InvalidArgument naming `what`.
+StatusOr<int64_t> ParseInt(std::string_view text, std::string_view what) {
+  int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) {
+    return InvalidArgumentError(what, ": '", text, "' is not an integer");
+  }
+  return value;
+}
+
 // The layers of a description such as "conv:4:3:1,bn:1:0,maxpool,flatten,
 // dense:5:0" (interop/test_differential.py draws them), with Keras' names.
 StatusOr<std::vector<std::shared_ptr<Layer>>> StackLayers(const std::string& description) {
@@ -603,8 +614,13 @@ StatusOr<std::vector<std::shared_ptr<Layer>>> StackLayers(const std::string& des
     std::vector<std::string> f;
     std::stringstream fields(item);
     for (std::string field; std::getline(fields, field, ':');) f.push_back(field);
-    const auto arg = [&](size_t i) { return i < f.size() ? std::stoll(f[i]) : 0; };
-    const std::string& kind = f.at(0);
+    if (f.empty()) return InvalidArgumentError("an empty layer in '", description, "'");
+    std::vector<int64_t> args(4, 0);  // a missing argument is 0
+    for (size_t i = 1; i < f.size() && i < args.size(); ++i) {
+      CKFLOW_ASSIGN_OR_RETURN(args[i], ParseInt(f[i], item));
+    }
+    const auto arg = [&](size_t i) { return args[i]; };
+    const std::string& kind = f[0];
     if (kind == "dense") {
       layers.push_back(Dense::Make(arg(1), {.use_bias = arg(2) != 0}));
     } else if (kind == "conv") {
@@ -688,8 +704,10 @@ Status Partitioned(const PartitionedOptions& o) {
     const size_t second = cut.rfind(':');
     const size_t first = second == std::string::npos ? second : cut.rfind(':', second - 1);
     if (first == std::string::npos) return InvalidArgumentError("--cut '", cut, "': not N:P:A");
-    cuts[cut.substr(0, first)] = {std::stoi(cut.substr(first + 1, second - first - 1)),
-                                  std::stoi(cut.substr(second + 1))};
+    CKFLOW_ASSIGN_OR_RETURN(int64_t parts,
+                            ParseInt(cut.substr(first + 1, second - first - 1), "--cut " + cut));
+    CKFLOW_ASSIGN_OR_RETURN(int64_t axis, ParseInt(cut.substr(second + 1), "--cut " + cut));
+    cuts[cut.substr(0, first)] = {static_cast<int>(parts), static_cast<int>(axis)};
   }
   // One variable of the spec: its parts and each part's offset along `axis`.
   struct Whole {
@@ -720,14 +738,14 @@ Status Partitioned(const PartitionedOptions& o) {
       for (int i = 0; i < v->num_parts(); ++i) w.offsets.push_back(v->offset(i));
     }
     CKFLOW_RETURN_IF_ERROR(root.status());
-    for (size_t i = 0; i < w.parts.size(); ++i) {
-      if (w.parts.size() == 1) {
-        assigns.push_back(w.parts[i]->Assign(root, ops::Const(root, value)));
-        continue;
+    if (w.parts.size() == 1) {  // the whole value (strings and scalars too)
+      assigns.push_back(w.parts[0]->Assign(root, ops::Const(root, value)));
+    } else {
+      for (size_t i = 0; i < w.parts.size(); ++i) {
+        Tensor box(dtype, w.parts[i]->shape().ToTensorShape());
+        CopyPart(value, box, w.axis, w.offsets[i], /*to_part=*/true);
+        assigns.push_back(w.parts[i]->Assign(root, ops::Const(root, box)));
       }
-      Tensor box(dtype, w.parts[i]->shape().ToTensorShape());
-      CopyPart(value, box, w.axis, w.offsets[i], /*to_part=*/true);
-      assigns.push_back(w.parts[i]->Assign(root, ops::Const(root, box)));
     }
   }
   CKFLOW_RETURN_IF_ERROR(root.status());

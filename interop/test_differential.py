@@ -394,12 +394,10 @@ def test_tf1_name_based_sets_round_trip(tmp_path_factory, ckflow, leaves, seed):
     rng = np.random.default_rng(seed)
     arrays, cuts = {}, {}
     for name, (dtype, shape, axis, *parts) in leaves.items():
-        # Strings and scalars stay whole (TensorFlow partitions neither).
-        if dtype == tf.string or not shape:
-            parts = [0, 0, 0]
-        # TensorFlow restores these only where no slices are involved
-        # (ckflow's restore of them from slices: the test above).
-        if dtype in NO_SLICED_RESTORE_IN_TF:
+        # Strings and scalars stay whole (TensorFlow partitions neither), and
+        # so do the dtypes TensorFlow restores only where no slices are
+        # involved (ckflow's restore of them from slices: the test above).
+        if dtype == tf.string or not shape or dtype in NO_SLICED_RESTORE_IN_TF:
             parts = [0, 0, 0]
         arrays[name] = random_value(dtype, shape, rng)
         cuts[name] = (dtype, shape, axis % max(len(shape), 1), parts)

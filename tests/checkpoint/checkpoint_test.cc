@@ -251,6 +251,7 @@ TEST_F(CheckpointTest, AssertExistingObjectsMatchedNamesTenAndCountsTheRest) {
   EXPECT_THAT(message, ::testing::EndsWith("\n  ... and 1 more"));
   status.ExpectPartial();
 }
+
 // The assertions of a full match walk the objects alone: the paths and keys
 // of a full object graph are built only to name what did not match.
 TEST_F(CheckpointTest, AssertionsOfAFullMatchBuildNoFullObjectGraph) {
