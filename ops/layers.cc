@@ -187,8 +187,6 @@ Output BiasAndActivation(const Scope& scope, Output y, const std::shared_ptr<Var
 
 Output ContractLastAxes(const Scope& scope, Output x, int contracted, int64_t in_features,
                         Output matrix, Output bias, const std::vector<int64_t>& out_dims) {
-  int64_t out_features = 1;
-  for (int64_t d : out_dims) out_features *= d;
   const PartialShape& shape = x.shape();
   const int leading = shape.rank() - contracted;
   Output flat = leading == 1 && contracted == 1

@@ -34,22 +34,32 @@ struct Checkpoint {
   Entries entries;  // sorted by key, unique, no ""
 };
 
-std::optional<Checkpoint> Unpack(std::span<const uint8_t> input) {
+// With `only_key`, the entries are that key's alone (one seek into the
+// index, no pass over it), for a checkpoint that is read and not packed.
+std::optional<Checkpoint> Unpack(std::span<const uint8_t> input,
+                                 std::optional<std::string_view> only_key = {}) {
   Checkpoint c;
   for (std::span<const uint8_t> record : UnpackRecords(input)) {
     c.files.emplace_back(reinterpret_cast<const char*>(record.data()), record.size());
   }
   if (c.files.empty()) return std::nullopt;
-  StatusOr<std::vector<internal::KeyValue>> table = internal::ReadTable("fuzz", c.files[0]);
-  if (!table.ok() || table->empty() || !table->front().first.empty() ||
-      !c.header.ParseFromString(table->front().second)) {
-    return std::nullopt;
-  }
-  for (size_t i = 1; i < table->size(); ++i) {
-    BundleEntryProto entry;
-    if (!entry.ParseFromString((*table)[i].second)) return std::nullopt;
-    c.entries.emplace_back(std::move((*table)[i].first), std::move(entry));
-  }
+  bool seen_header = false;
+  const Status read = internal::VisitTable(
+      "fuzz", c.files[0], only_key, [&](std::string_view key, std::string_view value) -> Status {
+        if (!seen_header) {
+          seen_header = true;
+          if (!key.empty() ||
+              !c.header.ParseFromArray(value.data(), static_cast<int>(value.size())))
+            return DataLossError("no header");
+          return OkStatus();
+        }
+        BundleEntryProto& entry =
+            c.entries.emplace_back(std::string(key), BundleEntryProto()).second;
+        if (!entry.ParseFromArray(value.data(), static_cast<int>(value.size())))
+          return DataLossError("not an entry");
+        return OkStatus();
+      });
+  if (!read.ok() || !seen_header) return std::nullopt;
   return c;
 }
 
@@ -152,19 +162,22 @@ std::optional<TrackableObjectGraph> ReadGraph(const Checkpoint& c, const BundleE
   return graph;
 }
 
-void WriteGraph(Checkpoint& c, const TrackableObjectGraph& graph) {
+// The object graph's entry, added (a string scalar) if there is none.
+BundleEntryProto& GraphEntry(Checkpoint& c) {
   auto it = FindGraph(c);
-  if (it == c.entries.end()) {
-    BundleEntryProto entry;
-    entry.set_dtype(tensorflow::DT_STRING);
-    entry.mutable_shape();
-    c.entries.emplace_back(std::string(kObjectGraphKey), entry);
-    it = c.entries.end() - 1;
-  }
+  if (it != c.entries.end()) return it->second;
+  BundleEntryProto& entry =
+      c.entries.emplace_back(std::string(kObjectGraphKey), BundleEntryProto()).second;
+  entry.set_dtype(tensorflow::DT_STRING);
+  entry.mutable_shape();
+  return entry;
+}
+
+void WriteGraph(Checkpoint& c, const TrackableObjectGraph& graph) {
   const std::string serialized[] = {graph.SerializeAsString()};
   std::string encoded;
   const uint32_t crc = internal::EncodeStringTensor(serialized, &encoded);
-  PlaceValue(c, it->second, encoded, crc);
+  PlaceValue(c, GraphEntry(c), encoded, crc);
 }
 
 class Mutator {
@@ -533,32 +546,40 @@ size_t MutateCheckpointInput(uint8_t* data, size_t size, size_t max_size, unsign
 size_t CrossOverCheckpointInputs(const uint8_t* a, size_t a_size, const uint8_t* b, size_t b_size,
                                  uint8_t* out, size_t max_out, unsigned seed) {
   std::optional<Checkpoint> first = Unpack({a, a_size});
-  std::optional<Checkpoint> second = Unpack({b, b_size});
-  if (!first || !second) return 0;
+  if (!first) return 0;
   Mutator mutator(*first, seed);
-  auto graph = FindGraph(*second);
-  std::optional<TrackableObjectGraph> g =
-      graph != second->entries.end() ? ReadGraph(*second, graph->second) : std::nullopt;
-  if (g && mutator.OneIn(2)) {
-    WriteGraph(*first, *g);
-  } else {
-    // A few small values: inputs grow no faster than the mutations
-    // shrink them.
-    int moves = 4;
-    for (const auto& [second_key, entry] : second->entries) {
-      const std::string& key = second_key;  // a lambda below captures it
-      if (key == kObjectGraphKey || !mutator.OneIn(3)) continue;
-      std::optional<std::string_view> value = ValueBytes(*second, entry);
-      if (!value || value->size() > 1024 || moves-- == 0) continue;
-      BundleEntryProto moved = entry;
-      moved.set_shard_id(0);
-      moved.set_offset(0);
-      moved.set_size(0);
-      const uint32_t crc = crc32c::Unmask(entry.crc32c());
-      PlaceValue(*first, moved, *value, crc);
-      std::erase_if(first->entries, [&](const auto& e) { return e.first == key; });
-      first->entries.emplace_back(key, std::move(moved));
+  // Half the time the second's object graph, as stored: its index is
+  // sought for that one entry, and its bytes are copied, not parsed.
+  std::optional<Checkpoint> second;
+  if (mutator.OneIn(2)) {
+    second = Unpack({b, b_size}, kObjectGraphKey);
+    const auto graph = second ? FindGraph(*second) : Entries::iterator();
+    std::optional<std::string_view> bytes;
+    if (second && graph != second->entries.end()) bytes = ValueBytes(*second, graph->second);
+    if (bytes) {
+      PlaceValue(*first, GraphEntry(*first), *bytes, crc32c::Unmask(graph->second.crc32c()));
+      std::optional<std::vector<uint8_t>> packed = Pack(*first, max_out);
+      return packed ? Copy(*packed, out) : 0;
     }
+  }
+  // Else a few small values of the second's: inputs grow no faster than
+  // the mutations shrink them.
+  second = Unpack({b, b_size});
+  if (!second) return 0;
+  int moves = 4;
+  for (const auto& [second_key, entry] : second->entries) {
+    const std::string& key = second_key;  // a lambda below captures it
+    if (key == kObjectGraphKey || !mutator.OneIn(3)) continue;
+    std::optional<std::string_view> value = ValueBytes(*second, entry);
+    if (!value || value->size() > 1024 || moves-- == 0) continue;
+    BundleEntryProto moved = entry;
+    moved.set_shard_id(0);
+    moved.set_offset(0);
+    moved.set_size(0);
+    const uint32_t crc = crc32c::Unmask(entry.crc32c());
+    PlaceValue(*first, moved, *value, crc);
+    std::erase_if(first->entries, [&](const auto& e) { return e.first == key; });
+    first->entries.emplace_back(key, std::move(moved));
   }
   std::optional<std::vector<uint8_t>> packed = Pack(*first, max_out);
   return packed ? Copy(*packed, out) : 0;

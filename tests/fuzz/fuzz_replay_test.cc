@@ -17,7 +17,9 @@
 #include <vector>
 
 #include "base/logging.h"
+#include "bundle/bundle_format.h"
 #include "bundle/bundle_index_internal.h"
+#include "bundle/protos/tensor_bundle.pb.h"
 #include "tests/fuzz/checkpoint_checks.h"
 #include "tests/fuzz/checkpoint_mutator.h"
 #include "tests/test_util.h"
@@ -238,6 +240,60 @@ TEST_F(FuzzReplayTest, StructuredMutationsKeepTheIndexReadable) {
   }
   // Four in five mutations are structured (the fifth goes to bytes anyway).
   EXPECT_GE(structured, 17u * 60 * 3 / 4);
+}
+
+// The stored bytes of a packed checkpoint's object graph; "" if it has none.
+std::string GraphBytes(const std::vector<uint8_t>& input) {
+  const std::vector<std::span<const uint8_t>> records = UnpackRecords(input);
+  if (records.empty()) return "";
+  auto as_view = [](std::span<const uint8_t> r) {
+    return std::string_view(reinterpret_cast<const char*>(r.data()), r.size());
+  };
+  StatusOr<std::vector<internal::KeyValue>> table = internal::ReadTable("in", as_view(records[0]));
+  if (!table.ok()) return "";
+  for (const auto& [key, value] : *table) {
+    tensorflow::BundleEntryProto entry;
+    if (key != kObjectGraphKey || !entry.ParseFromString(value)) continue;
+    const size_t file = static_cast<size_t>(entry.shard_id()) + 1;
+    if (file >= records.size()) return "";
+    return std::string(
+        as_view(records[file])
+            .substr(static_cast<size_t>(entry.offset()), static_cast<size_t>(entry.size())));
+  }
+  return "";
+}
+
+// A crossover is the first input with the second's object graph, as stored,
+// or with some of the second's values; each of them readable, and none a
+// finding.
+TEST_F(FuzzReplayTest, CrossOversTakeTheSecondsGraphOrSomeOfItsValues) {
+  int graphs = 0;
+  int values = 0;
+  for (size_t i = 0; i + 1 < checkpoint_seeds_->size(); ++i) {
+    const Seed& a = (*checkpoint_seeds_)[i];
+    const Seed& b = (*checkpoint_seeds_)[i + 1];
+    if (a.bytes.size() > 65536 || b.bytes.size() > 65536) continue;
+    const std::string a_graph = GraphBytes(a.bytes);
+    const std::string b_graph = GraphBytes(b.bytes);
+    for (unsigned seed = 1; seed <= 12; ++seed) {
+      const std::string what = a.name + " x " + b.name + " seed " + std::to_string(seed);
+      std::vector<uint8_t> out(a.bytes.size() + b.bytes.size() + 4096);
+      const size_t size = CrossOverCheckpointInputs(a.bytes.data(), a.bytes.size(), b.bytes.data(),
+                                                    b.bytes.size(), out.data(), out.size(), seed);
+      ASSERT_GT(size, 0u) << what;
+      out.resize(size);
+      const std::string out_graph = GraphBytes(out);
+      if (!b_graph.empty() && out_graph == b_graph && b_graph != a_graph) {
+        ++graphs;
+      } else {
+        EXPECT_EQ(out_graph, a_graph) << what;
+        if (out != a.bytes) ++values;
+      }
+      ExpectNoFinding(out, what);
+    }
+  }
+  EXPECT_GE(graphs, 20);
+  EXPECT_GE(values, 20);
 }
 
 TEST_F(FuzzReplayTest, StateFiles) {
