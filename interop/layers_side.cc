@@ -1,6 +1,7 @@
 // ckflow's side of the sequence-layer judge (interop/test_sequence_layers.py
 // is TensorFlow's): builds one of Keras' layers as ckflow has it, runs it
-// on the inputs of a values file, and writes its output and its weights.
+// on the inputs of a values file (a training call for a name ending in
+// "_train"), and writes its output and its weights (after the call).
 //
 //   interop_layers --layer mha_causal --in IN --out OUT --weights PREFIX
 //
@@ -21,6 +22,7 @@
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
 #include "ops/layers.h"
+#include "ops/normalization_layers.h"
 #include "ops/sequence_layers.h"
 #include "runtime/session.h"
 
@@ -48,6 +50,22 @@ const std::map<std::string, std::function<std::shared_ptr<Layer>()>>& Layers() {
              return MultiHeadAttention::Make(
                  4, 8, {.use_causal_mask = true, .bias_initializer = Spread(5)});
            }},
+          // Moving statistics away from Keras' zeros and ones, for the
+          // inference call to read; the training call updates Keras'.
+          {"batch_norm",
+           [] {
+             return BatchNormalization::Make(
+                 {.beta_initializer = Spread(7),
+                  .gamma_initializer = initializers::RandomUniform(0.5, 1.5, 8),
+                  .moving_mean_initializer = Spread(9),
+                  .moving_variance_initializer = initializers::RandomUniform(0.5, 1.5, 10)});
+           }},
+          {"batch_norm_train",
+           [] {
+             return BatchNormalization::Make(
+                 {.beta_initializer = Spread(11),
+                  .gamma_initializer = initializers::RandomUniform(0.5, 1.5, 12)});
+           }},
           {"mha_cross",
            [] {
              return MultiHeadAttention::Make(2, 8, {.value_dim = 5, .bias_initializer = Spread(6)});
@@ -72,21 +90,23 @@ Status Run(const std::string& name, const std::string& in, const std::string& ou
     if (attention == nullptr) return InvalidArgumentError("layer '", name, "' takes one input");
     y = (*attention)(root, x, ops::Const(root.WithOpName("value"), by_name["value"]));
   } else {
-    y = (*layer)(root, x);
+    // "_train": a training call (batch statistics, moving ones updated).
+    y = (*layer)(root, x, name.ends_with("_train"));
   }
   Output init = GlobalVariablesInitializer(root);
   CKFLOW_RETURN_IF_ERROR(root.status());
   CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(root.graph()));
   CKFLOW_RETURN_IF_ERROR(session->Run({}, {}, {init}).status());
-  std::vector<std::string> keys = {"y"};
-  std::vector<Output> fetches = {y};
-  for (const auto& v : layer->variables()) {
-    keys.push_back(v->name());
-    fetches.push_back(v->value());
-  }
+  // The output first: its run applies a training call's updates, which
+  // the variables then show.
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> output, session->Run({}, {y}));
+  NamedTensors written = {{"y", output[0]}};
+  std::vector<Output> fetches;
+  for (const auto& v : layer->variables()) fetches.push_back(v->value());
   CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> values, session->Run({}, fetches));
-  NamedTensors written;
-  for (size_t i = 0; i < values.size(); ++i) written.emplace_back(keys[i], values[i]);
+  for (size_t i = 0; i < values.size(); ++i) {
+    written.emplace_back(layer->variables()[i]->name(), values[i]);
+  }
   CKFLOW_RETURN_IF_ERROR(WriteValues(out, written));
   return SaveWeights(layer, weights, *session);
 }
@@ -97,7 +117,9 @@ Status Run(const std::string& name, const std::string& in, const std::string& ou
 int main(int argc, char** argv) {
   CLI::App app{"runs one of Keras' sequence layers as ckflow has it and saves its weights"};
   std::string layer, in, out, weights;
-  app.add_option("--layer", layer, "embedding, layer_norm, dense3, mha, mha_causal or mha_cross")
+  app.add_option("--layer", layer,
+                 "embedding, layer_norm, dense3, batch_norm, batch_norm_train, mha, mha_causal or "
+                 "mha_cross")
       ->required();
   app.add_option("--in", in, "values file: x (and value for mha_cross)")->required();
   app.add_option("--out", out, "values file to write: y and the weights by name")->required();

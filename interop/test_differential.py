@@ -433,10 +433,9 @@ IMAGE_LAYERS = st.one_of(
     st.builds("dwconv:{}:{}:{}".format, st.integers(1, 3), st.integers(1, 2), st.integers(0, 1)),
     st.builds("bn:{}:{}".format, st.integers(0, 1), st.integers(0, 1)),
     st.sampled_from(["maxpool", "avgpool", "dropout"]))
-# No BatchNormalization here: ckflow's normalizes NHWC images only (Keras'
-# fused path), and refuses [batch, features] with InvalidArgument.
 DENSE_LAYERS = st.one_of(
     st.builds("dense:{}:{}".format, st.integers(1, 5), st.integers(0, 1)),
+    st.builds("bn:{}:{}".format, st.integers(0, 1), st.integers(0, 1)),
     st.builds("ln:{}:{}".format, st.integers(0, 1), st.integers(0, 1)),
     st.just("dropout"))
 STACKS = st.one_of(
