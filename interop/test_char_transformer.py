@@ -120,11 +120,13 @@ def test_fifty_adam_steps_agree_with_tensorflow(tmp_path, ckflow):
         # twice in 50 batches) has its rounding differences scaled up as the
         # key biases do. Which elements those are depends on the summation
         # order of TensorFlow's kernels on the CPU at hand (one element of 8192
-        # on one CI machine, none here): all but one in a thousand agree within
-        # 1e-4, and every element within 1e-3.
+        # on one CI machine, one of a 128-element bias on another): all but one
+        # in a thousand (or one per tensor) agree within 1e-4, and every element
+        # within 1e-3.
         scale = np.max(np.abs(want))
         close = np.isclose(got, want, rtol=1e-4, atol=1e-4 * scale)
-        assert np.count_nonzero(~close) <= want.size // 1000, (var.name, np.argwhere(~close))
+        assert np.count_nonzero(~close) <= max(1, want.size // 1000), \
+            (var.name, np.argwhere(~close))
         np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * scale, err_msg=var.name)
 
 
