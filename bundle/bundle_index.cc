@@ -330,16 +330,12 @@ Status CheckHeader(const std::string& path, const tensorflow::BundleHeaderProto&
 
 }  // namespace
 
-StatusOr<tensorflow::BundleHeaderProto> VisitBundleIndex(FileSystem* fs, const std::string& path,
-                                                         std::optional<std::string_view> only_key,
-                                                         const BundleEntryVisitor& visit) {
+StatusOr<tensorflow::BundleHeaderProto> VisitBundleIndexBytes(
+    FileSystem* fs, const std::string& path, std::optional<std::string_view> only_key,
+    const BundleEntryBytesVisitor& visit) {
   CKFLOW_ASSIGN_OR_RETURN(std::string contents, fs->ReadFileToString(path));
   tensorflow::BundleHeaderProto header;
   bool seen_header = false;
-  // One message parsed into again and again: its repeated fields keep
-  // their allocations, so an index of thousands of entries parses without
-  // an allocation per entry.
-  tensorflow::BundleEntryProto entry;
   CKFLOW_RETURN_IF_ERROR(VisitTable(
       path, contents, only_key, [&](std::string_view key, std::string_view value) -> Status {
         if (!seen_header) {
@@ -350,13 +346,143 @@ StatusOr<tensorflow::BundleHeaderProto> VisitBundleIndex(FileSystem* fs, const s
           seen_header = true;
           return CheckHeader(path, header);
         }
+        return visit(key, header, value);
+      }));
+  if (!seen_header) return DataLossError(path, ": no header entry (key \"\") in the table");
+  return header;
+}
+
+StatusOr<tensorflow::BundleHeaderProto> VisitBundleIndex(FileSystem* fs, const std::string& path,
+                                                         std::optional<std::string_view> only_key,
+                                                         const BundleEntryVisitor& visit) {
+  // One message parsed into again and again: its repeated fields keep
+  // their allocations.
+  tensorflow::BundleEntryProto entry;
+  return VisitBundleIndexBytes(
+      fs, path, only_key,
+      [&](std::string_view key, const tensorflow::BundleHeaderProto& header,
+          std::string_view value) -> Status {
         if (!entry.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
           return DataLossError(path, ": entry of key '", key, "' is not a BundleEntryProto");
         }
         return visit(key, header, entry);
-      }));
-  if (!seen_header) return DataLossError(path, ": no header entry (key \"\") in the table");
-  return header;
+      });
+}
+
+namespace {
+
+// Protobuf's wire format, as much of it as DecodePlainEntry accepts.
+constexpr uint64_t kVarint = 0, kFixed32 = 5, kLengthDelimited = 2;
+constexpr uint64_t Tag(int field, uint64_t wire_type) {
+  return static_cast<uint64_t>(field) << 3 | wire_type;
+}
+
+// A varint of at most ten bytes whose value fits in 64 bits (protobuf drops
+// higher bits; such bytes are left to it).
+bool ReadVarint(const char*& p, const char* end, uint64_t* value) {
+  uint64_t result = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (p == end) return false;
+    const auto byte = static_cast<uint8_t>(*p++);
+    if (shift == 63 && byte > 1) return false;
+    result |= static_cast<uint64_t>(byte & 0x7f) << shift;
+    if ((byte & 0x80) == 0) {
+      *value = result;
+      return true;
+    }
+  }
+  return false;
+}
+
+// A length prefix and the bytes it covers: [*begin, *end).
+bool ReadLengthDelimited(const char*& p, const char* end, const char** begin,
+                         const char** field_end) {
+  uint64_t length;
+  if (!ReadVarint(p, end, &length) || length > static_cast<uint64_t>(end - p)) return false;
+  *begin = p;
+  *field_end = p + length;
+  p = *field_end;
+  return true;
+}
+
+// TensorShapeProto.Dim: only its size (a name is left to protobuf, which
+// checks it is UTF-8).
+bool DecodeDim(const char* p, const char* end, int64_t* size) {
+  *size = 0;
+  while (p < end) {
+    uint64_t tag, value;
+    if (!ReadVarint(p, end, &tag) || tag != Tag(1, kVarint) || !ReadVarint(p, end, &value)) {
+      return false;
+    }
+    *size = static_cast<int64_t>(value);  // the last one, as protobuf keeps
+  }
+  return true;
+}
+
+bool DecodeShape(const char* p, const char* end, PlainEntry* out) {
+  while (p < end) {
+    uint64_t tag, value;
+    const char *begin, *field_end;
+    if (!ReadVarint(p, end, &tag)) return false;
+    if (tag == Tag(2, kLengthDelimited)) {
+      if (out->rank == PlainEntry::kMaxRank || !ReadLengthDelimited(p, end, &begin, &field_end) ||
+          !DecodeDim(begin, field_end, &out->dims[out->rank])) {
+        return false;
+      }
+      ++out->rank;
+    } else if (tag == Tag(3, kVarint)) {
+      // unknown_rank: only false is plain.
+      if (!ReadVarint(p, end, &value) || value != 0) return false;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool DecodePlainEntry(std::string_view bytes, PlainEntry* out) {
+  *out = PlainEntry{};
+  const char* p = bytes.data();
+  const char* const end = p + bytes.size();
+  bool seen_shape = false;  // a second one would merge into the first
+  while (p < end) {
+    uint64_t tag, value;
+    const char *begin, *field_end;
+    if (!ReadVarint(p, end, &tag)) return false;
+    switch (tag) {
+      case Tag(1, kVarint):  // dtype, an open enum: protobuf keeps the low 32 bits
+        if (!ReadVarint(p, end, &value)) return false;
+        out->dtype = static_cast<int32_t>(static_cast<uint32_t>(value));
+        break;
+      case Tag(2, kLengthDelimited):  // shape
+        if (seen_shape || !ReadLengthDelimited(p, end, &begin, &field_end)) return false;
+        seen_shape = true;
+        if (!DecodeShape(begin, field_end, out)) return false;
+        break;
+      case Tag(3, kVarint):  // shard_id, an int32
+        if (!ReadVarint(p, end, &value)) return false;
+        out->shard_id = static_cast<int32_t>(static_cast<uint32_t>(value));
+        break;
+      case Tag(4, kVarint):  // offset
+        if (!ReadVarint(p, end, &value)) return false;
+        out->offset = static_cast<int64_t>(value);
+        break;
+      case Tag(5, kVarint):  // size
+        if (!ReadVarint(p, end, &value)) return false;
+        out->size = static_cast<int64_t>(value);
+        break;
+      case Tag(6, kFixed32):  // crc32c
+        if (end - p < 4) return false;
+        out->crc32c = DecodeFixed32(p);
+        p += 4;
+        break;
+      default:  // slices (7), an unknown field, a known one of another wire type
+        return false;
+    }
+  }
+  return true;
 }
 
 StatusOr<BundleIndex> ReadBundleIndex(FileSystem* fs, const std::string& prefix) {

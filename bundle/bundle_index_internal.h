@@ -116,6 +116,37 @@ StatusOr<tensorflow::BundleHeaderProto> VisitBundleIndex(FileSystem* fs, const s
                                                          std::optional<std::string_view> only_key,
                                                          const BundleEntryVisitor& visit);
 
+// VisitBundleIndex without the parse: each entry's value as stored, for a
+// caller that decodes it itself (BundleReader, with DecodePlainEntry).
+using BundleEntryBytesVisitor = std::function<Status(
+    std::string_view key, const tensorflow::BundleHeaderProto& header, std::string_view value)>;
+StatusOr<tensorflow::BundleHeaderProto> VisitBundleIndexBytes(
+    FileSystem* fs, const std::string& path, std::optional<std::string_view> only_key,
+    const BundleEntryBytesVisitor& visit);
+
+// The fields of a BundleEntryProto a reader keeps, for an entry without
+// slices.
+struct PlainEntry {
+  static constexpr int kMaxRank = 8;
+  int32_t dtype = 0;
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};
+  int32_t shard_id = 0;
+  int64_t offset = 0;
+  int64_t size = 0;
+  uint32_t crc32c = 0;
+};
+
+// Decodes the wire bytes of the entries writers produce (TensorFlow's and
+// this one's: each field once, dimensions without names) straight into
+// `out`, without protobuf's message objects: an index of many small
+// variables spends most of its parse allocating and freeing those. False for
+// anything else (slices, an unknown rank or field, a field twice, a rank
+// over kMaxRank, bytes that are not a valid message), which is then left to
+// protobuf: where this returns true, protobuf parses the same bytes to the
+// same fields (tests/bundle/plain_entry_test.cc checks it on random bytes).
+bool DecodePlainEntry(std::string_view bytes, PlainEntry* out);
+
 // The header of a bundle written by this host: num_shards, host byte order,
 // version {producer: 1}.
 tensorflow::BundleHeaderProto MakeBundleHeader(int num_shards);

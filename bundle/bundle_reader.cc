@@ -22,43 +22,44 @@ constexpr uint64_t kPieceSize = uint64_t{1} << 20;
 // parallel.
 constexpr uint64_t kChunkSize = uint64_t{1} << 20;
 
-std::string DescribeShape(const tensorflow::TensorShapeProto& shape) {
+std::string DescribeDims(std::span<const int64_t> dims) {
   std::string out = "[";
-  for (int i = 0; i < shape.dim_size(); ++i) {
+  for (size_t i = 0; i < dims.size(); ++i) {
     if (i) out += ",";
-    out += std::to_string(shape.dim(i).size());
+    out += std::to_string(dims[i]);
   }
   return out + "]";
 }
 
-// Converts and checks one index entry; errors are DataLoss naming the index
-// file and the key.
-StatusOr<BundleEntry> MakeEntry(const std::string& index_path, int num_shards, std::string_view key,
-                                const tensorflow::BundleEntryProto& proto) {
+// Checks one index entry, decoded by DecodePlainEntry or by protobuf (then
+// with its `slices`), and makes it a BundleEntry; errors are DataLoss naming
+// the index file and the key.
+StatusOr<BundleEntry> MakeEntry(
+    const std::string& index_path, int num_shards, std::string_view key,
+    const internal::PlainEntry& fields, std::span<const int64_t> dims,
+    const google::protobuf::RepeatedPtrField<tensorflow::TensorSliceProto>* slices) {
   auto corrupt = [&](auto&&... what) {
     return DataLossError(index_path, ": key '", key, "': ", what...);
   };
   BundleEntry e;
-  e.dtype = static_cast<int>(proto.dtype());
-  if (proto.shape().unknown_rank()) return corrupt("shape has unknown rank");
-  std::vector<int64_t> dims;
-  dims.reserve(proto.shape().dim_size());
-  for (const auto& d : proto.shape().dim()) dims.push_back(d.size());
+  e.dtype = fields.dtype;
   StatusOr<TensorShape> shape = TensorShape::Make(dims);
   if (!shape.ok()) {
-    return corrupt("invalid shape ", DescribeShape(proto.shape()), ": ", shape.status().message());
+    return corrupt("invalid shape ", DescribeDims(dims), ": ", shape.status().message());
   }
   e.shape = std::move(shape).value();
-  e.shard_id = proto.shard_id();
-  e.offset = proto.offset();
-  e.size = proto.size();
-  e.masked_crc32c = proto.crc32c();
-  for (const tensorflow::TensorSliceProto& proto_slice : proto.slices()) {
-    TensorSlice slice = internal::TensorSliceFromProto(proto_slice);
-    if (Status fits = slice.CheckFits(e.shape); !fits.ok()) {
-      return corrupt("slice ", e.slices.size(), ": ", fits.message());
+  e.shard_id = fields.shard_id;
+  e.offset = fields.offset;
+  e.size = fields.size;
+  e.masked_crc32c = fields.crc32c;
+  if (slices != nullptr) {
+    for (const tensorflow::TensorSliceProto& proto_slice : *slices) {
+      TensorSlice slice = internal::TensorSliceFromProto(proto_slice);
+      if (Status fits = slice.CheckFits(e.shape); !fits.ok()) {
+        return corrupt("slice ", e.slices.size(), ": ", fits.message());
+      }
+      e.slices.push_back(std::move(slice));
     }
-    e.slices.push_back(std::move(slice));
   }
   if (e.slices.empty()) {
     if (e.shard_id < 0 || e.shard_id >= num_shards) {
@@ -83,6 +84,25 @@ StatusOr<BundleEntry> MakeEntry(const std::string& index_path, int num_shards, s
   return e;
 }
 
+// An entry DecodePlainEntry leaves to protobuf.
+StatusOr<BundleEntry> MakeEntryFromProto(const std::string& index_path, int num_shards,
+                                         std::string_view key,
+                                         const tensorflow::BundleEntryProto& proto) {
+  if (proto.shape().unknown_rank()) {
+    return DataLossError(index_path, ": key '", key, "': shape has unknown rank");
+  }
+  std::vector<int64_t> dims;
+  dims.reserve(proto.shape().dim_size());
+  for (const auto& d : proto.shape().dim()) dims.push_back(d.size());
+  internal::PlainEntry fields;
+  fields.dtype = static_cast<int32_t>(proto.dtype());
+  fields.shard_id = proto.shard_id();
+  fields.offset = proto.offset();
+  fields.size = proto.size();
+  fields.crc32c = proto.crc32c();
+  return MakeEntry(index_path, num_shards, key, fields, dims, &proto.slices());
+}
+
 // Only bytes 0 and 1 are bools; anything else would be undefined behaviour
 // once read through a bool. `first` is the index of p[0] in the tensor.
 Status CheckBools(const BundleEntry& e, const RandomAccessFile& file, const char* p, size_t n,
@@ -102,17 +122,29 @@ StatusOr<std::unique_ptr<BundleReader>> BundleReader::Open(const std::string& pr
   FileSystem* fs = options.fs ? options.fs : FileSystem::Default();
   const std::string index_path = IndexFilename(prefix);
   std::vector<BundleEntry> entries;
-  CKFLOW_ASSIGN_OR_RETURN(tensorflow::BundleHeaderProto header,
-                          internal::VisitBundleIndex(
-                              fs, index_path, options.only_key,
-                              [&](std::string_view key, const tensorflow::BundleHeaderProto& header,
-                                  const tensorflow::BundleEntryProto& proto) -> Status {
-                                CKFLOW_ASSIGN_OR_RETURN(
-                                    BundleEntry e,
-                                    MakeEntry(index_path, header.num_shards(), key, proto));
-                                entries.push_back(std::move(e));
-                                return OkStatus();
-                              }));
+  tensorflow::BundleEntryProto proto;  // reused for the entries protobuf parses
+  CKFLOW_ASSIGN_OR_RETURN(
+      tensorflow::BundleHeaderProto header,
+      internal::VisitBundleIndexBytes(
+          fs, index_path, options.only_key,
+          [&](std::string_view key, const tensorflow::BundleHeaderProto& header,
+              std::string_view value) -> Status {
+            internal::PlainEntry plain;
+            StatusOr<BundleEntry> e = [&]() -> StatusOr<BundleEntry> {
+              if (internal::DecodePlainEntry(value, &plain)) {
+                return MakeEntry(index_path, header.num_shards(), key, plain,
+                                 std::span<const int64_t>(plain.dims, plain.rank), nullptr);
+              }
+              if (!proto.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+                return DataLossError(index_path, ": entry of key '", key,
+                                     "' is not a BundleEntryProto");
+              }
+              return MakeEntryFromProto(index_path, header.num_shards(), key, proto);
+            }();
+            if (!e.ok()) return e.status();
+            entries.push_back(*std::move(e));
+            return OkStatus();
+          }));
   const int num_shards = header.num_shards();
   const bool big_endian = header.endianness() == tensorflow::BundleHeaderProto::BIG;
   return std::unique_ptr<BundleReader>(
