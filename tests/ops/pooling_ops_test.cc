@@ -159,6 +159,7 @@ std::vector<PoolCase> PoolCases() {
       {"WindowLargerThanSameInput", {2, 3, 3, 2}, Pool(5, 4, 1, 1, "SAME")},
       {"WholeInput", {2, 4, 5, 3}, Pool(4, 5, 1, 1, "VALID")},
       {"ManyChannels", {2, 6, 6, 150}, Pool(3, 3, 2, 2, "SAME")},
+      {"ManyChannelsDisjointOddSizes", {2, 7, 6, 150}, Pool(2, 2, 2, 2, "VALID")},
   };
 }
 
