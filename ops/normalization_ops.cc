@@ -185,6 +185,31 @@ void ForRows(int64_t rows, int64_t channels, int64_t cost_per_element, Fn&& fn) 
   ParallelRange(rows, std::max<int64_t>(channels, 1) * cost_per_element, fn);
 }
 
+// Elementwise passes over [rows, channels] go in runs of this many elements
+// (whole rows): with per-channel vectors tiled to a run's length, a layer
+// of 32 channels still makes long vector loops, not one short loop per
+// row. Each element is computed by the same operations either way.
+constexpr int64_t kRunElements = 1024;
+
+int64_t RowsPerRun(int64_t channels) {
+  return std::max<int64_t>(1, kRunElements / std::max<int64_t>(channels, 1));
+}
+
+// fn(offset, length, tiled) over rows [b, e): runs of RowsPerRun rows, then
+// the rows left one by one; `tiled` is false for those.
+template <typename Fn>
+void ForRuns(int64_t b, int64_t e, int64_t channels, Fn&& fn) {
+  const int64_t run = RowsPerRun(channels);
+  int64_t r = b;
+  for (; r + run <= e; r += run) fn(r * channels, run * channels, true);
+  for (; r < e; ++r) fn(r * channels, channels, false);
+}
+
+template <typename T>
+Eigen::Array<T, Eigen::Dynamic, 1> Tiled(const Eigen::Array<T, Eigen::Dynamic, 1>& v) {
+  return v.replicate(RowsPerRun(v.size()), 1);
+}
+
 template <typename T>
 void FillNaN(Tensor* t) {
   std::fill_n(t->flat<T>().data(), t->NumElements(), std::numeric_limits<T>::quiet_NaN());
@@ -279,10 +304,19 @@ Status FusedBatchNormCompute(KernelContext& ctx, const BatchNormAttrs& attrs) {
   const Eigen::Array<T, Eigen::Dynamic, 1> scaling =
       (variance + static_cast<T>(attrs.epsilon)).sqrt().inverse() * scale;
   T* yp = y->flat<T>().data();
+  using Vector = Eigen::Array<T, Eigen::Dynamic, 1>;
+  const Vector mean_run = Tiled<T>(mean), scaling_run = Tiled<T>(scaling),
+               offset_run = Tiled<T>(offset);
   ForRows(rows, channels, 3, [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      ArrayMap<T>(yp + r * channels, channels) = (row(xp, r) - mean) * scaling + offset;
-    }
+    ForRuns(b, e, channels, [&](int64_t at, int64_t length, bool tiled) {
+      const ConstArrayMap<T> x_at(xp + at, length);
+      ArrayMap<T> y_at(yp + at, length);
+      if (tiled) {
+        y_at = (x_at - mean_run) * scaling_run + offset_run;
+      } else {
+        y_at = (x_at - mean) * scaling + offset;
+      }
+    });
   });
   return OkStatus();
 }
@@ -343,9 +377,12 @@ Status FusedBatchNormGradCompute(KernelContext& ctx, const BatchNormAttrs& attrs
   const Eigen::Array<T, Eigen::Dynamic, 1> coef1 = scale * inv_std;
   if (!attrs.is_training) {
     // The mean and variance were constants of the forward pass.
+    const Eigen::Array<T, Eigen::Dynamic, 1> coef1_run = Tiled<T>(coef1);
     ForRows(rows, channels, 1, [&](int64_t b, int64_t e) {
-      for (int64_t r = b; r < e; ++r)
-        ArrayMap<T>(dxp + r * channels, channels) = row(dyp, r) * coef1;
+      ForRuns(b, e, channels, [&](int64_t at, int64_t length, bool tiled) {
+        ArrayMap<T>(dxp + at, length) =
+            ConstArrayMap<T>(dyp + at, length) * (tiled ? coef1_run : coef1);
+      });
     });
     return OkStatus();
   }
@@ -355,11 +392,20 @@ Status FusedBatchNormGradCompute(KernelContext& ctx, const BatchNormAttrs& attrs
   const Eigen::Array<T, Eigen::Dynamic, 1> dy_mean = (sum_dy / n).cast<T>();
   const Eigen::Array<T, Eigen::Dynamic, 1> coef2 =
       inv_std.square() * (sum_dy_xc / n).template cast<T>();
+  using Vector = Eigen::Array<T, Eigen::Dynamic, 1>;
+  const Vector coef1_run = Tiled<T>(coef1), dy_mean_run = Tiled<T>(dy_mean),
+               mean_run = Tiled<T>(mean), coef2_run = Tiled<T>(coef2);
   ForRows(rows, channels, 4, [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      ArrayMap<T>(dxp + r * channels, channels) =
-          coef1 * (row(dyp, r) - dy_mean - (row(xp, r) - mean) * coef2);
-    }
+    ForRuns(b, e, channels, [&](int64_t at, int64_t length, bool tiled) {
+      const ConstArrayMap<T> dy_at(dyp + at, length);
+      const ConstArrayMap<T> x_at(xp + at, length);
+      ArrayMap<T> dx_at(dxp + at, length);
+      if (tiled) {
+        dx_at = coef1_run * (dy_at - dy_mean_run - (x_at - mean_run) * coef2_run);
+      } else {
+        dx_at = coef1 * (dy_at - dy_mean - (x_at - mean) * coef2);
+      }
+    });
   });
   return OkStatus();
 }
