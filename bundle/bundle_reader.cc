@@ -193,6 +193,14 @@ StatusOr<const RandomAccessFile*> BundleReader::DataFile(int shard) const {
 }
 
 StatusOr<const RandomAccessFile*> BundleReader::EntryFile(const BundleEntry& e) const {
+  CKFLOW_RETURN_IF_ERROR(CheckHasData(e));
+  StatusOr<const RandomAccessFile*> file = DataFile(e.shard_id);
+  if (!file.ok()) return file.status().WithContext("key '" + e.key + "'");
+  CKFLOW_RETURN_IF_ERROR(CheckWithin(e, **file));
+  return *file;
+}
+
+Status BundleReader::CheckHasData(const BundleEntry& e) const {
   if (e.is_sliced()) {
     return InvalidArgumentError(index_path_, ": key '", e.key, "' is a tensor saved in ",
                                 e.slices.size(),
@@ -206,16 +214,18 @@ StatusOr<const RandomAccessFile*> BundleReader::EntryFile(const BundleEntry& e) 
             : "unknown dtype ",
         StoredDataTypeName(e.dtype));
   }
-  StatusOr<const RandomAccessFile*> file = DataFile(e.shard_id);
-  if (!file.ok()) return file.status().WithContext("key '" + e.key + "'");
-  const uint64_t file_size = (*file)->size();
+  return OkStatus();
+}
+
+Status BundleReader::CheckWithin(const BundleEntry& e, const RandomAccessFile& file) {
+  const uint64_t file_size = file.size();
   const auto offset = static_cast<uint64_t>(e.offset);
   const auto size = static_cast<uint64_t>(e.size);
   if (offset > file_size || size > file_size - offset) {
-    return DataLossError((*file)->path(), ": key '", e.key, "' needs bytes [", offset, ", ",
+    return DataLossError(file.path(), ": key '", e.key, "' needs bytes [", offset, ", ",
                          offset + size, ") but the file has ", file_size, " bytes");
   }
-  return *file;
+  return OkStatus();
 }
 
 Status BundleReader::ReadChecked(const BundleEntry& e, const RandomAccessFile& file, char* dst,
@@ -636,7 +646,9 @@ Status BundleReader::ReadBatch(
           std::max(end, e_end) - start > kBatchBytes) {
         break;
       }
-      CKFLOW_RETURN_IF_ERROR(EntryFile(e).status());  // bounds, dtype, slices
+      // The same file as `first`'s: checked without looking it up again.
+      CKFLOW_RETURN_IF_ERROR(CheckHasData(e));
+      CKFLOW_RETURN_IF_ERROR(CheckWithin(e, *file));
       end = std::max(end, e_end);
     }
     buffer.resize(end - start);

@@ -187,6 +187,10 @@ class BundleReader {
   // Checks that the entry's data can be read (dtype stored densely or as
   // strings, not sliced, within its data file) and returns that file.
   StatusOr<const RandomAccessFile*> EntryFile(const BundleEntry& entry) const;
+  // EntryFile's checks: that the entry has data of its own (not slices, a
+  // dtype with a size), and that it lies within `file`.
+  Status CheckHasData(const BundleEntry& entry) const;
+  static Status CheckWithin(const BundleEntry& entry, const RandomAccessFile& file);
   StatusOr<const RandomAccessFile*> DataFile(int shard) const CKFLOW_EXCLUDES(mu_);
   // Reads the entry's bytes into dst and checks their CRC.
   // With a window [keep_begin, keep_end) of the entry's bytes, only those

@@ -55,10 +55,9 @@ ObjectGraph CurrentObjects(const std::shared_ptr<Trackable>& root) {
 std::vector<Output> Initializers(const std::shared_ptr<Trackable>& root,
                                  const std::function<bool(const Trackable&)>& skip) {
   std::vector<Output> initializers;
-  for (const ObjectGraphNode& node :
-       BuildObjectGraph(root, ObjectGraphDetail::kObjectsOnly).nodes) {
-    Output init = node.object->initializer();
-    if (init.valid() && !skip(*node.object)) initializers.push_back(init);
+  for (const std::shared_ptr<Trackable>& object : ReachableObjects(root)) {
+    Output init = object->initializer();
+    if (init.valid() && !skip(*object)) initializers.push_back(init);
   }
   return initializers;
 }

@@ -1,6 +1,7 @@
 #include <atomic>
 #include <deque>
 #include <limits>
+#include <unordered_set>
 
 #include "bundle/bundle_format.h"
 #include "checkpoint/object_graph_internal.h"
@@ -108,6 +109,31 @@ ObjectGraph BuildObjectGraph(const std::shared_ptr<Trackable>& root, ObjectGraph
     for (size_t id = 0; id < graph.nodes.size(); ++id) AddAttributes(graph, static_cast<int>(id));
   }
   return graph;
+}
+
+std::vector<std::shared_ptr<Trackable>> ReachableObjects(const std::shared_ptr<Trackable>& root) {
+  std::vector<std::shared_ptr<Trackable>> objects{root};
+  std::unordered_set<const Trackable*> seen{root.get()};
+  for (size_t i = 0; i < objects.size(); ++i) {
+    const std::shared_ptr<Trackable> object = objects[i];  // push_back below may move it
+    auto children = object->Children();
+    seen.reserve(seen.size() + children.size());
+    for (auto& [name, child] : children) {
+      if (seen.insert(child.get()).second) objects.push_back(std::move(child));
+    }
+  }
+  const size_t num_ordinary = objects.size();
+  for (size_t opt = 0; opt < num_ordinary; ++opt) {
+    auto* owner = dynamic_cast<SlotOwner*>(objects[opt].get());
+    if (owner == nullptr) continue;
+    for (const std::string& slot_name : owner->SlotNames()) {
+      for (size_t var = 0; var < num_ordinary; ++var) {
+        std::shared_ptr<Trackable> slot = owner->GetSlot(*objects[var], slot_name);
+        if (slot && seen.insert(slot.get()).second) objects.push_back(std::move(slot));
+      }
+    }
+  }
+  return objects;
 }
 
 std::string ObjectPath(const ObjectGraph& graph, int id) {

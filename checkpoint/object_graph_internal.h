@@ -77,6 +77,10 @@ int64_t DeclaredBytes(const SaveableAttribute& attribute);
 enum class ObjectGraphDetail { kFull, kObjectsOnly };
 ObjectGraph BuildObjectGraph(const std::shared_ptr<Trackable>& root,
                              ObjectGraphDetail detail = ObjectGraphDetail::kFull);
+// The objects BuildObjectGraph would reach, in its order, and nothing else:
+// for a caller that needs only the objects (the initializers a restore
+// leaves to run), without a node, path or index entry per object.
+std::vector<std::shared_ptr<Trackable>> ReachableObjects(const std::shared_ptr<Trackable>& root);
 // The escaped key path of node `id` ("" for the root), from the parent
 // links: what a kObjectsOnly walk's caller uses to name the few nodes it
 // reports without building every path.

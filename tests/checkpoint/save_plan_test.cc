@@ -61,6 +61,16 @@ struct Program : testing::ModelProgram {
     return prefix;
   }
 
+  // Slot "m" of v, created by `optimizer` (not initialized).
+  void AddSlot(testing::MirrorOptimizer& optimizer) {
+    optimizer.pending.push_back({.variable = vars[0],
+                                 .slot_name = "m",
+                                 .dtype = DT_FLOAT,
+                                 .shape = TensorShape({3}),
+                                 .key = ""});
+    optimizer.CreateSlots(scope);
+  }
+
   // A new variable, initialized, so a save can read it.
   std::shared_ptr<Variable> NewVariable(const std::string& name) {
     auto v = CountingVariable(scope, name, TensorShape({4}), 7.0f);
@@ -68,6 +78,27 @@ struct Program : testing::ModelProgram {
     return v;
   }
 };
+
+// ReachableObjects, the walk InitializeOrRestore makes for the initializers
+// a restore leaves, reaches the object graph's objects in its order: a
+// module reached by two edges, a reference back to the model, a slot.
+TEST(SavePlanTest, ReachableObjectsAreTheObjectGraphsObjects) {
+  Program p;
+  auto optimizer = std::make_shared<testing::MirrorOptimizer>();
+  p.inner->Track("optimizer", optimizer);
+  p.model->Track("inner_again", p.inner);
+  p.inner->TrackReference("up", p.model);
+  p.AddSlot(*optimizer);
+  const std::shared_ptr<Trackable> root = p.checkpoint->root();
+  std::vector<const Trackable*> want;
+  for (const auto& node : internal::BuildObjectGraph(root).nodes) want.push_back(node.object.get());
+  std::vector<const Trackable*> got;
+  for (const auto& object : internal::ReachableObjects(root)) got.push_back(object.get());
+  EXPECT_EQ(got, want);
+  // The root, model, v, inner, w, the optimizer and its slot at least.
+  EXPECT_GE(got.size(), 7u);
+  EXPECT_EQ(got.back(), optimizer->slot_by_key.begin()->second.get());
+}
 
 TEST(SavePlanTest, AnUnchangedModelIsSavedWithoutBuildingItsObjectGraphAgain) {
   const std::string dir = testing::NewTempDir("plan");
@@ -123,12 +154,7 @@ TEST_P(SavePlanChangeTest, InvalidatesThePlan) {
     p.inner->Track("x", p.NewVariable("x"));
     expected_key = "model/inner/x/.ATTRIBUTES/VARIABLE_VALUE";
   } else if (change == "slot") {
-    optimizer->pending.push_back({.variable = p.vars[0],
-                                  .slot_name = "m",
-                                  .dtype = DT_FLOAT,
-                                  .shape = TensorShape({3}),
-                                  .key = ""});
-    optimizer->CreateSlots(p.scope);
+    p.AddSlot(*optimizer);
     testing::RunOrFail(*p.session, {optimizer->slot_by_key.begin()->second->initializer()});
     expected_key = "model/v/.OPTIMIZER_SLOT/model/inner/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE";
   } else if (change == "expired reference") {
