@@ -6,6 +6,7 @@
 #define CKFLOW_CHECKPOINT_CHECKPOINT_OPTIONS_H_
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "base/cast.h"
@@ -14,6 +15,8 @@
 #include "checkpoint/group.h"
 
 namespace ckflow {
+
+class BundleReader;
 
 struct SaveOptions {
   // fsync the data files, the index and the directory before returning (and
@@ -97,6 +100,12 @@ struct RestoreOptions {
   // and checksummed, not as a second pass; the checkpoint is not changed.
   // Deferred restores (variables created later) convert under the same rule.
   CastRule cast = CastRule::kNone;
+
+  // The checkpoint already open (BundleReader::Open of the same prefix):
+  // Restore then neither reads nor parses its index again. For a program
+  // that restores one checkpoint into several models, or inspects it and
+  // then restores it. InvalidArgument if it was opened for another prefix.
+  std::shared_ptr<const BundleReader> reader;
 };
 
 }  // namespace ckflow

@@ -446,15 +446,21 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl,
 // The object graph of the checkpoint at `path`, read with one seek into its
 // index, parsed and checked (a restore needs the root node); a null proto
 // if the checkpoint has none (a name-based one).
-StatusOr<ParsedObjectGraph> ReadObjectGraph(const std::string& path, FileSystem* fs) {
-  CKFLOW_ASSIGN_OR_RETURN(
-      std::unique_ptr<BundleReader> one,
-      BundleReader::Open(path, {.fs = fs, .only_key = std::string(kObjectGraphKey)}));
-  CKFLOW_ASSIGN_OR_RETURN(ParsedObjectGraph parsed, ParseCheckpointObjectGraph(*one));
+// The checkpoint's object graph, read through `reader`; a null proto for a
+// name-based checkpoint.
+StatusOr<ParsedObjectGraph> ObjectGraphOf(const BundleReader& reader, const std::string& path) {
+  CKFLOW_ASSIGN_OR_RETURN(ParsedObjectGraph parsed, ParseCheckpointObjectGraph(reader));
   if (parsed.proto != nullptr && parsed.proto->nodes_size() == 0) {
     return DataLossError(path, ": the object graph has no nodes");
   }
   return parsed;
+}
+
+StatusOr<ParsedObjectGraph> ReadObjectGraph(const std::string& path, FileSystem* fs) {
+  CKFLOW_ASSIGN_OR_RETURN(
+      std::unique_ptr<BundleReader> one,
+      BundleReader::Open(path, {.fs = fs, .only_key = std::string(kObjectGraphKey)}));
+  return ObjectGraphOf(*one, path);
 }
 
 }  // namespace
@@ -474,19 +480,27 @@ StatusOr<LoadStatus> RestoreRoot(
   // The index (every entry, for the restore ops) and the object graph (one
   // entry, for matching) are read and parsed on two threads: for thousands
   // of variables each is a large part of Restore.
-  StatusOr<std::shared_ptr<const BundleReader>> reader = nullptr;
+  StatusOr<std::shared_ptr<const BundleReader>> reader = options.reader;
   StatusOr<ParsedObjectGraph> graph = ParsedObjectGraph{};
-  ParallelInvoke(
-      [&] {
-        StatusOr<std::unique_ptr<BundleReader>> opened =
-            BundleReader::Open(*save_path, {.fs = saver->file_system()});
-        if (opened.ok()) {
-          reader = std::shared_ptr<const BundleReader>(*std::move(opened));
-        } else {
-          reader = opened.status();
-        }
-      },
-      [&] { graph = ReadObjectGraph(*save_path, saver->file_system()); });
+  if (options.reader != nullptr) {
+    if (options.reader->prefix() != *save_path) {
+      return InvalidArgumentError("RestoreOptions::reader was opened for '",
+                                  options.reader->prefix(), "', not for '", *save_path, "'");
+    }
+    graph = ObjectGraphOf(*options.reader, *save_path);
+  } else {
+    ParallelInvoke(
+        [&] {
+          StatusOr<std::unique_ptr<BundleReader>> opened =
+              BundleReader::Open(*save_path, {.fs = saver->file_system()});
+          if (opened.ok()) {
+            reader = std::shared_ptr<const BundleReader>(*std::move(opened));
+          } else {
+            reader = opened.status();
+          }
+        },
+        [&] { graph = ReadObjectGraph(*save_path, saver->file_system()); });
+  }
   CKFLOW_RETURN_IF_ERROR(reader.status());
   CKFLOW_RETURN_IF_ERROR(graph.status());
   if (graph->proto == nullptr) {

@@ -106,6 +106,10 @@ class CheckpointTest : public ::testing::Test {
     return path.ok() ? *path : "";
   }
 
+  // Restores `path` into a new program, its objects built before Restore or
+  // (`deferred`) after it, and expects every value TrainAndSave saved.
+  void ExpectRestoresSaved(const std::string& path, const RestoreOptions& options, bool deferred);
+
   std::string dir_ = testing::NewTempDir("ckpt");
   std::map<std::string, Tensor> saved_;
 };
@@ -120,38 +124,61 @@ void ExpectSameValues(const std::map<std::string, Tensor>& a,
   }
 }
 
-TEST_F(CheckpointTest, RoundTripRestoresEveryValueBitExact) {
-  std::string path = TrainAndSave();
-  EXPECT_EQ(path, dir_ + "/ckpt-1");
-  EXPECT_EQ(saved_.size(), 10u);  // kernel, bias, step, 4 slots, 2 beta powers, save_counter
-
-  // Objects first, then restore, then the session: nothing deferred.
+void CheckpointTest::ExpectRestoresSaved(const std::string& path, const RestoreOptions& options,
+                                         bool deferred) {
   Program p;
-  p.BuildVariables(50);
-  p.BuildTrainOp();
+  if (!deferred) {
+    p.BuildVariables(50);
+    p.BuildTrainOp();
+  }
   p.MakeCheckpoint();
-  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, p.checkpoint->Restore(path));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, p.checkpoint->Restore(path, options));
   EXPECT_EQ(status.kind_name(), "CheckpointLoadStatus");
+  if (deferred) {
+    EXPECT_FALSE(status.AssertConsumed().ok());  // nothing built yet
+    p.BuildVariables(50);
+    p.BuildTrainOp();
+  }
   CKFLOW_EXPECT_OK(status.AssertConsumed());
   auto session = NewSession(p.scope);
   CKFLOW_ASSERT_OK(status.InitializeOrRestore(*session));
   ExpectSameValues(saved_, p.Values(*session));
 }
 
-TEST_F(CheckpointTest, DeferredRestoreFillsVariablesAndSlotsCreatedAfterRestore) {
+TEST_F(CheckpointTest, RoundTripRestoresEveryValueBitExact) {
   std::string path = TrainAndSave();
+  EXPECT_EQ(path, dir_ + "/ckpt-1");
+  EXPECT_EQ(saved_.size(), 10u);  // kernel, bias, step, 4 slots, 2 beta powers, save_counter
+  // Objects first, then restore, then the session: nothing deferred.
+  ExpectRestoresSaved(path, {}, /*deferred=*/false);
+}
+
+TEST_F(CheckpointTest, DeferredRestoreFillsVariablesAndSlotsCreatedAfterRestore) {
   // Restore first; the layer's variables and the optimizer's slots appear
   // later, as when a Keras layer builds on its first call.
+  ExpectRestoresSaved(TrainAndSave(), {}, /*deferred=*/true);
+}
+
+// One open reader serves restores into two programs, one of them deferred,
+// as Restore's own would.
+TEST_F(CheckpointTest, AnOpenReaderIsRestoredFromWithoutOpeningItAgain) {
+  const std::string path = TrainAndSave();
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::shared_ptr<const BundleReader> reader, BundleReader::Open(path));
+  for (const bool deferred : {false, true}) ExpectRestoresSaved(path, {.reader = reader}, deferred);
+}
+
+TEST_F(CheckpointTest, AReaderOfAnotherCheckpointIsInvalidArgument) {
+  const std::string path = TrainAndSave();
+  const std::string other = path.substr(0, path.size() - 1) + "2";
+  std::filesystem::copy_file(path + ".index", other + ".index");
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::shared_ptr<const BundleReader> reader,
+                              BundleReader::Open(other));
   Program p;
   p.MakeCheckpoint();
-  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, p.checkpoint->Restore(path));
-  EXPECT_FALSE(status.AssertConsumed().ok());  // nothing built yet
-  p.BuildVariables(50);
-  p.BuildTrainOp();
-  CKFLOW_EXPECT_OK(status.AssertConsumed());
-  auto session = NewSession(p.scope);
-  CKFLOW_ASSERT_OK(status.InitializeOrRestore(*session));
-  ExpectSameValues(saved_, p.Values(*session));
+  StatusOr<LoadStatus> status = p.checkpoint->Restore(path, {.reader = reader});
+  EXPECT_EQ(status.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.status().message()),
+              ::testing::AllOf(::testing::HasSubstr(path), ::testing::HasSubstr(other)));
 }
 
 TEST_F(CheckpointTest, SlotsRestoreWhenTheOptimizerIsBoundAfterItsVariables) {
