@@ -138,13 +138,15 @@ struct PlainEntry {
 };
 
 // Decodes the wire bytes of the entries writers produce (TensorFlow's and
-// this one's: each field once, dimensions without names) straight into
-// `out`, without protobuf's message objects: an index of many small
-// variables spends most of its parse allocating and freeing those. False for
-// anything else (slices, an unknown rank or field, a field twice, a rank
-// over kMaxRank, bytes that are not a valid message), which is then left to
-// protobuf: where this returns true, protobuf parses the same bytes to the
-// same fields (tests/bundle/plain_entry_test.cc checks it on random bytes).
+// this one's: dimensions without names, no slices) straight into `out`,
+// without protobuf's message objects: an index of many small variables
+// spent most of its parse allocating and freeing those. A scalar field
+// given twice keeps the last value, as protobuf does. False for anything
+// else (slices, an unknown rank or field, a second shape, which protobuf
+// would merge into the first, a rank over kMaxRank, bytes that are not a
+// valid message), which is then left to protobuf: where this returns true,
+// protobuf parses the same bytes to the same fields
+// (tests/bundle/plain_entry_test.cc checks it on random bytes).
 bool DecodePlainEntry(std::string_view bytes, PlainEntry* out);
 
 // The header of a bundle written by this host: num_shards, host byte order,
