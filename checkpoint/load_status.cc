@@ -443,11 +443,9 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl,
   std::vector<Output> restore_ops_;
 };
 
-// The object graph of the checkpoint at `path`, read with one seek into its
-// index, parsed and checked (a restore needs the root node); a null proto
-// if the checkpoint has none (a name-based one).
-// The checkpoint's object graph, read through `reader`; a null proto for a
-// name-based checkpoint.
+// The checkpoint's object graph, read through `reader`, parsed and checked
+// (a restore needs the root node); a null proto if the checkpoint has none
+// (a name-based one).
 StatusOr<ParsedObjectGraph> ObjectGraphOf(const BundleReader& reader, const std::string& path) {
   CKFLOW_ASSIGN_OR_RETURN(ParsedObjectGraph parsed, ParseCheckpointObjectGraph(reader));
   if (parsed.proto != nullptr && parsed.proto->nodes_size() == 0) {
@@ -456,6 +454,7 @@ StatusOr<ParsedObjectGraph> ObjectGraphOf(const BundleReader& reader, const std:
   return parsed;
 }
 
+// ObjectGraphOf the checkpoint at `path`, with one seek into its index.
 StatusOr<ParsedObjectGraph> ReadObjectGraph(const std::string& path, FileSystem* fs) {
   CKFLOW_ASSIGN_OR_RETURN(
       std::unique_ptr<BundleReader> one,
