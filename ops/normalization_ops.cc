@@ -195,14 +195,14 @@ int64_t RowsPerRun(int64_t channels) {
   return std::max<int64_t>(1, kRunElements / std::max<int64_t>(channels, 1));
 }
 
-// fn(offset, length, tiled) over rows [b, e): runs of RowsPerRun rows, then
-// the rows left one by one; `tiled` is false for those.
+// fn(offset, length) over rows [b, e): runs of RowsPerRun rows, then the
+// rows left one by one. A Tiled vector's head(length) fits either.
 template <typename Fn>
 void ForRuns(int64_t b, int64_t e, int64_t channels, Fn&& fn) {
   const int64_t run = RowsPerRun(channels);
   int64_t r = b;
-  for (; r + run <= e; r += run) fn(r * channels, run * channels, true);
-  for (; r < e; ++r) fn(r * channels, channels, false);
+  for (; r + run <= e; r += run) fn(r * channels, run * channels);
+  for (; r < e; ++r) fn(r * channels, channels);
 }
 
 template <typename T>
@@ -308,14 +308,10 @@ Status FusedBatchNormCompute(KernelContext& ctx, const BatchNormAttrs& attrs) {
   const Vector mean_run = Tiled<T>(mean), scaling_run = Tiled<T>(scaling),
                offset_run = Tiled<T>(offset);
   ForRows(rows, channels, 3, [&](int64_t b, int64_t e) {
-    ForRuns(b, e, channels, [&](int64_t at, int64_t length, bool tiled) {
-      const ConstArrayMap<T> x_at(xp + at, length);
-      ArrayMap<T> y_at(yp + at, length);
-      if (tiled) {
-        y_at = (x_at - mean_run) * scaling_run + offset_run;
-      } else {
-        y_at = (x_at - mean) * scaling + offset;
-      }
+    ForRuns(b, e, channels, [&](int64_t at, int64_t length) {
+      ArrayMap<T>(yp + at, length) =
+          (ConstArrayMap<T>(xp + at, length) - mean_run.head(length)) * scaling_run.head(length) +
+          offset_run.head(length);
     });
   });
   return OkStatus();
@@ -379,9 +375,8 @@ Status FusedBatchNormGradCompute(KernelContext& ctx, const BatchNormAttrs& attrs
     // The mean and variance were constants of the forward pass.
     const Eigen::Array<T, Eigen::Dynamic, 1> coef1_run = Tiled<T>(coef1);
     ForRows(rows, channels, 1, [&](int64_t b, int64_t e) {
-      ForRuns(b, e, channels, [&](int64_t at, int64_t length, bool tiled) {
-        ArrayMap<T>(dxp + at, length) =
-            ConstArrayMap<T>(dyp + at, length) * (tiled ? coef1_run : coef1);
+      ForRuns(b, e, channels, [&](int64_t at, int64_t length) {
+        ArrayMap<T>(dxp + at, length) = ConstArrayMap<T>(dyp + at, length) * coef1_run.head(length);
       });
     });
     return OkStatus();
@@ -396,15 +391,11 @@ Status FusedBatchNormGradCompute(KernelContext& ctx, const BatchNormAttrs& attrs
   const Vector coef1_run = Tiled<T>(coef1), dy_mean_run = Tiled<T>(dy_mean),
                mean_run = Tiled<T>(mean), coef2_run = Tiled<T>(coef2);
   ForRows(rows, channels, 4, [&](int64_t b, int64_t e) {
-    ForRuns(b, e, channels, [&](int64_t at, int64_t length, bool tiled) {
-      const ConstArrayMap<T> dy_at(dyp + at, length);
-      const ConstArrayMap<T> x_at(xp + at, length);
-      ArrayMap<T> dx_at(dxp + at, length);
-      if (tiled) {
-        dx_at = coef1_run * (dy_at - dy_mean_run - (x_at - mean_run) * coef2_run);
-      } else {
-        dx_at = coef1 * (dy_at - dy_mean - (x_at - mean) * coef2);
-      }
+    ForRuns(b, e, channels, [&](int64_t at, int64_t length) {
+      ArrayMap<T>(dxp + at, length) =
+          coef1_run.head(length) *
+          (ConstArrayMap<T>(dyp + at, length) - dy_mean_run.head(length) -
+           (ConstArrayMap<T>(xp + at, length) - mean_run.head(length)) * coef2_run.head(length));
     });
   });
   return OkStatus();
