@@ -8,6 +8,8 @@
 #include <string>
 #include <type_traits>
 
+#include "base/denormal_internal.h"
+
 namespace ckflow {
 
 namespace {
@@ -335,6 +337,7 @@ bool VisitNumber(DataType dtype, F&& f) {
 }  // namespace
 
 void CastElements(DataType from, const void* src, DataType to, void* dst, int64_t n) {
+  const internal::ScopedDenormals ieee(false);
   VisitNumber(from, [&](auto from_tag) {
     using From = typename decltype(from_tag)::type;
     VisitNumber(to, [&](auto to_tag) {

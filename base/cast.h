@@ -55,7 +55,9 @@ std::string CastRefusal(DataType from, DataType to, CastRule rule);
 // Converts `n` elements at `src` (of dtype `from`, in memory order, not
 // necessarily aligned) to `to` at `dst`, with kAny's arithmetic (kWidening's
 // conversions are exact under it). Both must be types CastAllowed(from, to,
-// kAny) admits, and neither a string.
+// kAny) admits, and neither a string. Subnormals are kept, as IEEE
+// arithmetic and NumPy keep them, even on a thread that flushes them (a
+// kernel's).
 void CastElements(DataType from, const void* src, DataType to, void* dst, int64_t n);
 
 }  // namespace ckflow

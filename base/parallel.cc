@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "base/denormal_internal.h"
 #include "base/parallel_internal.h"
 #include "base/tsan_internal.h"
 
@@ -23,19 +24,24 @@ thread_local int intra_op_threads = 0;
 // states the edges libtbb makes out of TSan's sight: each copy is published
 // by its maker, so the caller's writes happen before every chunk, and every
 // chunk happens before ParallelFor returns. Chunks stay unordered among
-// themselves.
+// themselves. Every chunk runs in the caller's denormal mode, whichever
+// thread takes it, so a loop's bits do not depend on the threads.
 class ParallelForBody {
  public:
   using Fn = std::function<void(int64_t, int64_t)>;
 
-  explicit ParallelForBody(const Fn& fn) : fn_(&fn) { internal::TsanRelease(this); }
-  ParallelForBody(const ParallelForBody& other) : fn_((internal::TsanAcquire(&other), other.fn_)) {
+  explicit ParallelForBody(const Fn& fn) : fn_(&fn), flush_(internal::FlushesDenormals()) {
+    internal::TsanRelease(this);
+  }
+  ParallelForBody(const ParallelForBody& other)
+      : fn_((internal::TsanAcquire(&other), other.fn_)), flush_(other.flush_) {
     internal::TsanRelease(this);
   }
   ParallelForBody& operator=(const ParallelForBody&) = delete;
 
   void operator()(const tbb::blocked_range<int64_t>& r) const {
     internal::TsanAcquire(this);
+    const internal::ScopedDenormals denormals(flush_);
     (*fn_)(r.begin(), r.end());
     internal::TsanRelease(Done(fn_));
   }
@@ -44,6 +50,7 @@ class ParallelForBody {
 
  private:
   const Fn* fn_;
+  const bool flush_;
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "base/denormal_internal.h"
 #include "graph/graph.h"
 
 namespace ckflow {
@@ -31,7 +32,11 @@ Status EagerContext::Execute(Node& node) {
   if (!kernel.ok()) return kernel.status().WithContext(where());
   std::vector<Tensor> outputs(node.num_outputs());
   KernelContext ctx(node, inputs, std::span<Tensor>(outputs), *resources_, file_system_);
-  if (Status s = (*kernel)(ctx); !s.ok()) return s.WithContext(where());
+  {
+    // Subnormals flushed to zero, as in a session and in TensorFlow.
+    const internal::ScopedDenormals denormals(true);
+    if (Status s = (*kernel)(ctx); !s.ok()) return s.WithContext(where());
+  }
   for (int i = 0; i < node.num_outputs(); ++i) {
     if (outputs[i].dtype() != node.output_type(i)) {
       return InternalError(where(), ": output ", i, " is ", DataTypeName(outputs[i].dtype()),

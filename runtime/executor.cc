@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "base/denormal_internal.h"
 #include "base/parallel.h"
 #include "base/parallel_internal.h"
 #include "base/tsan_internal.h"
@@ -426,6 +427,8 @@ class Executor {
         pn.num_releases > 0 ? Forwardable(pn) : 0);
     Status s;
     const int outer_limit = intra_op_threads_ == 0 ? 0 : SetIntraOpThreads(intra_op_threads_);
+    // Subnormals flushed to zero, as TensorFlow runs its kernels.
+    const ScopedDenormals denormals(true);
     // The kernel boundary: whatever a kernel throws becomes a Status.
     try {
       s = (*pn.kernel)(ctx);

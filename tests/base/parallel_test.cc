@@ -1,6 +1,7 @@
 // ParallelFor: every index is visited once, the caller's writes are seen by
 // every chunk and the chunks' writes by the caller (which `./run.sh tsan`
-// checks), under several oneTBB parallelism limits.
+// checks), under several oneTBB parallelism limits; every chunk runs in the
+// caller's denormal mode.
 #include "base/parallel.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "base/denormal_internal.h"
 
 namespace ckflow {
 namespace {
@@ -60,6 +63,42 @@ TEST_P(ParallelForTest, ParallelInvokeRunsBothAndPublishesTheirWrites) {
     ASSERT_EQ(std::count(a.begin(), a.end(), round), 1000) << "round " << round;
     ASSERT_EQ(std::count(b.begin(), b.end(), round + 1), 1000) << "round " << round;
   }
+}
+
+// A chunk computes a subnormal product: 0 when the caller flushes
+// subnormals, the IEEE value when it keeps them, whichever thread runs it.
+TEST_P(ParallelForTest, ChunksRunInTheCallersDenormalMode) {
+  if (internal::kFlushDenormalBits == 0) GTEST_SKIP() << "no denormal mode on this CPU";
+  constexpr int64_t kN = 1 << 14;
+  volatile float tiny = 1e-20f;  // not folded at compile time
+  std::vector<float> out(kN);
+  for (bool flush : {true, false, true}) {
+    const internal::ScopedDenormals mode(flush);
+    ASSERT_EQ(internal::FlushesDenormals(), flush);
+    std::atomic<int64_t> wrong_mode{0};
+    ParallelFor(kN, 1000, [&](int64_t begin, int64_t end) {
+      if (internal::FlushesDenormals() != flush) wrong_mode.fetch_add(1);
+      for (int64_t i = begin; i < end; ++i) out[i] = tiny * tiny;
+    });
+    EXPECT_EQ(wrong_mode.load(), 0) << "flush " << flush;
+    const float want = flush ? 0.0f : 1e-20f * 1e-20f;
+    EXPECT_EQ(std::count(out.begin(), out.end(), want), kN) << "flush " << flush;
+  }
+}
+
+TEST(ScopedDenormalsTest, NestedScopesRestoreTheModeTheyFound) {
+  if (internal::kFlushDenormalBits == 0) GTEST_SKIP() << "no denormal mode on this CPU";
+  const bool before = internal::FlushesDenormals();
+  {
+    const internal::ScopedDenormals outer(!before);
+    EXPECT_EQ(internal::FlushesDenormals(), !before);
+    {
+      const internal::ScopedDenormals inner(before);
+      EXPECT_EQ(internal::FlushesDenormals(), before);
+    }
+    EXPECT_EQ(internal::FlushesDenormals(), !before);
+  }
+  EXPECT_EQ(internal::FlushesDenormals(), before);
 }
 
 }  // namespace

@@ -187,6 +187,39 @@ TEST_F(RestoreCastTest, AnyNarrowsAndSaturatesAlsoForVariablesCreatedLater) {
   }
 }
 
+// Kernels run with subnormals flushed to zero (as TensorFlow's do), but a
+// restore's conversion keeps IEEE arithmetic: a float64 1e-40 becomes the
+// float32 subnormal nearest it, and a float32 subnormal widens exactly, in
+// a small tensor and in one of 300,000 elements (parallel chunks).
+TEST_F(RestoreCastTest, AConversionKeepsSubnormals) {
+  auto filled = [](DataType dtype, int64_t n, double value) {
+    std::vector<double> wide(static_cast<size_t>(n), value);
+    Tensor t(dtype, TensorShape({n}));
+    CastElements(DT_DOUBLE, wide.data(), dtype, t.raw_data(), n);
+    return t;
+  };
+  const NamedValues saved = {{"narrow", filled(DT_DOUBLE, 3, 1e-40)},
+                             {"large", filled(DT_DOUBLE, 300000, -3e-39)},
+                             {"wide", filled(DT_FLOAT, 4, 2e-44)}};
+  const std::map<std::string, DataType> into = {
+      {"narrow", DT_FLOAT}, {"large", DT_FLOAT}, {"wide", DT_DOUBLE}};
+  const std::string path = Save(saved);
+  Program p;
+  for (const auto& [name, value] : saved) p.Add(name, into.at(name), value.NumElements());
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, p.Make().Restore(path, {.cast = CastRule::kAny}));
+  auto session = NewSession(p.scope);
+  CKFLOW_ASSERT_OK(status.RunRestoreOps(*session));
+  for (const auto& [name, value] : saved) {
+    const Tensor want = Converted(value, into.at(name));
+    const bool narrowed = into.at(name) == DT_FLOAT;
+    ASSERT_EQ(
+        narrowed ? std::fpclassify(want.flat<float>()[0]) : std::fpclassify(want.flat<double>()[0]),
+        narrowed ? FP_SUBNORMAL : FP_NORMAL)
+        << name;
+    EXPECT_TRUE(SameBytes(ValueOf(*session, *p.vars[name]), want)) << name;
+  }
+}
+
 // The same checkpoint restored twice under two rules builds two restore
 // ops: the op cached for one rule must not serve the other.
 TEST_F(RestoreCastTest, ARestoreUnderAnotherRuleDoesNotReuseTheCachedOp) {

@@ -47,6 +47,49 @@ TEST(EagerScopeTest, OpsRunWhenCalled) {
   EXPECT_EQ(c.shape(), PartialShape({2, 2}));
 }
 
+// Kernels run with subnormals flushed to zero, as TensorFlow's do, in a
+// session and eagerly alike: a product under the smallest normal is 0, and
+// a logit 1e9 under its row's maximum gets a probability of exactly 0
+// (Eigen's exp alone returns a subnormal there), also in rows that a
+// ParallelFor hands to other threads.
+TEST(EagerScopeTest, SubnormalsFlushToZeroInSessionsAndEagerly) {
+  constexpr int64_t kRows = 64, kCols = 256;
+  std::vector<float> logits(kRows * kCols);
+  for (int64_t i = 0; i < kRows; ++i) {
+    for (int64_t j = 0; j < kCols; ++j) {
+      logits[i * kCols + j] = j > 4 * i ? -1e9f : 0.01f * static_cast<float>(j % 7);
+    }
+  }
+  auto build = [&](const Scope& s) {
+    return std::vector<Output>{ops::Mul(s, ops::Const<float>(s, {1e-20f, 2e-18f}), 1e-20f),
+                               ops::Mul(s, ops::Const<double>(s, {1e-160, 1e-140}), 1e-160),
+                               ops::Softmax(s, ops::Const<float>(s, logits, {kRows, kCols}))};
+  };
+  Scope graph = Scope::NewRootScope();
+  const std::vector<Output> fetches = build(graph);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  auto session = *Session::Create(graph.graph());
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> ran, session->Run({}, fetches, {}));
+  Scope eager = Scope::NewEagerScope();
+  const std::vector<Output> eagerly = build(eager);
+  ASSERT_TRUE(eager.ok()) << eager.status();
+  for (const Tensor& t : {ran[0], eagerly[0].value()}) {
+    EXPECT_EQ(t.flat<float>()[0], 0.0f);
+    EXPECT_EQ(t.flat<float>()[1], 2e-18f * 1e-20f);  // 2e-38, normal
+  }
+  for (const Tensor& t : {ran[1], eagerly[1].value()}) {
+    EXPECT_EQ(t.flat<double>()[0], 0.0);
+    EXPECT_EQ(t.flat<double>()[1], 1e-140 * 1e-160);
+  }
+  EXPECT_TRUE(SameTensor(eagerly[2].value(), ran[2]));
+  int64_t wrong = 0;
+  for (int64_t k = 0; k < kRows * kCols; ++k) {
+    const float p = ran[2].flat<float>()[k];
+    wrong += logits[k] < -1 ? p != 0.0f : !(p > 0.0f);
+  }
+  EXPECT_EQ(wrong, 0) << "probabilities of masked logits not exactly 0, or of kept ones not > 0";
+}
+
 TEST(EagerScopeTest, BuildErrorsAreTheGraphModeStatus) {
   Scope graph = Scope::NewRootScope();
   ops::MatMul(graph, ops::Const<float>(graph, {1, 2, 3, 4, 5, 6}, {2, 3}),
