@@ -3,6 +3,7 @@
 #include "ops/math_ops.h"
 
 #include <cmath>
+#include <numbers>
 #include <string>
 #include <unsupported/Eigen/SpecialFunctions>
 #include <utility>
@@ -201,6 +202,40 @@ struct ErfcFn : CwiseTraits {
 #endif
   }
 };
+// The exact GELU, tf.nn.gelu's 0.5 * x * erfc(-x * c), and its gradient,
+// each one pass over memory where TensorFlow's graph (and the composite
+// ckflow built before) makes five forward and ten backward. Each element
+// goes through the composite's operations in its order, with its
+// constants (c a float32 literal, as TensorFlow's), so the values are the
+// composite's: the forward bit for bit, the gradient but for the rounding a
+// fused multiply-add may save in its last sum.
+template <typename S>
+constexpr S kGeluC = static_cast<S>(0.7071067811865476f);
+struct GeluFn : CwiseTraits {
+  static constexpr int64_t kCost = kTranscendentalCost;
+  template <typename A>
+  static auto Eval(const A& x) {
+    using S = typename A::Scalar;
+    return (x * S(0.5)) * ErfcFn::Eval((-x) * kGeluC<S>);
+  }
+};
+// d/dx of (0.5 x) * erfc(u), u = -x c, as the composite's gradients take
+// it: dy * erfc(u) * 0.5 from the first factor, and from the second
+// -(dy * 0.5 x * (-2 / sqrt(pi)) * exp(-u^2) * c) (ErfcGrad's order of
+// products).
+struct GeluGradFn : CwiseTraits {  // (gradients, features)
+  static constexpr bool kBroadcasts = false;
+  static constexpr int64_t kCost = 2 * kTranscendentalCost;
+  template <typename A, typename B>
+  static auto Eval(const A& dy, const B& x) {
+    using S = typename A::Scalar;
+    const auto u = (-x) * kGeluC<S>;
+    const auto from_erfc =
+        ((dy * (x * S(0.5))) * S(-2 * std::numbers::inv_sqrtpi)) * (-u.square()).exp();
+    return -(from_erfc * kGeluC<S>)+(dy * ErfcFn::Eval(u)) * S(0.5);
+  }
+};
+
 struct ReciprocalFn : CwiseTraits {
   static constexpr int64_t kCost = 4;
   template <typename A>
@@ -285,6 +320,8 @@ Status RegisterMathOps(OpRegistry& r) {
   CKFLOW_RETURN_IF_ERROR(RegisterUnary<ReciprocalFn>(r, "Reciprocal"));
   CKFLOW_RETURN_IF_ERROR(RegisterUnary<ErfFn>(r, "Erf"));
   CKFLOW_RETURN_IF_ERROR(RegisterUnary<ErfcFn>(r, "Erfc"));
+  CKFLOW_RETURN_IF_ERROR(RegisterUnary<GeluFn>(r, "Gelu", "features"));
+  CKFLOW_RETURN_IF_ERROR(RegisterBinary<GeluGradFn>(r, "GeluGrad", "gradients", "features"));
   CKFLOW_RETURN_IF_ERROR(RegisterOp(
       r, {.type = "AddN",
           .inputs = {"inputs"},

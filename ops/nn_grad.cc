@@ -3,6 +3,7 @@
 // Dropout is a composite of ops with gradients (Mul, SelectV2).
 
 #include <initializer_list>
+#include <numbers>
 #include <utility>
 #include <vector>
 
@@ -138,6 +139,30 @@ Status TanhGradGrad(const Scope& scope, const Node& op, const std::vector<Output
   return OkStatus();
 }
 
+// The exact GELU differentiates through its input, as the composite does.
+Status GeluGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
+                std::vector<Output>* dx) {
+  (*dx)[0] = ops::GeluGrad(scope, dz[0], op.input(0));
+  return OkStatus();
+}
+
+Status GeluGradGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
+                    std::vector<Output>* dx) {
+  // GeluGrad(dy, x) = dy * gelu'(x): d/d dy = gelu'(x), d/dx = dy *
+  // gelu''(x) = dy * (2 - x^2) * exp(-x^2 / 2) / sqrt(2 pi).
+  const Output dy = op.input(0);
+  const Output x = op.input(1);
+  const DataType dtype = x.dtype();
+  (*dx)[0] = ops::GeluGrad(scope, dz[0], x);
+  Output x2 = ops::Square(scope, x);
+  Output density =
+      ops::Mul(scope, ops::Exp(scope, ops::Mul(scope, x2, ScalarLike(scope, dtype, -0.5))),
+               ScalarLike(scope, dtype, 0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2));
+  (*dx)[1] = ops::Mul(scope, ops::Mul(scope, dz[0], dy),
+                      ops::Mul(scope, ops::Sub(scope, ScalarLike(scope, dtype, 2), x2), density));
+  return OkStatus();
+}
+
 Status BiasAddGrad(const Scope& scope, const Node&, const std::vector<Output>& dz,
                    std::vector<Output>* dx) {
   (*dx)[0] = dz[0];
@@ -234,6 +259,8 @@ Status RegisterNnGradients(GradientRegistry& r) {
            {"Elu", EluGrad},
            {"Selu", SeluGrad},
            {"Softplus", SoftplusGrad},
+           {"Gelu", GeluGrad},
+           {"GeluGrad", GeluGradGrad},
            {"ReluGrad", PiecewiseLinearGradGrad<ops::ReluGrad>},
            {"Relu6Grad", PiecewiseLinearGradGrad<ops::Relu6Grad>},
            {"LeakyReluGrad", LeakyReluGradGrad},

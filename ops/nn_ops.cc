@@ -498,6 +498,9 @@ Output Relu(const Scope& scope, Input features) { return BuildOp(scope, "Relu", 
 Output Sigmoid(const Scope& scope, Input x) { return BuildOp(scope, "Sigmoid", {x}); }
 Output Tanh(const Scope& scope, Input x) { return BuildOp(scope, "Tanh", {x}); }
 
+Output GeluGrad(const Scope& scope, Input gradients, Input features) {
+  return BuildOp(scope, "GeluGrad", {gradients, features});
+}
 Output ReluGrad(const Scope& scope, Input gradients, Input features) {
   return BuildOp(scope, "ReluGrad", {gradients, features});
 }
@@ -662,6 +665,9 @@ Output Dropout(const Scope& scope, Input x, double rate, const DropoutAttrs& att
 }
 
 Output Gelu(const Scope& scope, Input features, bool approximate) {
+  // The exact form is one kernel of the composite's operations (math_ops.cc,
+  // GeluFn).
+  if (!approximate) return BuildOp(scope, "Gelu", {features});
   const Scope s = scope.NewSubScope("Gelu");
   Output x = features.ToOutput(s);
   if (!x.valid()) return x;
@@ -672,13 +678,9 @@ Output Gelu(const Scope& scope, Input features, bool approximate) {
   // TensorFlow casts two of its constants from float32 literals, so in
   // float64 they carry float32's rounding; so do these.
   auto float32_literal = [&](float v) { return scalar(v); };
-  if (approximate) {
-    Output cube = Mul(s, float32_literal(0.044715f), Pow(s, x, scalar(3)));
-    Output inner = Tanh(s, Mul(s, scalar(0.7978845608028654), Add(s, x, cube)));
-    return Mul(s, Mul(s, scalar(0.5), x), Add(s, scalar(1), inner));
-  }
-  Output half_x = Mul(s, scalar(0.5), x);
-  return Mul(s, half_x, Erfc(s, Mul(s, Neg(s, x), float32_literal(0.7071067811865476f))));
+  Output cube = Mul(s, float32_literal(0.044715f), Pow(s, x, scalar(3)));
+  Output inner = Tanh(s, Mul(s, scalar(0.7978845608028654), Add(s, x, cube)));
+  return Mul(s, Mul(s, scalar(0.5), x), Add(s, scalar(1), inner));
 }
 
 Output DropoutWithUniform(const Scope& scope, Input x, double rate, Input uniform) {

@@ -38,10 +38,13 @@ Output Selu(const Scope& scope, Input features);
 // exp(x) for x < -13.94: TensorFlow's thresholds.
 Output Softplus(const Scope& scope, Input features);
 Output Sigmoid(const Scope& scope, Input x);  // 1 / (1 + exp(-x))
-// tf.nn.gelu: x * P(X <= x) for a standard normal X, built from TensorFlow's
-// ops as TensorFlow 2.21 builds it (in name scope "Gelu"): exactly, 0.5 * x
-// * erfc(-x / sqrt(2)); with `approximate`, 0.5 * x * (1 + tanh(sqrt(2 /
-// pi) * (x + 0.044715 * x^3))). Gradients flow through those ops.
+// tf.nn.gelu: x * P(X <= x) for a standard normal X. Exactly, 0.5 * x *
+// erfc(-x / sqrt(2)): one "Gelu" op whose kernel takes each element
+// through the operations TensorFlow 2.21's tf.nn.gelu builds (the same
+// values), with "GeluGrad" as its gradient (not differentiable again). With
+// `approximate`, 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))),
+// built from TensorFlow's ops as TensorFlow builds it (in name scope
+// "Gelu"); gradients flow through those ops.
 Output Gelu(const Scope& scope, Input features, bool approximate = false);
 Output Tanh(const Scope& scope, Input x);
 
@@ -59,6 +62,8 @@ Output LeakyReluGrad(const Scope& scope, Input gradients, Input features, float 
 Output EluGrad(const Scope& scope, Input gradients, Input outputs);
 Output SeluGrad(const Scope& scope, Input gradients, Input outputs);
 Output SoftplusGrad(const Scope& scope, Input gradients, Input features);
+// The exact Gelu's: gradients * d gelu(features) / d features.
+Output GeluGrad(const Scope& scope, Input gradients, Input features);
 Output SigmoidGrad(const Scope& scope, Input y, Input dy);
 Output TanhGrad(const Scope& scope, Input y, Input dy);
 

@@ -526,6 +526,7 @@ std::vector<GradCase> VisionCases() {
        [](const Scope& s, const Inputs& x) { return ops::SeluGrad(s, x[0], ops::Selu(s, x[1])); }},
       {"SoftplusGrad",
        [](const Scope& s, const Inputs& x) { return ops::SoftplusGrad(s, x[0], x[1]); }},
+      {"GeluGrad", [](const Scope& s, const Inputs& x) { return ops::GeluGrad(s, x[0], x[1]); }},
   };
   for (const auto& [name, fn] : grads) {
     cases.push_back({.name = name, .shapes = {{2, 3}, {2, 3}}, .f = fn});
