@@ -427,8 +427,6 @@ class Executor {
         pn.num_releases > 0 ? Forwardable(pn) : 0);
     Status s;
     const int outer_limit = intra_op_threads_ == 0 ? 0 : SetIntraOpThreads(intra_op_threads_);
-    // Subnormals flushed to zero, as TensorFlow runs its kernels.
-    const ScopedDenormals denormals(true);
     // The kernel boundary: whatever a kernel throws becomes a Status.
     try {
       s = (*pn.kernel)(ctx);
@@ -542,6 +540,9 @@ class Executor {
 
 void NodeTask::operator()() const {
   TsanAcquire(this);
+  // Kernels flush subnormals to zero, as TensorFlow runs them; set once
+  // per task, not per node, since each change of mode writes MXCSR.
+  const ScopedDenormals denormals(true);
   executor_->RunTask(ids_, count_, decrement_);
 }
 
@@ -559,6 +560,9 @@ Status ExecutionPlan::Run(std::span<const Feed> feeds, ResourceMgr& resources,
 
   // One thread gains nothing from tasks: run the nodes in order.
   serial = serial || MaxParallelism() <= 1;
+  // This thread's kernels flush subnormals to zero (NodeTask sets the same
+  // on the threads that take tasks).
+  const ScopedDenormals denormals(true);
   Status status;
   if (serial) {
     Executor executor(*this, *state, resources, file_system, bundle_reader, nullptr, false,
