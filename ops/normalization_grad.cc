@@ -1,7 +1,7 @@
 // Gradients of the normalization ops (normalization_ops.cc), as
 // TensorFlow's: FusedBatchNormV3's gradient flows from y into x, scale and
 // offset through FusedBatchNormGradV3; its mean and variance inputs and its
-// statistics outputs carry none.
+// statistics outputs carry none. LayerNorm's flows through LayerNormGrad.
 
 #include <string>
 #include <vector>
@@ -31,10 +31,18 @@ Status FusedBatchNormGrad(const Scope& scope, const Node& op, const std::vector<
   return OkStatus();
 }
 
+Status LayerNormGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz,
+                     std::vector<Output>* dx) {
+  (*dx)[0] =
+      ops::LayerNormGrad(scope, dz[0], op.input(0), op.attrs().GetOr<float>("epsilon", 1e-3f));
+  return OkStatus();
+}
+
 }  // namespace
 
 Status RegisterNormalizationGradients(GradientRegistry& r) {
-  return r.Register("FusedBatchNormV3", FusedBatchNormGrad);
+  CKFLOW_RETURN_IF_ERROR(r.Register("FusedBatchNormV3", FusedBatchNormGrad));
+  return r.Register("LayerNorm", LayerNormGrad);
 }
 
 }  // namespace ckflow::internal

@@ -422,6 +422,104 @@ AttrMap BatchNormAttrMap(const ops::FusedBatchNormAttrs& attrs, bool forward) {
   return a;
 }
 
+// ------------------------------------------------------------- LayerNorm
+
+// Each row of x's last axis normalized to mean 0 and variance 1: what
+// tf_keras' LayerNormalization asks of FusedBatchNormV3 (x as NCHW [1,
+// rows, features, 1], scale 1, offset 0), without the reshapes.
+
+StatusOr<float> LayerNormEpsilon(const AttrMap& attrs) {
+  const float epsilon = attrs.GetOr<float>("epsilon", 1e-3f);
+  if (!std::isfinite(epsilon) || epsilon < 0) {
+    return InvalidArgumentError("attribute epsilon is ", epsilon, ", but must be finite and >= 0");
+  }
+  return epsilon;
+}
+
+Status LayerNormShapeFn(InferenceContext& c) {
+  CKFLOW_RETURN_IF_ERROR(LayerNormEpsilon(*c.attrs).status());
+  const int n = static_cast<int>(c.input_types.size());
+  const char* args[] = {"y_backprop", "x"};
+  for (int i = 0; i < n; ++i) {
+    const char* arg = n == 1 ? "x" : args[i];
+    CKFLOW_RETURN_IF_ERROR(CheckDtype(c, i, arg, kFloatTypes));
+    CKFLOW_RETURN_IF_ERROR(CheckRank(c, i, arg, 1, std::numeric_limits<int>::max()));
+  }
+  PartialShape shape = c.input_shapes[0];
+  if (n == 2) {
+    CKFLOW_RETURN_IF_ERROR(CheckSameDtype(c, 0, args[0], 1, args[1]));
+    StatusOr<PartialShape> merged = shape.Merge(c.input_shapes[1]);
+    if (!merged.ok()) {
+      return InvalidArgumentError("shapes must be equal: y_backprop is ", shape.ToString(), " (",
+                                  InputName(c, 0), "), x is ", c.input_shapes[1].ToString(), " (",
+                                  InputName(c, 1), ")");
+    }
+    shape = *std::move(merged);
+  }
+  c.AddOutput(c.input_types[0], std::move(shape));
+  return OkStatus();
+}
+
+// A row's mean and 1 / sqrt(variance + epsilon), in T as TensorFlow's
+// kernel computes them, the biased variance from a second pass over the
+// row (in cache by then). Sums of T run vectorized; double would not.
+template <typename T>
+struct RowMoments {
+  T mean;
+  T inv_std;
+  RowMoments(const T* x, int64_t n, float epsilon) {
+    ConstArrayMap<T> row(x, n);
+    mean = row.sum() / static_cast<T>(n);
+    const T variance = (row - mean).square().sum() / static_cast<T>(n);
+    inv_std = T(1) / std::sqrt(variance + static_cast<T>(epsilon));
+  }
+};
+
+template <typename T, bool kGrad>
+Status LayerNormCompute(KernelContext& ctx, float epsilon) {
+  const Tensor& x = ctx.input(kGrad ? 1 : 0);
+  if (x.shape().rank() < 1) return InvalidArgumentError("x must have rank >= 1, got a scalar");
+  if (kGrad && ctx.input(0).shape() != x.shape()) {
+    return InvalidArgumentError("shapes must be equal: y_backprop is ",
+                                ctx.input(0).shape().ToString(), ", x is ", x.shape().ToString());
+  }
+  const int64_t n = x.shape().dim(x.shape().rank() - 1);
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * out,
+                          ctx.ForwardInputOrAllocateOutput(0, 0, x.dtype(), x.shape()));
+  if (x.NumElements() == 0) return OkStatus();
+  const T* xd = x.flat<T>().data();
+  const T* dyd = kGrad ? ctx.input(0).flat<T>().data() : nullptr;
+  T* o = out->flat<T>().data();
+  ParallelRange(x.NumElements() / n, n * 8, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const RowMoments<T> m(xd + r * n, n, epsilon);
+      const auto normalized = (ConstArrayMap<T>(xd + r * n, n) - m.mean) * m.inv_std;
+      ArrayMap<T> row(o + r * n, n);
+      if constexpr (!kGrad) {
+        row = normalized;
+      } else {
+        // d/dx of (x - mean) * inv_std over the row: inv_std * (dy -
+        // mean(dy) - y * mean(dy * y)), y the normalized row.
+        ConstArrayMap<T> dy(dyd + r * n, n);
+        const T dy_mean = dy.sum() / static_cast<T>(n);
+        const T dyy_mean = (dy * normalized).sum() / static_cast<T>(n);
+        row = m.inv_std * ((dy - dy_mean) - normalized * dyy_mean);
+      }
+    }
+  });
+  return OkStatus();
+}
+
+template <bool kGrad>
+StatusOr<Kernel> LayerNormKernel(const Node& node) {
+  CKFLOW_ASSIGN_OR_RETURN(const float epsilon, LayerNormEpsilon(node.attrs()));
+  return DispatchFloat(node.output_type(0), [epsilon](auto tag) -> StatusOr<Kernel> {
+    using T = typename decltype(tag)::type;
+    return Kernel(
+        [epsilon](KernelContext& ctx) { return LayerNormCompute<T, kGrad>(ctx, epsilon); });
+  });
+}
+
 }  // namespace
 }  // namespace internal
 
@@ -436,6 +534,14 @@ Status RegisterNormalizationOps(OpRegistry& r) {
                                         .inputs = {std::begin(kGradArgs), std::end(kGradArgs)},
                                         .shape_fn = FusedBatchNormGradShapeFn,
                                         .kernel_factory = BatchNormKernel<true>}));
+  CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "LayerNorm",
+                                        .inputs = {"x"},
+                                        .shape_fn = LayerNormShapeFn,
+                                        .kernel_factory = LayerNormKernel<false>}));
+  CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "LayerNormGrad",
+                                        .inputs = {"y_backprop", "x"},
+                                        .shape_fn = LayerNormShapeFn,
+                                        .kernel_factory = LayerNormKernel<true>}));
   return OkStatus();
 }
 
@@ -487,6 +593,18 @@ FusedBatchNormGradOutputs FusedBatchNormGrad(const Scope& scope, Input y_backpro
                           internal::BatchNormAttrMap(attrs, false));
   if (node == nullptr) return {};
   return {Output(node, 0), Output(node, 1), Output(node, 2)};
+}
+
+Output LayerNorm(const Scope& scope, Input x, float epsilon) {
+  AttrMap attrs;
+  attrs.Set("epsilon", epsilon);
+  return internal::BuildOp(scope, "LayerNorm", {x}, std::move(attrs));
+}
+
+Output LayerNormGrad(const Scope& scope, Input y_backprop, Input x, float epsilon) {
+  AttrMap attrs;
+  attrs.Set("epsilon", epsilon);
+  return internal::BuildOp(scope, "LayerNormGrad", {y_backprop, x}, std::move(attrs));
 }
 
 Output AssignMovingAverage(const Scope& scope, const Variable& variable, Input value,

@@ -114,6 +114,16 @@ FusedBatchNormGradOutputs FusedBatchNormGrad(const Scope& scope, Input y_backpro
                                              Input reserve_space_2, Input reserve_space_3,
                                              const FusedBatchNormAttrs& attrs = {});
 
+// Each row of x's last axis normalized: (x - mean) / sqrt(variance +
+// epsilon), with the row's mean and biased variance. tf_keras'
+// LayerNormalization asks this of FusedBatchNormV3 (scale 1, offset 0) for
+// float32 and epsilon >= 1.001e-5, then applies gamma and beta itself;
+// ckflow's LayerNormalization does the same with this op. float32 or
+// float64, rank >= 1. Its gradient is LayerNormGrad (not differentiable
+// again): the gradient with respect to x, given y_backprop (x's shape).
+Output LayerNorm(const Scope& scope, Input x, float epsilon);
+Output LayerNormGrad(const Scope& scope, Input y_backprop, Input x, float epsilon);
+
 // tf-keras' graph-mode moving-average update of `variable` towards `value`:
 // variable.assign_sub((variable - value) * (1 - momentum)), the decay
 // 1 - momentum computed in double and rounded to the variable's dtype.

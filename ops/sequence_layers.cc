@@ -9,6 +9,7 @@
 #include "ops/layers_internal.h"
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
+#include "ops/normalization_ops.h"
 #include "ops/ops_internal.h"
 
 namespace ckflow {
@@ -166,9 +167,18 @@ Status LayerNormalization::Build(const Scope& scope, const Output& input) {
 }
 
 Output LayerNormalization::Call(const Scope& scope, Output input) {
-  // tf.nn.moments, then tf.nn.batch_normalization: x * inv + (beta -
-  // mean * inv) with inv = gamma / sqrt(variance + epsilon).
   const DataType dtype = input.dtype();
+  // tf_keras' rule: float32 with an epsilon fused_batch_norm would not
+  // raise normalizes in one fused op (FusedBatchNormV3 there, LayerNorm
+  // here), then multiplies by gamma and adds beta.
+  if (dtype == DT_FLOAT && options_.epsilon >= 1.001e-5) {
+    Output y = ops::LayerNorm(scope, input, static_cast<float>(options_.epsilon));
+    if (gamma_) y = ops::Mul(scope, y, gamma_->Read(scope));
+    if (beta_) y = ops::Add(scope, y, beta_->Read(scope));
+    return y;
+  }
+  // Otherwise tf.nn.moments, then tf.nn.batch_normalization: x * inv +
+  // (beta - mean * inv) with inv = gamma / sqrt(variance + epsilon).
   Output axis = ops::Const<int32_t>(scope, {-1});
   Output mean = ops::Mean(scope, input, axis, {.keep_dims = true});
   Output variance =

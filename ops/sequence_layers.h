@@ -74,8 +74,11 @@ struct LayerNormalizationOptions {
 // Each vector along the last axis normalized to mean 0 and variance 1, then
 // scaled by "gamma" and shifted by "beta" ([features] each, created in that
 // order): y = (x - mean) / sqrt(variance + epsilon) * gamma + beta, the
-// statistics of each example and position alone (Keras' axis -1), computed
-// as tf.nn.moments and tf.nn.batch_normalization compute them. The same in
+// statistics of each example and position alone (Keras' axis -1). As
+// tf_keras decides: float32 with epsilon >= 1.001e-5 (the default 1e-3)
+// normalizes in one op (ops::LayerNorm, where Keras uses fused batch norm)
+// and then applies gamma and beta; any other dtype or epsilon is computed
+// as tf.nn.moments and tf.nn.batch_normalization compute it. The same in
 // training and inference.
 class LayerNormalization : public Layer {
  public:

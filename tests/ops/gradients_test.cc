@@ -287,6 +287,12 @@ std::vector<GradCase> SequenceCases() {
   cases.push_back({.name = "Gelu", .shapes = {{3, 4}}, .f = [](const Scope& s, const Inputs& x) {
                      return ops::Gelu(s, x[0]);
                    }});
+  // The row's statistics move with every x: the gradient couples the row.
+  cases.push_back(
+      {.name = "LayerNorm", .shapes = {{3, 5}}, .f = [](const Scope& s, const Inputs& x) {
+         return ops::Mul(s, ops::LayerNorm(s, x[0], 1e-3f),
+                         ops::Const<double>(s, {1, -2, 3, 0.5, 2}));
+       }});
   cases.push_back({.name = "GeluApproximate",
                    .shapes = {{3, 4}},
                    .f = [](const Scope& s, const Inputs& x) { return ops::Gelu(s, x[0], true); }});

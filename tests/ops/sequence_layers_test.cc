@@ -36,6 +36,7 @@ using ::testing::HasSubstr;
 
 std::vector<double> Doubles(const Tensor& t) {
   std::vector<double> out;
+  if (t.dtype() == DT_DOUBLE) return {t.flat<double>().begin(), t.flat<double>().end()};
   for (float v : t.flat<float>()) out.push_back(v);
   return out;
 }
@@ -130,6 +131,68 @@ TEST(LayerNormalizationTest, GradientMatchesFiniteDifferences) {
   ASSERT_TRUE(root.ok()) << root.status();
   testing::ExpectGradientsMatchFiniteDifferences(
       root, y, {x}, {testing::RandomDoubles({3, 4}, -2, 2, rng)}, 1e-6, 1e-6, rng);
+}
+
+// tf_keras' rule: float32 with epsilon >= 1.001e-5 normalizes in one op
+// (LayerNorm, fused batch norm in Keras) and applies gamma and beta after;
+// float64 or a smaller epsilon takes tf.nn.moments + batch_normalization.
+// The fused path's output and its gradients for x, gamma and beta agree
+// with the composite's computed in float64 on the same values.
+TEST(LayerNormalizationTest, Float32NormalizesInOneOpAsKerasDecides) {
+  auto count_fused = [](const Graph& graph) {
+    int fused = 0;
+    for (int id = 0; id < graph.num_nodes(); ++id)
+      fused += graph.node(id)->op_def().type == "LayerNorm";
+    return fused;
+  };
+  struct Built {
+    Scope root = Scope::NewRootScope();
+    Output x, y;
+    std::vector<Output> grads;
+    std::shared_ptr<LayerNormalization> norm;
+  };
+  auto build = [](DataType dtype, double epsilon) {
+    auto b = std::make_unique<Built>();
+    b->norm = LayerNormalization::Make({.epsilon = epsilon,
+                                        // Random draws differ by dtype.
+                                        .gamma_initializer = initializers::Constant(1.3),
+                                        .beta_initializer = initializers::Constant(-0.4)});
+    b->x = ops::Placeholder(b->root, dtype, {.shape = {-1, 6}});
+    b->y = (*b->norm)(b->root, b->x);
+    Output weights = ops::Cast(b->root, ops::Const<float>(b->root, {1, -2, 3, 0.5, 2, -1}), dtype);
+    StatusOr<std::vector<Output>> grads =
+        AddGradients(b->root, {ops::Mul(b->root, b->y, weights)},
+                     {b->x, b->norm->gamma()->handle(), b->norm->beta()->handle()});
+    if (grads.ok()) b->grads = *grads;
+    return b;
+  };
+  auto fused = build(DT_FLOAT, 1e-3);
+  ASSERT_TRUE(fused->root.ok()) << fused->root.status();
+  EXPECT_EQ(count_fused(fused->root.graph()), 1);
+  auto wide = build(DT_DOUBLE, 1e-3);
+  ASSERT_TRUE(wide->root.ok()) << wide->root.status();
+  EXPECT_EQ(count_fused(wide->root.graph()), 0);
+  auto small = build(DT_FLOAT, 1e-6);
+  ASSERT_TRUE(small->root.ok()) << small->root.status();
+  EXPECT_EQ(count_fused(small->root.graph()), 0);
+
+  const Tensor x = FilledTensor({4, 6}, 11);
+  std::vector<Output> fetches = {fused->y};
+  fetches.insert(fetches.end(), fused->grads.begin(), fused->grads.end());
+  std::vector<Output> wide_fetches = {wide->y};
+  wide_fetches.insert(wide_fetches.end(), wide->grads.begin(), wide->grads.end());
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto session, Session::Create(fused->root.graph()));
+  CKFLOW_ASSERT_OK(session->Run({}, {}, {GlobalVariablesInitializer(fused->root)}).status());
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto got, session->Run({{fused->x, x}}, fetches));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto wide_session, Session::Create(wide->root.graph()));
+  CKFLOW_ASSERT_OK(wide_session->Run({}, {}, {GlobalVariablesInitializer(wide->root)}).status());
+  Tensor x64(DT_DOUBLE, x.shape());
+  for (int64_t i = 0; i < x.NumElements(); ++i) x64.flat<double>()[i] = x.flat<float>()[i];
+  CKFLOW_ASSERT_OK_AND_ASSIGN(auto want, wide_session->Run({{wide->x, x64}}, wide_fetches));
+  const char* what[] = {"y", "dx", "dgamma", "dbeta"};
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_LT(MaxAbsDifference(got[i], Doubles(want[i])), 1e-5) << what[i];
+  }
 }
 
 // ---------------------------------------------------------------- Dense
