@@ -12,8 +12,8 @@
 // The executor sets the mode once per run on the calling thread and once
 // per task on the threads that take tasks, the eager context around each
 // kernel, and ParallelFor hands the caller's mode to every chunk, so a
-// kernel's bits do not depend on which thread ran which chunk. A restore that converts dtypes keeps IEEE
-// arithmetic, as NumPy does (ScopedDenormals(false) around it).
+// kernel's bits do not depend on which thread ran which chunk. A restore that converts dtypes keeps
+// IEEE arithmetic, as NumPy does (ScopedDenormals(false) around it).
 //
 // Thread safety: the mode is per thread; a guard changes only its own
 // thread's and restores it when it goes out of scope.
