@@ -142,6 +142,7 @@ run_benchmarks() {
   gbench conv_bench
   bench_run conv_peers "$py" bench/conv_peers.py --json "$results/conv_peers.json"
   if [ -x "$bin/gemm_isa_bench_baseline" ]; then gbench gemm_isa_bench_baseline; fi
+  if [ -x "$bin/gemm_isa_bench_v3" ]; then gbench gemm_isa_bench_v3; fi
   for mode in sync async; do
     bench_run "soak_$mode" "$bin/checkpoint_soak" --cycles 10000 --mode "$mode" \
       --json "$results/soak_$mode.json"

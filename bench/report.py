@@ -1175,22 +1175,32 @@ def topic_mpi(r):
 
 def topic_isa(r):
     intro = (
-        "Eigen's kernels are compiled for the project's instruction set (`CKFLOW_ARCH`): "
-        "`gemm_isa_bench` times the MLP step's six GEMM shapes on one thread as built, and "
-        "`gemm_isa_bench_baseline` the same source built for plain x86-64 (SSE2).")
+        "Eigen's kernels are compiled for the project's instruction set (`CKFLOW_ARCH`: by "
+        "default the newest of x86-64-v4 and x86-64-v3 the building machine runs): "
+        "`gemm_isa_bench` times the MLP step's six GEMM shapes on one thread as built, "
+        "`gemm_isa_bench_baseline` the same source built for plain x86-64 (SSE2) and, where "
+        "the project is built for more, `gemm_isa_bench_v3` for x86-64-v3 (AVX2, FMA).")
     fast, base = r.gbench("gemm_isa_bench"), r.gbench("gemm_isa_bench_baseline")
+    v3 = r.gbench("gemm_isa_bench_v3")
+
+    def cell(e):
+        return f"{num(seconds_of(e) * 1e6)} µs, {num(e['GFLOP/s'] / 1e9)} GFLOP/s" if e else NOT_RUN
+
     rows = []
     for name, e in fast.items():
         m = re.search(r"m:(\d+)/k:(\d+)/n:(\d+)", name)
-        b = base.get(name)
-        shape = " × ".join(m.groups()) if m else name
-        rows.append([shape, f"{num(seconds_of(b) * 1e6)} µs, {num(b['GFLOP/s'] / 1e9)} GFLOP/s"
-                     if b else NOT_RUN,
-                     f"{num(seconds_of(e) * 1e6)} µs, {num(e['GFLOP/s'] / 1e9)} GFLOP/s",
-                     times(divide(seconds_of(b), seconds_of(e)) if b else None)])
-    return Section("Instruction set", intro,
-                   table(["m × k × n", "x86-64", "as built", "speed-up"],
-                         rows or [[NOT_RUN] * 4]), ["gemm_isa_bench", "gemm_isa_bench_baseline"])
+        b, b3 = base.get(name), v3.get(name)
+        row = [" × ".join(m.groups()) if m else name, cell(b)]
+        if v3:
+            row.append(cell(b3))
+        row += [cell(e), times(divide(seconds_of(b), seconds_of(e)) if b else None)]
+        if v3:
+            row.append(times(divide(seconds_of(b3), seconds_of(e)) if b3 else None))
+        rows.append(row)
+    head = (["m × k × n", "x86-64", "x86-64-v3", "as built", "speed-up over x86-64",
+             "over x86-64-v3"] if v3 else ["m × k × n", "x86-64", "as built", "speed-up"])
+    return Section("Instruction set", intro, table(head, rows or [[NOT_RUN] * len(head)]),
+                   ["gemm_isa_bench", "gemm_isa_bench_baseline"] + (["gemm_isa_bench_v3"] if v3 else []))
 
 
 def topic_conv(r):
