@@ -31,7 +31,7 @@ namespace {
 // the whole other operand again; with 128 rows that costs a few percent of
 // the block's multiply-adds (with 32 it cost a third). And 256 where the
 // matrix still splits in two so: a transformer's [4096, 128] x [128, 512]
-// products ran 4-6% faster in its training step than in 128-row blocks...
+// products made its training step 2-5% faster than 128-row blocks did...
 constexpr int64_t kMinBlock = 128;
 constexpr int64_t kWideBlock = 256;
 // ...and enough for about this many multiply-adds per block (~0.1 ms on
