@@ -87,7 +87,16 @@ std::optional<PartialShape> ShapeValueOf(const Output& out, int depth = 0) {
 
 }  // namespace
 
-StatusOr<Node*> Graph::AddNode(NodeSpec spec) {
+StatusOr<Node*> Graph::AddNode(NodeSpec spec) { return AddNode(std::move(spec), nullptr); }
+
+StatusOr<Output> Graph::AddTransientNode(NodeSpec spec) {
+  spec.transient = true;
+  std::shared_ptr<Node> owner;
+  CKFLOW_ASSIGN_OR_RETURN(Node * node, AddNode(std::move(spec), &owner));
+  return Output(node, 0);  // shares `owner`'s ownership
+}
+
+StatusOr<Node*> Graph::AddNode(NodeSpec spec, std::shared_ptr<Node>* transient_owner) {
   if (spec.op_def == nullptr) return InvalidArgumentError(spec.name, ": no op definition");
   const std::string where = spec.name + " (" + spec.op_def->type + ")";
   InferenceContext ctx;
@@ -143,10 +152,15 @@ StatusOr<Node*> Graph::AddNode(NodeSpec spec) {
     node->device_ = std::move(spec.device);
     node->attrs_ = std::move(spec.attrs);
     node->inputs_ = std::move(spec.inputs);
+    node->control_inputs_ = std::move(spec.control_inputs);
     node->output_types_ = std::move(ctx.output_types);
     node->output_shapes_ = std::move(ctx.output_shapes);
     Node* raw = node.get();
-    if (eager_ != nullptr) eager_->Pin(std::move(node));
+    if (transient_owner != nullptr) {
+      *transient_owner = std::move(node);
+    } else if (eager_ != nullptr) {
+      eager_->Pin(std::move(node));
+    }
     return raw;
   }
 

@@ -157,6 +157,10 @@ class Graph : public std::enable_shared_from_this<Graph> {
   // function and appends the node. Errors name the node. Does not touch the
   // sticky status; Scope does that.
   StatusOr<Node*> AddNode(NodeSpec spec) CKFLOW_EXCLUDES(mu_);
+  // A transient node (spec.transient is implied) that the returned Output
+  // keeps alive, in any graph: what a session's remapper runs in place of
+  // a chain of the graph's nodes. Errors as AddNode's.
+  StatusOr<Output> AddTransientNode(NodeSpec spec) CKFLOW_EXCLUDES(mu_);
 
   int num_nodes() const CKFLOW_EXCLUDES(mu_);
   // REQUIRES: 0 <= id < num_nodes().
@@ -197,6 +201,10 @@ class Graph : public std::enable_shared_from_this<Graph> {
   std::string ToDot() const CKFLOW_EXCLUDES(mu_);
 
  private:
+  // AddNode; a transient node goes to *transient_owner when it is given.
+  StatusOr<Node*> AddNode(NodeSpec spec, std::shared_ptr<Node>* transient_owner)
+      CKFLOW_EXCLUDES(mu_);
+
   // Against readers on other threads while the building thread adds nodes.
   mutable Mutex mu_;
   std::deque<std::unique_ptr<Node>> nodes_ CKFLOW_GUARDED_BY(mu_);  // deque: pointers never move

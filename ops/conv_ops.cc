@@ -42,6 +42,7 @@
 #include <utility>
 #include <vector>
 
+#include "ops/fused_epilogue_internal.h"
 #include "ops/ops_internal.h"
 #include "ops/standard_ops.h"
 #include "ops/window_internal.h"
@@ -353,9 +354,11 @@ int64_t NonOverlappingRows(const WindowGeometry& g) {
 
 // ------------------------------------------------------------ Conv2D
 
+// `epilogue` (null: none) is applied to each block once its GEMM is done,
+// while the block is in cache (_FusedConv2D).
 template <typename T>
-void Conv2DForward(const WindowGeometry& g, int64_t out_depth, const T* in, const T* filter,
-                   T* out) {
+void Conv2DForward(const WindowGeometry& g, int64_t out_depth, const T* in, const T* filter, T* out,
+                   const Epilogue<T>* epilogue = nullptr) {
   const int64_t k = g.window_h * g.window_w * g.depth;
   const bool pointwise = IsPointwise(g);
   const ConvBlocks blocks(g, k * static_cast<int64_t>(sizeof(T)), 1);
@@ -374,6 +377,7 @@ void Conv2DForward(const WindowGeometry& g, int64_t out_depth, const T* in, cons
                     }
                     MatMap<T>(out + m0 * out_depth, m1 - m0, out_depth).noalias() =
                         ConstMatMap<T>(lhs, m1 - m0, k) * f;
+                    if (epilogue != nullptr) epilogue->ApplyToRows(out, m0, m1);
                   }
                 });
 }
@@ -660,6 +664,52 @@ StatusOr<Kernel> ConvKernel(const Node& node) {
   });
 }
 
+// _FusedConv2D (input, filter, bias[, scale, offset, mean, variance]): a
+// Conv2D and the ops after it that the session's remapper folded in.
+template <typename T>
+Status FusedConv2DCompute(KernelContext& ctx, const WindowAttrs& attrs, const EpilogueSpec& spec) {
+  CKFLOW_ASSIGN_OR_RETURN(ConvShapes s, ResolveConv(ConvKind::kConv2D, ctx.input(0).shape(),
+                                                    ctx.input(1).shape(), attrs));
+  CKFLOW_ASSIGN_OR_RETURN(Epilogue<T> epilogue, Epilogue<T>::Make(spec, ctx, s.out_depth));
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, ctx.input(0).dtype(), s.output));
+  if (out->NumElements() == 0) return OkStatus();
+  T* o = out->flat<T>().data();
+  const Tensor& in = ctx.input(0);
+  const Tensor& filter = ctx.input(1);
+  if (in.NumElements() == 0 || filter.NumElements() == 0) {  // sums of nothing
+    std::fill_n(o, out->NumElements(), T(0));
+    epilogue.ApplyToRows(o, 0, out->NumElements() / s.out_depth);
+    return OkStatus();
+  }
+  Conv2DForward(s.g, s.out_depth, in.flat<T>().data(), filter.flat<T>().data(), o, &epilogue);
+  return OkStatus();
+}
+
+StatusOr<Kernel> FusedConv2DKernel(const Node& node) {
+  CKFLOW_ASSIGN_OR_RETURN(WindowAttrs attrs, ParseConvAttrs(node.attrs()));
+  CKFLOW_ASSIGN_OR_RETURN(EpilogueSpec spec,
+                          ParseEpilogueSpec(node.attrs(), /*batch_norm_allowed=*/true));
+  return DispatchFloat(node.output_type(0), [attrs, spec](auto tag) -> StatusOr<Kernel> {
+    using T = typename decltype(tag)::type;
+    return Kernel(
+        [attrs, spec](KernelContext& ctx) { return FusedConv2DCompute<T>(ctx, attrs, spec); });
+  });
+}
+
+Status FusedConv2DShapeFn(InferenceContext& c) {
+  CKFLOW_ASSIGN_OR_RETURN(EpilogueSpec spec,
+                          ParseEpilogueSpec(*c.attrs, /*batch_norm_allowed=*/true));
+  const size_t want = 2 + static_cast<size_t>(spec.num_args());
+  if (c.input_types.size() != want) {
+    return InvalidArgumentError("expects ", want, " inputs for its fused_ops, got ",
+                                c.input_types.size());
+  }
+  for (size_t i = 2; i < want; ++i) {
+    CKFLOW_RETURN_IF_ERROR(CheckSameDtype(c, 0, "input", static_cast<int>(i), "args"));
+  }
+  return ConvShapeFn(c, ConvKind::kConv2D);
+}
+
 template <ConvKind kKind>
 Status RegisterConvKind(OpRegistry& r, const std::string& type) {
   CKFLOW_RETURN_IF_ERROR(
@@ -685,6 +735,11 @@ Status RegisterConvKind(OpRegistry& r, const std::string& type) {
 Status RegisterConvOps(OpRegistry& r) {
   using internal::ConvKind;
   CKFLOW_RETURN_IF_ERROR(internal::RegisterConvKind<ConvKind::kConv2D>(r, "Conv2D"));
+  CKFLOW_RETURN_IF_ERROR(internal::RegisterOp(r, {.type = "_FusedConv2D",
+                                                  .inputs = {"input"},
+                                                  .variadic = true,
+                                                  .shape_fn = internal::FusedConv2DShapeFn,
+                                                  .kernel_factory = internal::FusedConv2DKernel}));
   return internal::RegisterConvKind<ConvKind::kDepthwise>(r, "DepthwiseConv2dNative");
 }
 

@@ -19,6 +19,7 @@
 
 #include "base/parallel.h"
 #include "base/tensor_eigen_internal.h"
+#include "ops/fused_epilogue_internal.h"
 #include "ops/math_ops.h"
 #include "ops/ops_internal.h"
 #include "ops/standard_ops.h"
@@ -78,8 +79,10 @@ Status MatMulShapeFn(InferenceContext& c) {
   return OkStatus();
 }
 
+// With `spec` (_FusedMatMul), the epilogue is applied to each block once
+// its GEMM is done, while the block is in cache.
 template <typename T>
-Status MatMulCompute(KernelContext& ctx, bool ta, bool tb) {
+Status MatMulCompute(KernelContext& ctx, bool ta, bool tb, const EpilogueSpec* spec = nullptr) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   if (a.shape().rank() != 2 || b.shape().rank() != 2) {
@@ -94,12 +97,17 @@ Status MatMulCompute(KernelContext& ctx, bool ta, bool tb) {
                                 ta ? " (transposed)" : "", ", b is ", b.shape().ToString(),
                                 tb ? " (transposed)" : "");
   }
+  std::optional<Epilogue<T>> epilogue;
+  if (spec != nullptr) {
+    CKFLOW_ASSIGN_OR_RETURN(epilogue, Epilogue<T>::Make(*spec, ctx, n));
+  }
   CKFLOW_ASSIGN_OR_RETURN(Tensor * out,
                           ctx.AllocateOutput(0, DataTypeOf<T>(), TensorShape({m, n})));
   if (m == 0 || n == 0) return OkStatus();
   MatrixMap<T> c = AsMatrix<T>(*out);
   if (k == 0) {
     c.setZero();
+    if (epilogue) epilogue->ApplyToRows(c.data(), 0, m);
     return OkStatus();
   }
   ConstMatrixMap<T> am = AsMatrix<T>(a);
@@ -116,8 +124,10 @@ Status MatMulCompute(KernelContext& ctx, bool ta, bool tb) {
         const int64_t size = std::min(block, len - start);
         if (by_rows) {
           c.middleRows(start, size).noalias() = lhs.middleRows(start, size) * rhs;
+          if (epilogue) epilogue->ApplyToRows(c.data(), start, start + size);
         } else {
           c.middleCols(start, size).noalias() = lhs * rhs.middleCols(start, size);
+          if (epilogue) epilogue->ApplyToColumns(c.data(), m, start, size);
         }
       }
     });
@@ -141,6 +151,27 @@ StatusOr<Kernel> MatMulKernel(const Node& node) {
     using T = typename decltype(tag)::type;
     return Kernel([ta, tb](KernelContext& ctx) { return MatMulCompute<T>(ctx, ta, tb); });
   });
+}
+
+// _FusedMatMul (a, b, bias): a MatMul and the ops after it that the
+// session's remapper folded in.
+StatusOr<Kernel> FusedMatMulKernel(const Node& node) {
+  const bool ta = node.attrs().GetOr<bool>("transpose_a", false);
+  const bool tb = node.attrs().GetOr<bool>("transpose_b", false);
+  CKFLOW_ASSIGN_OR_RETURN(EpilogueSpec spec,
+                          ParseEpilogueSpec(node.attrs(), /*batch_norm_allowed=*/false));
+  return DispatchFloat(node.output_type(0), [ta, tb, spec](auto tag) -> StatusOr<Kernel> {
+    using T = typename decltype(tag)::type;
+    return Kernel(
+        [ta, tb, spec](KernelContext& ctx) { return MatMulCompute<T>(ctx, ta, tb, &spec); });
+  });
+}
+
+Status FusedMatMulShapeFn(InferenceContext& c) {
+  CKFLOW_ASSIGN_OR_RETURN(EpilogueSpec spec,
+                          ParseEpilogueSpec(*c.attrs, /*batch_norm_allowed=*/false));
+  CKFLOW_RETURN_IF_ERROR(CheckSameDtype(c, 0, "a", 2, "bias"));
+  return MatMulShapeFn(c);
 }
 
 // ------------------------------------------------------------ BatchMatMulV2
@@ -324,6 +355,10 @@ Status RegisterMatMulOps(OpRegistry& r) {
                                                   .inputs = {"a", "b"},
                                                   .shape_fn = internal::MatMulShapeFn,
                                                   .kernel_factory = internal::MatMulKernel}));
+  CKFLOW_RETURN_IF_ERROR(internal::RegisterOp(r, {.type = "_FusedMatMul",
+                                                  .inputs = {"a", "b", "bias"},
+                                                  .shape_fn = internal::FusedMatMulShapeFn,
+                                                  .kernel_factory = internal::FusedMatMulKernel}));
   return internal::RegisterOp(r, {.type = "BatchMatMulV2",
                                   .inputs = {"x", "y"},
                                   .shape_fn = internal::BatchMatMulShapeFn,

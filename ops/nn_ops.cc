@@ -9,6 +9,7 @@
 
 #include "ops/array_ops.h"
 #include "ops/cwise_internal.h"
+#include "ops/fused_epilogue_internal.h"
 #include "ops/math_ops.h"
 #include "ops/random_ops.h"
 #include "ops/standard_ops.h"
@@ -20,7 +21,7 @@ namespace {
 struct ReluFn : CwiseTraits {
   template <typename A>
   static auto Eval(const A& a) {
-    return a.max(typename A::Scalar(0));
+    return ReluOf(a);
   }
 };
 struct SigmoidFn : CwiseTraits {
@@ -41,8 +42,7 @@ struct TanhFn : CwiseTraits {
 struct Relu6Fn : CwiseTraits {
   template <typename A>
   static auto Eval(const A& a) {
-    using S = typename A::Scalar;
-    return a.max(S(0)).min(S(6));
+    return Relu6Of(a);
   }
 };
 struct EluFn : CwiseTraits {

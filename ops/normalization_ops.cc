@@ -16,6 +16,7 @@
 
 #include "ops/array_ops.h"
 #include "ops/cwise_internal.h"
+#include "ops/fused_epilogue_internal.h"
 #include "ops/math_ops.h"
 #include "ops/standard_ops.h"
 #include "ops/variables.h"
@@ -185,31 +186,6 @@ void ForRows(int64_t rows, int64_t channels, int64_t cost_per_element, Fn&& fn) 
   ParallelRange(rows, std::max<int64_t>(channels, 1) * cost_per_element, fn);
 }
 
-// Elementwise passes over [rows, channels] go in runs of this many elements
-// (whole rows): with per-channel vectors tiled to a run's length, a layer
-// of 32 channels still makes long vector loops, not one short loop per
-// row. Each element is computed by the same operations either way.
-constexpr int64_t kRunElements = 1024;
-
-int64_t RowsPerRun(int64_t channels) {
-  return std::max<int64_t>(1, kRunElements / std::max<int64_t>(channels, 1));
-}
-
-// fn(offset, length) over rows [b, e): runs of RowsPerRun rows, then the
-// rows left one by one. A Tiled vector's head(length) fits either.
-template <typename Fn>
-void ForRuns(int64_t b, int64_t e, int64_t channels, Fn&& fn) {
-  const int64_t run = RowsPerRun(channels);
-  int64_t r = b;
-  for (; r + run <= e; r += run) fn(r * channels, run * channels);
-  for (; r < e; ++r) fn(r * channels, channels);
-}
-
-template <typename T>
-Eigen::Array<T, Eigen::Dynamic, 1> Tiled(const Eigen::Array<T, Eigen::Dynamic, 1>& v) {
-  return v.replicate(RowsPerRun(v.size()), 1);
-}
-
 template <typename T>
 void FillNaN(Tensor* t) {
   std::fill_n(t->flat<T>().data(), t->NumElements(), std::numeric_limits<T>::quiet_NaN());
@@ -302,7 +278,7 @@ Status FusedBatchNormCompute(KernelContext& ctx, const BatchNormAttrs& attrs) {
   const ConstArrayMap<T> scale(ctx.input(1).flat<T>().data(), channels);
   const ConstArrayMap<T> offset(ctx.input(2).flat<T>().data(), channels);
   const Eigen::Array<T, Eigen::Dynamic, 1> scaling =
-      (variance + static_cast<T>(attrs.epsilon)).sqrt().inverse() * scale;
+      BatchNormScaling(variance, scale, attrs.epsilon);
   T* yp = y->flat<T>().data();
   using Vector = Eigen::Array<T, Eigen::Dynamic, 1>;
   const Vector mean_run = Tiled<T>(mean), scaling_run = Tiled<T>(scaling),
@@ -310,8 +286,8 @@ Status FusedBatchNormCompute(KernelContext& ctx, const BatchNormAttrs& attrs) {
   ForRows(rows, channels, 3, [&](int64_t b, int64_t e) {
     ForRuns(b, e, channels, [&](int64_t at, int64_t length) {
       ArrayMap<T>(yp + at, length) =
-          (ConstArrayMap<T>(xp + at, length) - mean_run.head(length)) * scaling_run.head(length) +
-          offset_run.head(length);
+          BatchNormOf(ConstArrayMap<T>(xp + at, length), mean_run.head(length),
+                      scaling_run.head(length), offset_run.head(length));
     });
   });
   return OkStatus();

@@ -6,8 +6,10 @@
 #include <exception>
 #include <map>
 #include <new>
+#include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "base/denormal_internal.h"
@@ -15,6 +17,7 @@
 #include "base/parallel_internal.h"
 #include "base/tsan_internal.h"
 #include "runtime/executor_internal.h"
+#include "runtime/remapper_internal.h"
 
 namespace ckflow::internal {
 namespace {
@@ -49,7 +52,8 @@ struct RunState {
 StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Build(std::vector<Output> feeds,
                                                               const std::vector<Output>& fetches,
                                                               const std::vector<Output>& targets,
-                                                              const KernelLookup& kernel_for) {
+                                                              const KernelLookup& kernel_for,
+                                                              const OpRegistry* remap_with) {
   auto plan = std::unique_ptr<ExecutionPlan>(new ExecutionPlan());
   std::map<std::pair<const Node*, int>, int32_t> fed;  // output -> feed slot
   for (size_t i = 0; i < feeds.size(); ++i) {
@@ -85,6 +89,42 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Build(std::vector<Output
   std::sort(order.begin(), order.end(),
             [](const Node* a, const Node* b) { return a->id() < b->id(); });
 
+  // Remapping: each fused chain's last node gives way to its fused node
+  // (which takes its place in the order, after all the chain's inputs) and
+  // the chain's other nodes leave the plan.
+  std::vector<std::pair<const Node*, const Node*>> replaced;  // last, fused
+  std::unordered_set<const Node*> fused_set;
+  if (remap_with != nullptr) {
+    std::set<std::pair<const Node*, int>> fetched_outputs;
+    for (const Output& f : fetches) fetched_outputs.emplace(f.node(), f.index());
+    std::vector<Fusion> fusions = FindFusions(
+        order, [&](const Output& out) { return feed_slot(out) >= 0; },
+        [&](const Output& out) {
+          return fetched_outputs.count({out.node(), out.index()}) > 0;
+        },
+        targets, *remap_with);
+    std::unordered_map<const Node*, const Node*> fused_for;
+    for (Fusion& f : fusions) {
+      for (const Node* n : f.absorbed) fused_for.emplace(n, nullptr);
+      fused_for[f.last] = f.fused.node();
+      replaced.emplace_back(f.last, f.fused.node());
+      fused_set.insert(f.fused.node());
+      plan->fused_nodes_.push_back(std::move(f.fused));
+    }
+    if (!fusions.empty()) {
+      std::vector<const Node*> kept;
+      for (const Node* n : order) {
+        auto it = fused_for.find(n);
+        if (it == fused_for.end()) {
+          kept.push_back(n);
+        } else if (it->second != nullptr) {
+          kept.push_back(it->second);
+        }
+      }
+      order = std::move(kept);
+    }
+  }
+
   const auto num_feeds = static_cast<int32_t>(feeds.size());
   int32_t next_slot = num_feeds;
   plan->nodes_.resize(order.size());
@@ -92,11 +132,22 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Build(std::vector<Output
     index[order[i]] = static_cast<int32_t>(i);
     PlanNode& pn = plan->nodes_[i];
     pn.node = order[i];
-    CKFLOW_ASSIGN_OR_RETURN(pn.kernel, kernel_for(*order[i]));
+    if (fused_set.count(order[i])) {
+      // A fused node: its kernel is the plan's own (the session's kernels
+      // are the graph's nodes', one per node id).
+      CKFLOW_ASSIGN_OR_RETURN(Kernel kernel,
+                              remap_with->Find(order[i]->type())->kernel_factory(*order[i]));
+      plan->fused_kernels_.push_back(std::make_unique<Kernel>(std::move(kernel)));
+      pn.kernel = plan->fused_kernels_.back().get();
+    } else {
+      CKFLOW_ASSIGN_OR_RETURN(pn.kernel, kernel_for(*order[i]));
+    }
     pn.first_output_slot = next_slot;
     pn.num_outputs = order[i]->num_outputs();
     next_slot += pn.num_outputs;
   }
+  // Whatever read a chain's last node reads its fused node.
+  for (const auto& [last, fused] : replaced) index[last] = index.at(fused);
   plan->num_slots_ = next_slot;
   plan->cost_ns_ = std::make_unique<std::atomic<int64_t>[]>(order.size());
   for (size_t i = 0; i < order.size(); ++i) plan->cost_ns_[i].store(-1, std::memory_order_relaxed);

@@ -83,11 +83,13 @@ class ExecutionPlan {
   // plan. REQUIRES: every Output is valid, from one graph, with an output
   // index in range (targets may name nodes without outputs), and no output
   // is fed twice; the session checks these with messages in the user's
-  // terms. Errors come from `kernel_for`.
+  // terms. Errors come from `kernel_for`. With `remap_with`, chains of ops
+  // run as the fused ops of that registry (runtime/remapper_internal.h).
   static StatusOr<std::unique_ptr<ExecutionPlan>> Build(std::vector<Output> feeds,
                                                         const std::vector<Output>& fetches,
                                                         const std::vector<Output>& targets,
-                                                        const KernelLookup& kernel_for);
+                                                        const KernelLookup& kernel_for,
+                                                        const OpRegistry* remap_with = nullptr);
   ~ExecutionPlan();
   ExecutionPlan(const ExecutionPlan&) = delete;
   ExecutionPlan& operator=(const ExecutionPlan&) = delete;
@@ -108,6 +110,8 @@ class ExecutionPlan {
   // The outputs the feeds replace, in feed order.
   const std::vector<Output>& feeds() const { return feeds_; }
   int num_nodes() const { return static_cast<int>(nodes_.size()); }
+  // Fused ops standing for chains of the graph's nodes (remap_with).
+  int num_fused_ops() const { return static_cast<int>(fused_nodes_.size()); }
 
  private:
   friend class Executor;
@@ -136,6 +140,10 @@ class ExecutionPlan {
   std::vector<Output> feeds_;
   std::vector<int32_t> fetch_slots_;
   int32_t num_slots_ = 0;
+  // The fused nodes standing for chains of the graph's nodes, and their
+  // kernels.
+  std::vector<Output> fused_nodes_;
+  std::vector<std::unique_ptr<Kernel>> fused_kernels_;
 
   // Each node's cost in ns as last learned (-1: not yet timed, taken as
   // expensive), and the number of parallel runs so far, which picks the

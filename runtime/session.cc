@@ -93,6 +93,7 @@ class Session::Impl {
         registry_(registry),
         file_system_(options.file_system),
         resources_(options.resources ? options.resources : std::make_shared<ResourceMgr>()),
+        remapping_(options.remapping),
         serial_(options.inter_op_parallelism_threads == 1),
         intra_op_threads_(options.intra_op_parallelism_threads) {
     const int inter = options.inter_op_parallelism_threads;
@@ -139,6 +140,12 @@ class Session::Impl {
   int num_cached_plans() const CKFLOW_EXCLUDES(cache_mu_) {
     ReaderMutexLock lock(&cache_mu_);
     return static_cast<int>(plans_.size());
+  }
+  int num_fused_ops() const CKFLOW_EXCLUDES(cache_mu_) {
+    ReaderMutexLock lock(&cache_mu_);
+    int n = 0;
+    for (const auto& [hash, cached] : plans_) n += cached->plan->num_fused_ops();
+    return n;
   }
   int num_kernels() const CKFLOW_EXCLUDES(build_mu_) {
     MutexLock lock(&build_mu_);
@@ -187,13 +194,15 @@ class Session::Impl {
     for (size_t i = 0; i < targets.size(); ++i) {
       CKFLOW_RETURN_IF_ERROR(CheckOutput(targets[i], "target", i, /*need_index=*/false));
     }
-    CKFLOW_ASSIGN_OR_RETURN(
-        cached->plan, ExecutionPlan::Build(std::move(fed), fetches, targets, [this](const Node& n) {
-          // Build calls this before it returns,
-          // under build_lock.
-          build_mu_.AssertHeld();
-          return KernelFor(n);
-        }));
+    CKFLOW_ASSIGN_OR_RETURN(cached->plan, ExecutionPlan::Build(
+                                              std::move(fed), fetches, targets,
+                                              [this](const Node& n) {
+                                                // Build calls this before it returns,
+                                                // under build_lock.
+                                                build_mu_.AssertHeld();
+                                                return KernelFor(n);
+                                              },
+                                              remapping_ ? &registry_ : nullptr));
     cached->signature.fetches = fetches;
     cached->signature.targets = targets;
 
@@ -306,8 +315,9 @@ class Session::Impl {
   const OpRegistry& registry_;
   FileSystem* const file_system_;
   const std::shared_ptr<ResourceMgr> resources_;  // never null
-  const bool serial_;                             // inter_op_parallelism_threads == 1
-  const int intra_op_threads_;                    // 0: no limit
+  const bool remapping_;
+  const bool serial_;           // inter_op_parallelism_threads == 1
+  const int intra_op_threads_;  // 0: no limit
   // The session's own threads, if its options ask for a number.
   std::optional<tbb::task_arena> arena_;
 
@@ -371,6 +381,9 @@ int SessionInternals::num_cached_plans(const Session& session) {
   return session.impl_->num_cached_plans();
 }
 int SessionInternals::num_kernels(const Session& session) { return session.impl_->num_kernels(); }
+int SessionInternals::num_fused_ops(const Session& session) {
+  return session.impl_->num_fused_ops();
+}
 }  // namespace internal
 
 }  // namespace ckflow

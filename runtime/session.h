@@ -83,6 +83,17 @@ struct SessionOptions {
   // InvalidArgument.
   int inter_op_parallelism_threads = 0;
   int intra_op_parallelism_threads = 0;
+
+  // TensorFlow's remapper (RewriterConfig.remapping, on by default there
+  // too): a Conv2D or MatMul followed by BiasAdd, then for a convolution
+  // an inference FusedBatchNormV3, then Relu or Relu6, runs as one fused
+  // op that applies the rest to each block of its output while it is in
+  // cache. Only chains whose intermediate results nothing else in the run
+  // reads or fetches are fused, and the fused op computes the same bits as
+  // the separate ones; off runs every node as built (for comparisons). It
+  // needs the registry's _FusedConv2D and _FusedMatMul (the standard ops
+  // have them).
+  bool remapping = true;
 };
 
 // Options of one Run.

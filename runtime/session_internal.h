@@ -18,6 +18,9 @@ class SessionInternals {
   static int num_cached_plans(const Session& session);
   // Kernels the session has created (one per node it ever planned).
   static int num_kernels(const Session& session);
+  // Fused ops the remapper put in the cached plans (SessionOptions::
+  // remapping).
+  static int num_fused_ops(const Session& session);
 };
 
 }  // namespace ckflow::internal

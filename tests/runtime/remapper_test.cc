@@ -1,0 +1,307 @@
+// The session's remapper (runtime/remapper_internal.h): which chains become
+// _FusedConv2D / _FusedMatMul, that a fused run gives the bits of the
+// separate ops, and that nothing a run needs is fused away.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/array_ops.h"
+#include "ops/conv_ops.h"
+#include "ops/math_ops.h"
+#include "ops/nn_ops.h"
+#include "ops/normalization_ops.h"
+#include "ops/variable_ops.h"
+#include "runtime/session.h"
+#include "runtime/session_internal.h"
+#include "tests/test_util.h"
+
+namespace ckflow {
+namespace {
+
+using internal::SessionInternals;
+using ::testing::HasSubstr;
+
+// Values in [-1, 1]: a Relu after them clips about half.
+Tensor Random(DataType dtype, const TensorShape& shape, uint32_t seed, double low = -1.0) {
+  Tensor t(dtype, shape);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(low, 1.0);
+  for (int64_t i = 0; i < t.NumElements(); ++i) {
+    if (dtype == DT_FLOAT) {
+      t.flat<float>()[i] = static_cast<float>(u(rng));
+    } else {
+      t.flat<double>()[i] = u(rng);
+    }
+  }
+  return t;
+}
+
+bool SameBits(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         std::memcmp(a.raw_data(), b.raw_data(), a.TotalBytes()) == 0;
+}
+
+struct Ran {
+  std::vector<Tensor> outputs;
+  int fused = 0;
+};
+
+// Runs the graph with the remapper on or off, on `threads` threads.
+Ran RunWith(const Scope& root, bool remapping, const std::vector<Feed>& feeds,
+            const std::vector<Output>& fetches, const std::vector<Output>& targets = {},
+            int threads = 2) {
+  StatusOr<std::unique_ptr<Session>> session =
+      Session::Create(root.graph(), {.inter_op_parallelism_threads = threads,
+                                     .intra_op_parallelism_threads = threads,
+                                     .remapping = remapping});
+  CKFLOW_CHECK(session.ok());
+  StatusOr<std::vector<Tensor>> out = (*session)->Run(feeds, fetches, targets);
+  if (!out.ok()) ADD_FAILURE() << out.status().ToString();
+  if (!out.ok()) return {};
+  return {*std::move(out), SessionInternals::num_fused_ops(**session)};
+}
+
+// -------------------------------------------------------------- Conv2D
+
+struct ConvCase {
+  DataType dtype;
+  std::string padding;
+  int64_t stride;
+  bool batch_norm;
+  std::string activation;  // "", "Relu", "Relu6"
+};
+
+class ConvChainTest : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(ConvChainTest, FusedRunGivesTheBitsOfTheSeparateOps) {
+  const ConvCase& c = GetParam();
+  Scope root = Scope::NewRootScope();
+  const int64_t channels = 24;  // not a multiple of a vector
+  Output x = ops::Placeholder(root.WithOpName("x"), c.dtype);
+  Output filter = ops::Const(root, Random(c.dtype, TensorShape({3, 3, 5, channels}), 2));
+  Output bias = ops::Const(root, Random(c.dtype, TensorShape({channels}), 3));
+  Output h = ops::Conv2D(root.WithOpName("conv"), x, filter,
+                         {.strides = {1, c.stride, c.stride, 1}, .padding = c.padding});
+  h = ops::BiasAdd(root.WithOpName("bias_add"), h, bias);
+  if (c.batch_norm) {
+    auto vec = [&](uint32_t seed, double low) {
+      return ops::Const(root, Random(c.dtype, TensorShape({channels}), seed, low));
+    };
+    h = ops::FusedBatchNorm(root.WithOpName("bn"), h, vec(4, -1), vec(5, -1), vec(6, -1),
+                            vec(7, 0.1), {.epsilon = 1e-3f, .is_training = false})
+            .y;
+  }
+  if (c.activation == "Relu") h = ops::Relu(root, h);
+  if (c.activation == "Relu6") {
+    h = ops::Relu6(root, ops::Mul(root, h, ops::Const(root, Tensor::Scalar(8.0f))));
+  }
+  CKFLOW_ASSERT_OK(root.status());
+  // 7 images of 13 x 11: the convolution's blocks end inside rows.
+  const std::vector<Feed> feeds = {{x, Random(c.dtype, TensorShape({7, 13, 11, 5}), 1)}};
+
+  Ran separate = RunWith(root, false, feeds, {h});
+  Ran fused = RunWith(root, true, feeds, {h});
+  Ran fused_one_thread = RunWith(root, true, feeds, {h}, {}, 1);
+  EXPECT_EQ(separate.fused, 0);
+  // Relu6's input is a Mul here, so that chain stops after the batch norm.
+  EXPECT_EQ(fused.fused, 1);
+  EXPECT_TRUE(SameBits(fused.outputs[0], separate.outputs[0]))
+      << fused.outputs[0].DebugString() << "\nvs " << separate.outputs[0].DebugString();
+  EXPECT_TRUE(SameBits(fused_one_thread.outputs[0], separate.outputs[0]));
+}
+
+INSTANTIATE_TEST_SUITE_P(Chains, ConvChainTest,
+                         ::testing::Values(ConvCase{DT_FLOAT, "SAME", 1, false, ""},
+                                           ConvCase{DT_FLOAT, "VALID", 2, false, "Relu"},
+                                           ConvCase{DT_FLOAT, "SAME", 1, true, "Relu"},
+                                           ConvCase{DT_FLOAT, "VALID", 1, true, ""},
+                                           ConvCase{DT_FLOAT, "SAME", 2, true, "Relu6"},
+                                           ConvCase{DT_DOUBLE, "SAME", 1, true, "Relu"},
+                                           ConvCase{DT_DOUBLE, "VALID", 2, false, "Relu"}));
+
+// The relu6 case above stops early; here it is fused whole.
+TEST(RemapperTest, Relu6EndsAFusedConvChain) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root, DT_FLOAT);
+  Output w = ops::Const(root, Random(DT_FLOAT, TensorShape({3, 3, 2, 8}), 2));
+  Output b = ops::Const(root, Random(DT_FLOAT, TensorShape({8}), 3));
+  Output y = ops::Relu6(root, ops::BiasAdd(root, ops::Conv2D(root, x, w, {.padding = "SAME"}), b));
+  // Scaled up so that some values pass 6.
+  const std::vector<Feed> feeds = {{x, Random(DT_FLOAT, TensorShape({3, 9, 9, 2}), 1, -8.0)}};
+  Ran separate = RunWith(root, false, feeds, {y});
+  Ran fused = RunWith(root, true, feeds, {y});
+  EXPECT_EQ(fused.fused, 1);
+  EXPECT_TRUE(SameBits(fused.outputs[0], separate.outputs[0]));
+}
+
+// -------------------------------------------------------------- MatMul
+
+struct MatMulCase {
+  int64_t m, k, n;
+  bool transpose_a, transpose_b;
+  std::string activation;
+};
+
+class MatMulChainTest : public ::testing::TestWithParam<MatMulCase> {};
+
+TEST_P(MatMulChainTest, FusedRunGivesTheBitsOfTheSeparateOps) {
+  const MatMulCase& c = GetParam();
+  Scope root = Scope::NewRootScope();
+  Output a = ops::Placeholder(root, DT_FLOAT);
+  Output b = ops::Const(
+      root, Random(DT_FLOAT, c.transpose_b ? TensorShape({c.n, c.k}) : TensorShape({c.k, c.n}), 2));
+  Output bias = ops::Const(root, Random(DT_FLOAT, TensorShape({c.n}), 3));
+  Output y = ops::BiasAdd(
+      root, ops::MatMul(root, a, b, {.transpose_a = c.transpose_a, .transpose_b = c.transpose_b}),
+      bias);
+  if (c.activation == "Relu") y = ops::Relu(root, y);
+  if (c.activation == "Relu6") y = ops::Relu6(root, y);
+  const std::vector<Feed> feeds = {
+      {a, Random(DT_FLOAT, c.transpose_a ? TensorShape({c.k, c.m}) : TensorShape({c.m, c.k}), 1,
+                 -8.0)}};
+  Ran separate = RunWith(root, false, feeds, {y});
+  Ran fused = RunWith(root, true, feeds, {y});
+  EXPECT_EQ(fused.fused, 1);
+  EXPECT_TRUE(SameBits(fused.outputs[0], separate.outputs[0]));
+}
+
+// m >= n splits the output by rows, m < n by columns; k = 0 is all bias.
+INSTANTIATE_TEST_SUITE_P(Chains, MatMulChainTest,
+                         ::testing::Values(MatMulCase{600, 37, 70, false, false, "Relu"},
+                                           MatMulCase{9, 40, 700, false, true, "Relu6"},
+                                           MatMulCase{300, 64, 33, true, false, ""},
+                                           MatMulCase{5, 0, 7, false, false, "Relu"}));
+
+// ------------------------------------------------- what is not fused away
+
+struct SmallConv {
+  Scope root = Scope::NewRootScope();
+  Output x, conv, bias_add, relu;
+  std::vector<Feed> feeds;
+  SmallConv() {
+    x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT);
+    Output w = ops::Const(root, Random(DT_FLOAT, TensorShape({3, 3, 2, 4}), 2));
+    Output b = ops::Const(root, Random(DT_FLOAT, TensorShape({4}), 3));
+    conv = ops::Conv2D(root.WithOpName("conv"), x, w, {.padding = "SAME"});
+    bias_add = ops::BiasAdd(root.WithOpName("bias_add"), conv, b);
+    relu = ops::Relu(root.WithOpName("relu"), bias_add);
+    feeds = {{x, Random(DT_FLOAT, TensorShape({2, 6, 6, 2}), 1)}};
+  }
+};
+
+TEST(RemapperTest, AFetchedIntermediateIsNotFusedAway) {
+  SmallConv g;
+  Ran separate = RunWith(g.root, false, g.feeds, {g.conv, g.relu});
+  Ran fused = RunWith(g.root, true, g.feeds, {g.conv, g.relu});
+  EXPECT_EQ(fused.fused, 0);  // the conv's output is needed: nothing to start from
+  EXPECT_TRUE(SameBits(fused.outputs[0], separate.outputs[0]));
+  EXPECT_TRUE(SameBits(fused.outputs[1], separate.outputs[1]));
+
+  // Fetching the BiasAdd ends the chain there: Relu reads the fused op.
+  Ran upto_bias = RunWith(g.root, true, g.feeds, {g.bias_add, g.relu});
+  EXPECT_EQ(upto_bias.fused, 1);
+  Ran upto_bias_separate = RunWith(g.root, false, g.feeds, {g.bias_add, g.relu});
+  EXPECT_TRUE(SameBits(upto_bias.outputs[0], upto_bias_separate.outputs[0]));
+  EXPECT_TRUE(SameBits(upto_bias.outputs[1], upto_bias_separate.outputs[1]));
+}
+
+TEST(RemapperTest, AnIntermediateWithASecondReaderEndsTheChain) {
+  SmallConv g;
+  Output twice = ops::Add(g.root, g.bias_add, g.relu);  // reads BiasAdd beside Relu
+  Ran separate = RunWith(g.root, false, g.feeds, {twice});
+  Ran fused = RunWith(g.root, true, g.feeds, {twice});
+  EXPECT_EQ(fused.fused, 1);  // Conv2D + BiasAdd; Relu reads the fused op
+  EXPECT_TRUE(SameBits(fused.outputs[0], separate.outputs[0]));
+}
+
+TEST(RemapperTest, AFedIntermediateCutsTheChain) {
+  SmallConv g;
+  const std::vector<Feed> feeds = {{g.bias_add, Random(DT_FLOAT, TensorShape({2, 6, 6, 4}), 5)}};
+  Ran fused = RunWith(g.root, true, feeds, {g.relu});
+  EXPECT_EQ(fused.fused, 0);  // the convolution is not even in the plan
+  Ran separate = RunWith(g.root, false, feeds, {g.relu});
+  EXPECT_TRUE(SameBits(fused.outputs[0], separate.outputs[0]));
+}
+
+TEST(RemapperTest, AnIntermediateOthersWaitForIsNotFusedAway) {
+  SmallConv g;
+  Output after = ops::NoOp(g.root.WithControlDependencies({g.conv}));
+  Ran fused = RunWith(g.root, true, g.feeds, {g.relu}, {after});
+  EXPECT_EQ(fused.fused, 0);
+  // A target is kept as well.
+  Ran target = RunWith(g.root, true, g.feeds, {g.relu}, {g.conv});
+  EXPECT_EQ(target.fused, 0);
+  // The chain's last op may be a target: the fused op runs in its stead.
+  Ran last_target = RunWith(g.root, true, g.feeds, {g.relu}, {g.bias_add});
+  EXPECT_EQ(last_target.fused, 1);
+  Ran separate = RunWith(g.root, false, g.feeds, {g.relu}, {g.bias_add});
+  EXPECT_TRUE(SameBits(last_target.outputs[0], separate.outputs[0]));
+}
+
+TEST(RemapperTest, TheFusedOpKeepsTheChainsControlInputs) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root, DT_FLOAT);
+  // Reading a variable nobody initialized fails: the gate.
+  Output handle = ops::VarHandleOp(root, DT_FLOAT, PartialShape({}), "gate");
+  Output gate = ops::ReadVariableOp(root, handle, DT_FLOAT);
+  Output open = ops::AssignVariableOp(root, handle, ops::Const(root, Tensor::Scalar(0.0f)));
+  Output w = ops::Const(root, Random(DT_FLOAT, TensorShape({1, 1, 2, 3}), 2));
+  Output b = ops::Const(root, Random(DT_FLOAT, TensorShape({3}), 3));
+  Output conv = ops::Conv2D(root, x, w);
+  // The BiasAdd waits for the read, so the run must fail.
+  Output y = ops::BiasAdd(root.WithControlDependencies({gate}), conv, b);
+  StatusOr<std::unique_ptr<Session>> session = Session::Create(root.graph());
+  ASSERT_TRUE(session.ok());
+  StatusOr<std::vector<Tensor>> out =
+      (*session)->Run({{x, Random(DT_FLOAT, TensorShape({1, 2, 2, 2}), 1)}}, {y}, {});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(out.status().message(), HasSubstr("gate"));
+  // Initialized, it lets the fused op run.
+  CKFLOW_ASSERT_OK((*session)->Run({}, {}, {open}).status());
+  out = (*session)->Run({{x, Random(DT_FLOAT, TensorShape({1, 2, 2, 2}), 1)}}, {y}, {});
+  CKFLOW_ASSERT_OK(out.status());
+  EXPECT_EQ(SessionInternals::num_fused_ops(**session), 1);
+}
+
+TEST(RemapperTest, ATrainingBatchNormStaysSeparate) {
+  SmallConv g;
+  Output ones = ops::Const(g.root, Tensor::FromVector<float>({1, 1, 1, 1}));
+  Output zeros = ops::Const(g.root, Tensor::FromVector<float>({0, 0, 0, 0}));
+  Output y = ops::Relu(
+      g.root,
+      ops::FusedBatchNorm(g.root, g.bias_add, ones, zeros, zeros, ones, {.is_training = true}).y);
+  Ran separate = RunWith(g.root, false, g.feeds, {y});
+  Ran fused = RunWith(g.root, true, g.feeds, {y});
+  EXPECT_EQ(fused.fused, 1);  // Conv2D + BiasAdd only
+  EXPECT_TRUE(SameBits(fused.outputs[0], separate.outputs[0]));
+}
+
+TEST(RemapperTest, AWrongBiasIsInvalidArgumentNamingTheBiasAdd) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root, DT_FLOAT);
+  Output bias = ops::Placeholder(root, DT_FLOAT);  // shape known only when fed
+  Output w = ops::Const(root, Random(DT_FLOAT, TensorShape({1, 1, 2, 3}), 2));
+  Output y = ops::Relu(root, ops::BiasAdd(root.WithOpName("layer/bias_add"),
+                                          ops::Conv2D(root.WithOpName("layer/conv"), x, w), bias));
+  for (bool remapping : {false, true}) {
+    StatusOr<std::unique_ptr<Session>> session =
+        Session::Create(root.graph(), {.remapping = remapping});
+    ASSERT_TRUE(session.ok());
+    StatusOr<std::vector<Tensor>> out =
+        (*session)->Run({{x, Random(DT_FLOAT, TensorShape({1, 2, 2, 2}), 1)},
+                         {bias, Random(DT_FLOAT, TensorShape({4}), 3)}},
+                        {y}, {});
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument) << remapping;
+    EXPECT_THAT(out.status().message(), HasSubstr("layer/bias_add")) << remapping;
+    EXPECT_THAT(out.status().message(), HasSubstr("[4]")) << remapping;
+  }
+}
+
+}  // namespace
+}  // namespace ckflow
