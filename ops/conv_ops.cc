@@ -361,7 +361,11 @@ void Conv2DForward(const WindowGeometry& g, int64_t out_depth, const T* in, cons
                    const Epilogue<T>* epilogue = nullptr) {
   const int64_t k = g.window_h * g.window_w * g.depth;
   const bool pointwise = IsPointwise(g);
-  const ConvBlocks blocks(g, k * static_cast<int64_t>(sizeof(T)), 1);
+  // A block's patches and its output both stay in cache: a layer with few
+  // input channels (the first, k = 9) has more output than patches per
+  // pixel, and blocks sized by the patches alone left the zeroed output to
+  // be read back from memory by the GEMM.
+  const ConvBlocks blocks(g, (k + out_depth) * static_cast<int64_t>(sizeof(T)), 1);
   const ConstMatMap<T> f(filter, k, out_depth);
   ParallelRange(blocks.count(), 2 * blocks.max_pixels() * k * out_depth,
                 [&](int64_t b0, int64_t b1) {
