@@ -774,7 +774,10 @@ def topic_cnn(r):
         "threads, PyTorch eager with `torch.set_num_threads` and `set_num_interop_threads` "
         "(`bench/cnn_peers.py`). Only the step is timed (its batch is made before). The peers "
         "run in processes of their own after ckflow's, on the same machine in the same run; "
-        "ckflow's speed is the peer's time over ckflow's (> 1: ckflow is faster). Then building "
+        "ckflow's speed is the peer's time over ckflow's (> 1: ckflow is faster). Both sessions "
+        "run their graph optimizer's fusions (TensorFlow's grappler remapper; ckflow's "
+        "`SessionOptions::remapping`, which runs each convolution with its bias, and at "
+        "inference its batch norm and ReLU, as one op). Then building "
         "the graph, and the example's checkpoint (model, moving statistics, Adam's slots) saved "
         "and restored, per variable.")
     g = r.gbench("cnn_bench")
