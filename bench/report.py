@@ -777,7 +777,7 @@ def topic_cnn(r):
         "ckflow's speed is the peer's time over ckflow's (> 1: ckflow is faster). Both sessions "
         "run their graph optimizer's fusions (TensorFlow's grappler remapper; ckflow's "
         "`SessionOptions::remapping`, which runs each convolution with its bias, and at "
-        "inference its batch norm and ReLU, as one op). Then building "
+        "inference its batch norm, ReLU and max pooling, as one op). Then building "
         "the graph, and the example's checkpoint (model, moving statistics, Adam's slots) saved "
         "and restored, per variable.")
     g = r.gbench("cnn_bench")

@@ -38,12 +38,14 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "ops/fused_epilogue_internal.h"
 #include "ops/ops_internal.h"
+#include "ops/pooling_internal.h"
 #include "ops/standard_ops.h"
 #include "ops/window_internal.h"
 
@@ -197,8 +199,9 @@ constexpr int64_t kPartialBytes = 32 << 20;
 class ConvBlocks {
  public:
   // `row_bytes`: one output pixel's patch; `min_rows`: the fewest output
-  // rows in a block that is part of an image.
-  ConvBlocks(const WindowGeometry& g, int64_t row_bytes, int64_t min_rows)
+  // rows in a block that is part of an image; `row_multiple`: what the
+  // rows of such a block are a multiple of (but the image's last).
+  ConvBlocks(const WindowGeometry& g, int64_t row_bytes, int64_t min_rows, int64_t row_multiple = 1)
       : out_h_(g.out_h), out_w_(g.out_w), pixels_(g.out_h * g.out_w), batch_(g.batch) {
     const int64_t target = std::max<int64_t>(1, kPatchBytes / std::max<int64_t>(row_bytes, 1));
     if (pixels_ <= target) {
@@ -207,6 +210,7 @@ class ConvBlocks {
       max_pixels_ = images_ * pixels_;
     } else {
       rows_ = std::clamp(target / out_w_, std::min(min_rows, out_h_), out_h_);
+      rows_ = std::min(out_h_, std::max(row_multiple, rows_ / row_multiple * row_multiple));
       per_image_ = (out_h_ + rows_ - 1) / rows_;
       count_ = batch_ * per_image_;
       max_pixels_ = rows_ * out_w_;
@@ -218,6 +222,12 @@ class ConvBlocks {
   // True if blocks are parts of images (and so may overlap in the input).
   bool partial_images() const { return images_ == 0; }
   int64_t per_image() const { return per_image_; }
+  // Whether each window of `pool`, a pooling of the output, lies in one
+  // block.
+  bool HoldWholeWindows(const WindowGeometry& pool) const {
+    return images_ > 0 ||
+           (pool.window_h <= pool.stride_h && pool.pad_top == 0 && rows_ % pool.stride_h == 0);
+  }
 
   // The output pixels [begin, end) of block b.
   std::pair<int64_t, int64_t> Pixels(int64_t b) const {
@@ -354,36 +364,83 @@ int64_t NonOverlappingRows(const WindowGeometry& g) {
 
 // ------------------------------------------------------------ Conv2D
 
+// Pools `conv`, the output of the convolution's output pixels [m0, m1) (a
+// block of whole images, or rows of one image that hold whole pooling
+// windows), into the pooled output `out`.
+template <typename T>
+void MaxPoolBlock(const WindowGeometry& pool, const T* conv, int64_t m0, int64_t m1, T* out) {
+  const int64_t pixels = pool.in_h * pool.in_w;
+  const int64_t image_in = pixels * pool.depth;
+  const int64_t image_out = pool.out_h * pool.out_w * pool.depth;
+  const int64_t n = m0 / pixels;
+  if (m0 % pixels == 0 && m1 % pixels == 0) {
+    for (int64_t i = n; i < m1 / pixels; ++i) {
+      PoolRows<T, true>(pool, conv + (i - n) * image_in, 0, 0, pool.out_h, out + i * image_out);
+    }
+    return;
+  }
+  // Rows [oh0, oh1) of image n, oh0 a multiple of the stride, so the
+  // windows of pooled rows [p0, p1) lie within them (ConvBlocks).
+  const int64_t oh0 = (m0 % pixels) / pool.in_w;
+  const int64_t oh1 = oh0 + (m1 - m0) / pool.in_w;
+  const int64_t p0 = oh0 / pool.stride_h;
+  const int64_t p1 = std::min(pool.out_h, (oh1 + pool.stride_h - 1) / pool.stride_h);
+  PoolRows<T, true>(pool, conv, oh0, p0, p1, out + n * image_out + p0 * pool.out_w * pool.depth);
+}
+
 // `epilogue` (null: none) is applied to each block once its GEMM is done,
-// while the block is in cache (_FusedConv2D).
+// while the block is in cache (_FusedConv2D). With `pool` (null: none), the
+// pooling of the convolution's output, `out` is the pooled output, and
+// each block is max-pooled right after its epilogue, so that the
+// convolution's own output only ever exists one block at a time, in cache.
 template <typename T>
 void Conv2DForward(const WindowGeometry& g, int64_t out_depth, const T* in, const T* filter, T* out,
-                   const Epilogue<T>* epilogue = nullptr) {
+                   const Epilogue<T>* epilogue = nullptr, const WindowGeometry* pool = nullptr) {
   const int64_t k = g.window_h * g.window_w * g.depth;
   const bool pointwise = IsPointwise(g);
   // A block's patches and its output both stay in cache: a layer with few
   // input channels (the first, k = 9) has more output than patches per
   // pixel, and blocks sized by the patches alone left the zeroed output to
-  // be read back from memory by the GEMM.
-  const ConvBlocks blocks(g, (k + out_depth) * static_cast<int64_t>(sizeof(T)), 1);
+  // be read back from memory by the GEMM. A block that is part of an image
+  // has an even number of rows, so that a 2x2 pooling's windows lie in one
+  // block: the fused pooling must use the very blocks of a convolution on
+  // its own, since the GEMM's bits depend on a row's place in its block.
+  const ConvBlocks blocks(g, (k + out_depth) * static_cast<int64_t>(sizeof(T)), 1,
+                          /*row_multiple=*/2);
+  const bool pool_blocks = pool != nullptr && blocks.HoldWholeWindows(*pool);
+  // Else (windows across blocks) the whole output is made, then pooled.
+  std::unique_ptr<T[]> unpooled;
+  if (pool != nullptr && !pool_blocks) {
+    unpooled = std::make_unique_for_overwrite<T[]>(g.batch * g.out_h * g.out_w * out_depth);
+  }
+  T* conv_out = unpooled ? unpooled.get() : out;
   const ConstMatMap<T> f(filter, k, out_depth);
-  ParallelRange(blocks.count(), 2 * blocks.max_pixels() * k * out_depth,
-                [&](int64_t b0, int64_t b1) {
-                  // Written before read: no zero fill.
-                  const auto patches =
-                      std::make_unique_for_overwrite<T[]>(pointwise ? 0 : blocks.max_pixels() * k);
-                  for (int64_t b = b0; b < b1; ++b) {
-                    const auto [m0, m1] = blocks.Pixels(b);
-                    const T* lhs = in + m0 * k;
-                    if (!pointwise) {
-                      Im2Col(g, in, m0, m1, patches.get());
-                      lhs = patches.get();
-                    }
-                    MatMap<T>(out + m0 * out_depth, m1 - m0, out_depth).noalias() =
-                        ConstMatMap<T>(lhs, m1 - m0, k) * f;
-                    if (epilogue != nullptr) epilogue->ApplyToRows(out, m0, m1);
-                  }
-                });
+  ParallelRange(
+      blocks.count(), 2 * blocks.max_pixels() * k * out_depth, [&](int64_t b0, int64_t b1) {
+        // Written before read: no zero fill.
+        const auto patches =
+            std::make_unique_for_overwrite<T[]>(pointwise ? 0 : blocks.max_pixels() * k);
+        const auto block_out =
+            std::make_unique_for_overwrite<T[]>(pool_blocks ? blocks.max_pixels() * out_depth : 0);
+        for (int64_t b = b0; b < b1; ++b) {
+          const auto [m0, m1] = blocks.Pixels(b);
+          const T* lhs = in + m0 * k;
+          if (!pointwise) {
+            Im2Col(g, in, m0, m1, patches.get());
+            lhs = patches.get();
+          }
+          T* block = pool_blocks ? block_out.get() : conv_out + m0 * out_depth;
+          MatMap<T>(block, m1 - m0, out_depth).noalias() = ConstMatMap<T>(lhs, m1 - m0, k) * f;
+          if (epilogue != nullptr) epilogue->ApplyToRows(block, 0, m1 - m0);
+          if (pool_blocks) MaxPoolBlock(*pool, block, m0, m1, out);
+        }
+      });
+  if (unpooled) {
+    const int64_t pixels = g.out_h * g.out_w;
+    ParallelRange(g.batch, pixels * out_depth, [&](int64_t n0, int64_t n1) {
+      MaxPoolBlock(*pool, conv_out + n0 * pixels * out_depth, n0 * pixels, n1 * pixels, out);
+    });
+  }
 }
 
 template <typename T>
@@ -675,24 +732,37 @@ Status FusedConv2DCompute(KernelContext& ctx, const WindowAttrs& attrs, const Ep
   CKFLOW_ASSIGN_OR_RETURN(ConvShapes s, ResolveConv(ConvKind::kConv2D, ctx.input(0).shape(),
                                                     ctx.input(1).shape(), attrs));
   CKFLOW_ASSIGN_OR_RETURN(Epilogue<T> epilogue, Epilogue<T>::Make(spec, ctx, s.out_depth));
-  CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, ctx.input(0).dtype(), s.output));
+  std::optional<PoolShapes> pool;
+  if (spec.max_pool) {
+    StatusOr<PoolShapes> resolved = ResolvePool(s.output, "input", spec.pool);
+    if (!resolved.ok()) {
+      return InvalidArgumentError(spec.nodes.back(), ": ", resolved.status().message());
+    }
+    pool = *std::move(resolved);
+  }
+  const TensorShape& shape = pool ? pool->output : s.output;
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, ctx.input(0).dtype(), shape));
   if (out->NumElements() == 0) return OkStatus();
   T* o = out->flat<T>().data();
   const Tensor& in = ctx.input(0);
   const Tensor& filter = ctx.input(1);
   if (in.NumElements() == 0 || filter.NumElements() == 0) {  // sums of nothing
-    std::fill_n(o, out->NumElements(), T(0));
-    epilogue.ApplyToRows(o, 0, out->NumElements() / s.out_depth);
+    const int64_t size = s.output.num_elements();
+    std::vector<T> unpooled(pool ? size : 0);
+    T* conv = pool ? unpooled.data() : o;
+    std::fill_n(conv, size, T(0));
+    epilogue.ApplyToRows(conv, 0, size / s.out_depth);
+    if (pool) MaxPoolBlock(pool->g, conv, 0, size / s.out_depth, o);
     return OkStatus();
   }
-  Conv2DForward(s.g, s.out_depth, in.flat<T>().data(), filter.flat<T>().data(), o, &epilogue);
+  Conv2DForward(s.g, s.out_depth, in.flat<T>().data(), filter.flat<T>().data(), o, &epilogue,
+                pool ? &pool->g : nullptr);
   return OkStatus();
 }
 
 StatusOr<Kernel> FusedConv2DKernel(const Node& node) {
   CKFLOW_ASSIGN_OR_RETURN(WindowAttrs attrs, ParseConvAttrs(node.attrs()));
-  CKFLOW_ASSIGN_OR_RETURN(EpilogueSpec spec,
-                          ParseEpilogueSpec(node.attrs(), /*batch_norm_allowed=*/true));
+  CKFLOW_ASSIGN_OR_RETURN(EpilogueSpec spec, ParseEpilogueSpec(node.attrs(), /*convolution=*/true));
   return DispatchFloat(node.output_type(0), [attrs, spec](auto tag) -> StatusOr<Kernel> {
     using T = typename decltype(tag)::type;
     return Kernel(
@@ -701,8 +771,7 @@ StatusOr<Kernel> FusedConv2DKernel(const Node& node) {
 }
 
 Status FusedConv2DShapeFn(InferenceContext& c) {
-  CKFLOW_ASSIGN_OR_RETURN(EpilogueSpec spec,
-                          ParseEpilogueSpec(*c.attrs, /*batch_norm_allowed=*/true));
+  CKFLOW_ASSIGN_OR_RETURN(EpilogueSpec spec, ParseEpilogueSpec(*c.attrs, /*convolution=*/true));
   const size_t want = 2 + static_cast<size_t>(spec.num_args());
   if (c.input_types.size() != want) {
     return InvalidArgumentError("expects ", want, " inputs for its fused_ops, got ",
@@ -711,7 +780,12 @@ Status FusedConv2DShapeFn(InferenceContext& c) {
   for (size_t i = 2; i < want; ++i) {
     CKFLOW_RETURN_IF_ERROR(CheckSameDtype(c, 0, "input", static_cast<int>(i), "args"));
   }
-  return ConvShapeFn(c, ConvKind::kConv2D);
+  CKFLOW_RETURN_IF_ERROR(ConvShapeFn(c, ConvKind::kConv2D));
+  if (!spec.max_pool) return OkStatus();
+  PartialShape& conv = c.output_shapes.back();
+  CKFLOW_ASSIGN_OR_RETURN(
+      conv, PoolOutputShape(conv, spec.nodes.back() + "'s input is " + conv.ToString(), spec.pool));
+  return OkStatus();
 }
 
 template <ConvKind kKind>

@@ -1,7 +1,8 @@
 // What a fused product op (_FusedConv2D, _FusedMatMul) applies to its
 // output: TensorFlow's remapper ops, which the session substitutes for a
 // Conv2D or MatMul followed by BiasAdd, then (convolutions) an inference
-// FusedBatchNormV3, then Relu or Relu6 (runtime/remapper_internal.h).
+// FusedBatchNormV3, then Relu or Relu6, then (convolutions) a MaxPool
+// (runtime/remapper_internal.h).
 //
 // The point is memory traffic, not arithmetic: each of those ops is one
 // more pass over a tensor that no longer fits in cache (a batch of the
@@ -23,6 +24,7 @@
 #include "base/tensor.h"
 #include "graph/op_def.h"
 #include "ops/cwise_internal.h"
+#include "ops/window_internal.h"
 
 namespace ckflow::internal {
 
@@ -84,22 +86,28 @@ auto BatchNormOf(const X& x, const V& mean, const V& scaling, const V& offset) {
 enum class Activation { kNone, kRelu, kRelu6 };
 
 // The fused ops' attributes: fused_ops (in order: "BiasAdd", then
-// optionally "FusedBatchNorm", then optionally "Relu" or "Relu6"), epsilon,
-// and fused_nodes, the names of the nodes they stand for (for messages).
+// optionally "FusedBatchNorm", then optionally "Relu" or "Relu6", then
+// optionally "MaxPool"), epsilon, the MaxPool's pool_ksize, pool_strides
+// and pool_padding, and fused_nodes, the names of the nodes they stand for
+// (for messages).
 struct EpilogueSpec {
   bool batch_norm = false;
   Activation activation = Activation::kNone;
   float epsilon = 1e-3f;
-  std::vector<std::string> nodes;  // [product, BiasAdd, (batch norm), (activation)]
+  // A MaxPool of the result, which the convolution applies itself (the
+  // Epilogue class does not).
+  bool max_pool = false;
+  WindowAttrs pool;
+  std::vector<std::string> nodes;  // [product, BiasAdd, (batch norm), (activation), (pool)]
   // The number of inputs after the product's two: bias, then scale,
   // offset, mean and variance with a batch norm.
   int num_args() const { return batch_norm ? 5 : 1; }
 };
 
 // InvalidArgument naming the attribute unless fused_ops is one of the
-// sequences above (`batch_norm_allowed`: the product may carry a batch
-// norm) and fused_nodes names one node per fused op plus the product.
-StatusOr<EpilogueSpec> ParseEpilogueSpec(const AttrMap& attrs, bool batch_norm_allowed);
+// sequences above (`convolution`: the product may carry a batch norm and a
+// MaxPool) and fused_nodes names one node per fused op plus the product.
+StatusOr<EpilogueSpec> ParseEpilogueSpec(const AttrMap& attrs, bool convolution);
 
 // The epilogue of one run of a fused op, for `channels` output channels.
 template <typename T>

@@ -159,7 +159,7 @@ StatusOr<Kernel> FusedMatMulKernel(const Node& node) {
   const bool ta = node.attrs().GetOr<bool>("transpose_a", false);
   const bool tb = node.attrs().GetOr<bool>("transpose_b", false);
   CKFLOW_ASSIGN_OR_RETURN(EpilogueSpec spec,
-                          ParseEpilogueSpec(node.attrs(), /*batch_norm_allowed=*/false));
+                          ParseEpilogueSpec(node.attrs(), /*convolution=*/false));
   return DispatchFloat(node.output_type(0), [ta, tb, spec](auto tag) -> StatusOr<Kernel> {
     using T = typename decltype(tag)::type;
     return Kernel(
@@ -168,8 +168,7 @@ StatusOr<Kernel> FusedMatMulKernel(const Node& node) {
 }
 
 Status FusedMatMulShapeFn(InferenceContext& c) {
-  CKFLOW_ASSIGN_OR_RETURN(EpilogueSpec spec,
-                          ParseEpilogueSpec(*c.attrs, /*batch_norm_allowed=*/false));
+  CKFLOW_ASSIGN_OR_RETURN(EpilogueSpec spec, ParseEpilogueSpec(*c.attrs, /*convolution=*/false));
   CKFLOW_RETURN_IF_ERROR(CheckSameDtype(c, 0, "a", 2, "bias"));
   return MatMulShapeFn(c);
 }

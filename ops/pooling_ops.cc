@@ -26,11 +26,33 @@
 #include <vector>
 
 #include "ops/ops_internal.h"
+#include "ops/pooling_internal.h"
 #include "ops/standard_ops.h"
 #include "ops/window_internal.h"
 
 namespace ckflow {
 namespace internal {
+
+StatusOr<PartialShape> PoolOutputShape(const PartialShape& input, const std::string& input_desc,
+                                       const WindowAttrs& attrs) {
+  StatusOr<PartialShape> out = WindowedOutputShape(input, attrs.window_h, attrs.window_w,
+                                                   input.known_rank() ? input.dim(3) : -1, attrs);
+  if (!out.ok()) return InvalidArgumentError(out.status().message(), ": ", input_desc);
+  return out;
+}
+
+StatusOr<PoolShapes> ResolvePool(const TensorShape& input, std::string_view arg,
+                                 const WindowAttrs& attrs) {
+  if (input.rank() != 4) {
+    return InvalidArgumentError(arg, " is ", input.ToString(), ", but must have rank 4");
+  }
+  StatusOr<WindowGeometry> g = ComputeGeometry(input, attrs.window_h, attrs.window_w, attrs);
+  if (!g.ok()) {
+    return InvalidArgumentError(g.status().message(), ": ", arg, " is ", input.ToString());
+  }
+  return PoolShapes{*g, TensorShape({g->batch, g->out_h, g->out_w, g->depth})};
+}
+
 namespace {
 
 template <typename T>
@@ -42,14 +64,6 @@ using ConstVec = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 constexpr int64_t kChannelBlock = 64;
 
 // ------------------------------------------------------------ shapes
-
-StatusOr<PartialShape> PoolOutputShape(const PartialShape& input, const std::string& input_desc,
-                                       const WindowAttrs& attrs) {
-  StatusOr<PartialShape> out = WindowedOutputShape(input, attrs.window_h, attrs.window_w,
-                                                   input.known_rank() ? input.dim(3) : -1, attrs);
-  if (!out.ok()) return InvalidArgumentError(out.status().message(), ": ", input_desc);
-  return out;
-}
 
 // MaxPool, AvgPool: (input).
 Status PoolShapeFn(InferenceContext& c, std::string_view arg) {
@@ -104,36 +118,11 @@ Status AvgPoolGradShapeFn(InferenceContext& c) {
   return OkStatus();
 }
 
-// The run-time geometry of pooling `input`, and its output shape.
-struct PoolShapes {
-  WindowGeometry g;
-  TensorShape output;
-};
-
-StatusOr<PoolShapes> ResolvePool(const TensorShape& input, std::string_view arg,
-                                 const WindowAttrs& attrs) {
-  if (input.rank() != 4) {
-    return InvalidArgumentError(arg, " is ", input.ToString(), ", but must have rank 4");
-  }
-  StatusOr<WindowGeometry> g = ComputeGeometry(input, attrs.window_h, attrs.window_w, attrs);
-  if (!g.ok()) {
-    return InvalidArgumentError(g.status().message(), ": ", arg, " is ", input.ToString());
-  }
-  return PoolShapes{*g, TensorShape({g->batch, g->out_h, g->out_w, g->depth})};
-}
-
 Status CheckPooled(const Tensor& t, std::string_view arg, const PoolShapes& s,
                    const TensorShape& input) {
   if (t.shape() == s.output) return OkStatus();
   return InvalidArgumentError(arg, " is ", t.shape().ToString(), ", but the pooling's output is ",
                               s.output.ToString(), ": the input is ", input.ToString());
-}
-
-// The input rows [begin, end) the window of output row `o` covers.
-std::pair<int64_t, int64_t> WindowRange(int64_t o, int64_t stride, int64_t pad, int64_t window,
-                                        int64_t in) {
-  const int64_t start = o * stride - pad;
-  return {std::max<int64_t>(0, start), std::min(in, start + window)};
 }
 
 // ------------------------------------------------------------ kernels
@@ -154,26 +143,9 @@ Status PoolCompute(KernelContext& ctx, const WindowAttrs& attrs) {
   ParallelRange(g.batch * g.out_h, cost, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t n = r / g.out_h;
-      const auto [h0, h1] = WindowRange(r % g.out_h, g.stride_h, g.pad_top, g.window_h, g.in_h);
-      for (int64_t ow = 0; ow < g.out_w; ++ow) {
-        const auto [w0, w1] = WindowRange(ow, g.stride_w, g.pad_left, g.window_w, g.in_w);
-        Vec<T> acc(o + (r * g.out_w + ow) * depth, depth);
-        bool first = true;
-        for (int64_t h = h0; h < h1; ++h) {
-          for (int64_t w = w0; w < w1; ++w) {
-            ConstVec<T> v(in + ((n * g.in_h + h) * g.in_w + w) * depth, depth);
-            if (first) {
-              acc = v;
-              first = false;
-            } else if constexpr (kMax) {
-              acc = acc.max(v);
-            } else {
-              acc += v;
-            }
-          }
-        }
-        if constexpr (!kMax) acc /= static_cast<T>((h1 - h0) * (w1 - w0));
-      }
+      const int64_t oh = r % g.out_h;
+      PoolRows<T, kMax>(g, in + n * g.in_h * g.in_w * depth, 0, oh, oh + 1,
+                        o + r * g.out_w * depth);
     }
   });
   return OkStatus();

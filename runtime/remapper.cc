@@ -102,6 +102,17 @@ std::optional<Fusion> ChainFrom(const Node* product, const ChainFinder& finder,
   if (next != nullptr && (next->type() == "Relu" || next->type() == "Relu6")) {
     chain.push_back(next);
     fused_ops.push_back(next->type());
+    next = finder.SoleConsumer(next);
+  }
+  // Not one of TensorFlow's fusions: pooling each block of the convolution
+  // while it is in cache spares the unpooled output's trip to memory.
+  if (conv && next != nullptr && next->type() == "MaxPool" && ChannelsLast(*next)) {
+    chain.push_back(next);
+    fused_ops.push_back("MaxPool");
+    const AttrMap& pool = next->attrs();
+    attrs.Set("pool_ksize", pool.GetOr<std::vector<int64_t>>("ksize", {}));
+    attrs.Set("pool_strides", pool.GetOr<std::vector<int64_t>>("strides", {}));
+    attrs.Set("pool_padding", pool.GetOr<std::string>("padding", ""));
   }
 
   const OpDef* def = registry.Find(conv ? "_FusedConv2D" : "_FusedMatMul");

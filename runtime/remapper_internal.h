@@ -4,14 +4,19 @@
 // the ops after it folded in:
 //
 //   Conv2D -> BiasAdd [-> FusedBatchNormV3 (is_training false)] [-> Relu | Relu6]
+//          [-> MaxPool]
 //   MatMul -> BiasAdd [-> Relu | Relu6]
+//
+// The MaxPool is ckflow's own addition (the convolution pools each block of
+// its output while it is in cache); the rest are TensorFlow's fusions.
 //
 // Each op of the chain but the last must have that one consumer, must not be
 // fetched, fed past, a target or a control input, and the last may only be
 // read at output 0. So the chain's intermediate tensors are needed by
 // nothing else in the run: a training step's chains fold as far as the
 // gradients allow (Relu's gradient reads Relu's output, which the fused op
-// produces; a training batch norm needs the whole batch and stays).
+// produces; a training batch norm needs the whole batch and stays; pooling
+// folds in at inference, where nothing else reads its input).
 //
 // The fused kernels compute each element with the separate ops' own
 // expressions (ops/fused_epilogue_internal.h), so remapping changes the

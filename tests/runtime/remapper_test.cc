@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
@@ -14,6 +15,7 @@
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/normalization_ops.h"
+#include "ops/pooling_ops.h"
 #include "ops/variable_ops.h"
 #include "runtime/session.h"
 #include "runtime/session_internal.h"
@@ -122,6 +124,71 @@ INSTANTIATE_TEST_SUITE_P(Chains, ConvChainTest,
                                            ConvCase{DT_FLOAT, "SAME", 2, true, "Relu6"},
                                            ConvCase{DT_DOUBLE, "SAME", 1, true, "Relu"},
                                            ConvCase{DT_DOUBLE, "VALID", 2, false, "Relu"}));
+
+// ------------------------------------------------- Conv2D, then MaxPool
+
+struct PoolCase {
+  DataType dtype;
+  int64_t batch, rows, cols;  // of the input
+  int64_t window, stride;     // of the pooling
+  std::string padding;        // of the pooling
+  bool batch_norm;
+};
+
+class ConvPoolChainTest : public ::testing::TestWithParam<PoolCase> {};
+
+TEST_P(ConvPoolChainTest, PoolingEachBlockGivesTheBitsOfTheSeparateOps) {
+  const PoolCase& c = GetParam();
+  Scope root = Scope::NewRootScope();
+  const int64_t channels = 24;
+  Output x = ops::Placeholder(root.WithOpName("x"), c.dtype);
+  Output filter = ops::Const(root, Random(c.dtype, TensorShape({3, 3, 5, channels}), 2));
+  Output bias = ops::Const(root, Random(c.dtype, TensorShape({channels}), 3));
+  Output h = ops::BiasAdd(root, ops::Conv2D(root, x, filter), bias);
+  if (c.batch_norm) {
+    auto vec = [&](uint32_t seed, double low) {
+      return ops::Const(root, Random(c.dtype, TensorShape({channels}), seed, low));
+    };
+    h = ops::FusedBatchNorm(root, h, vec(4, -1), vec(5, -1), vec(6, -1), vec(7, 0.1),
+                            {.is_training = false})
+            .y;
+  }
+  h = ops::Relu(root, h);
+  Output y = ops::MaxPool(root.WithOpName("pool"), h,
+                          {.ksize = {1, c.window, c.window, 1},
+                           .strides = {1, c.stride, c.stride, 1},
+                           .padding = c.padding});
+  CKFLOW_ASSERT_OK(root.status());
+  Tensor images = Random(c.dtype, TensorShape({c.batch, c.rows, c.cols, 5}), 1);
+  // A NaN: the pooling keeps Eigen's max, which the fused op must too.
+  if (c.dtype == DT_FLOAT) images.flat<float>()[7 * 5] = std::nanf("");
+  const std::vector<Feed> feeds = {{x, images}};
+
+  Ran separate = RunWith(root, false, feeds, {y});
+  Ran fused = RunWith(root, true, feeds, {y});
+  Ran fused_one_thread = RunWith(root, true, feeds, {y}, {}, 1);
+  EXPECT_EQ(fused.fused, 1);
+  ASSERT_EQ(fused.outputs.size(), 1u);
+  EXPECT_TRUE(SameBits(fused.outputs[0], separate.outputs[0]))
+      << fused.outputs[0].shape().ToString() << " vs " << separate.outputs[0].shape().ToString();
+  EXPECT_TRUE(SameBits(fused_one_thread.outputs[0], separate.outputs[0]));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Chains, ConvPoolChainTest,
+    ::testing::Values(
+        // Small images: blocks of whole images.
+        PoolCase{DT_FLOAT, 7, 13, 11, 2, 2, "VALID", true},
+        PoolCase{DT_DOUBLE, 3, 12, 12, 2, 2, "SAME", false},
+        // Large ones: blocks of 8 rows (of 24 channels), each pooled.
+        PoolCase{DT_FLOAT, 2, 123, 100, 2, 2, "VALID", true},
+        PoolCase{DT_FLOAT, 2, 123, 100, 2, 2, "SAME", false},  // last window cut short
+        PoolCase{DT_FLOAT, 1, 100, 100, 1, 2, "VALID", true},  // rows between windows
+        // Windows across blocks of rows (a stride of 3, overlapping
+        // windows): the whole output, then the pooling.
+        PoolCase{DT_FLOAT, 2, 110, 90, 3, 3, "VALID", false},
+        PoolCase{DT_FLOAT, 2, 101, 100, 3, 2, "SAME", true},
+        PoolCase{DT_FLOAT, 3, 9, 9, 3, 1, "VALID", false}));
 
 // The relu6 case above stops early; here it is fused whole.
 TEST(RemapperTest, Relu6EndsAFusedConvChain) {
@@ -300,6 +367,44 @@ TEST(RemapperTest, AWrongBiasIsInvalidArgumentNamingTheBiasAdd) {
     EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument) << remapping;
     EXPECT_THAT(out.status().message(), HasSubstr("layer/bias_add")) << remapping;
     EXPECT_THAT(out.status().message(), HasSubstr("[4]")) << remapping;
+  }
+}
+
+TEST(RemapperTest, APoolingWhoseInputIsFetchedStaysSeparate) {
+  SmallConv g;
+  Output pool = ops::MaxPool(g.root, g.relu);
+  Ran separate = RunWith(g.root, false, g.feeds, {g.relu, pool});
+  Ran fused = RunWith(g.root, true, g.feeds, {g.relu, pool});
+  EXPECT_EQ(fused.fused, 1);  // Conv2D + BiasAdd + Relu
+  EXPECT_TRUE(SameBits(fused.outputs[0], separate.outputs[0]));
+  EXPECT_TRUE(SameBits(fused.outputs[1], separate.outputs[1]));
+  // In training, MaxPoolGrad reads the pooling's input: it stays too.
+  Output grad = ops::MaxPoolGrad(g.root, g.relu, pool, ops::OnesLike(g.root, pool), {});
+  Ran training = RunWith(g.root, true, g.feeds, {grad});
+  Ran training_separate = RunWith(g.root, false, g.feeds, {grad});
+  EXPECT_EQ(training.fused, 1);
+  EXPECT_TRUE(SameBits(training.outputs[0], training_separate.outputs[0]));
+}
+
+TEST(RemapperTest, AWindowLargerThanTheConvolutionIsInvalidArgumentNamingThePool) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root, DT_FLOAT);  // shape known only when fed
+  Output w = ops::Const(root, Random(DT_FLOAT, TensorShape({3, 3, 2, 4}), 2));
+  Output b = ops::Const(root, Random(DT_FLOAT, TensorShape({4}), 3));
+  Output y = ops::MaxPool(root.WithOpName("net/pool"),
+                          ops::Relu(root, ops::BiasAdd(root, ops::Conv2D(root, x, w), b)),
+                          {.ksize = {1, 4, 4, 1}});
+  for (bool remapping : {false, true}) {
+    StatusOr<std::unique_ptr<Session>> session =
+        Session::Create(root.graph(), {.remapping = remapping});
+    ASSERT_TRUE(session.ok());
+    // The convolution gives 3 x 3.
+    StatusOr<std::vector<Tensor>> out =
+        (*session)->Run({{x, Random(DT_FLOAT, TensorShape({1, 5, 5, 2}), 1)}}, {y}, {});
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument) << remapping;
+    EXPECT_THAT(out.status().message(), HasSubstr("net/pool")) << remapping;
+    EXPECT_THAT(out.status().message(), HasSubstr("[1,3,3,4]")) << out.status().message();
   }
 }
 
