@@ -74,6 +74,33 @@ Status SelectShapeFn(InferenceContext& c) {
   return OkStatus();
 }
 
+// out[i] = cond[i] ? t[i] : e[i] over one row, each input advancing by 1
+// or, broadcast, by 0 (kC, kT, kE) so the compiler knows which. A mask on
+// the bits rather than a branch: the condition of a dropout mask is random,
+// and a branch on it was mispredicted every other element. The condition
+// is read as bytes: any byte but 0 is true, whatever a restored or fed
+// tensor holds.
+template <typename Bits, bool kC, bool kT, bool kE>
+void SelectRow(const unsigned char* c, const Bits* t, const Bits* e, int64_t n, Bits* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const Bits take = -static_cast<Bits>(c[kC ? i : 0] != 0);
+    out[i] = (t[kT ? i : 0] & take) | (e[kE ? i : 0] & ~take);
+  }
+}
+
+template <typename Bits>
+using SelectRowFn = void (*)(const unsigned char*, const Bits*, const Bits*, int64_t, Bits*);
+
+template <typename Bits>
+SelectRowFn<Bits> SelectRowFor(bool c, bool t, bool e) {
+  static constexpr SelectRowFn<Bits> kRows[] = {
+      SelectRow<Bits, false, false, false>, SelectRow<Bits, false, false, true>,
+      SelectRow<Bits, false, true, false>,  SelectRow<Bits, false, true, true>,
+      SelectRow<Bits, true, false, false>,  SelectRow<Bits, true, false, true>,
+      SelectRow<Bits, true, true, false>,   SelectRow<Bits, true, true, true>};
+  return kRows[(c ? 4 : 0) + (t ? 2 : 0) + (e ? 1 : 0)];
+}
+
 // Select moves element bits, so one instantiation per element size serves
 // every dtype.
 template <typename Bits>
@@ -86,24 +113,20 @@ Status SelectCompute(KernelContext& ctx) {
                           BroadcastTensorShapes(cond.shape(), "condition", te, "t and e"));
   CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, t.dtype(), shape));
   if (out->NumElements() == 0) return OkStatus();
-  const bool* cp = cond.flat<bool>().data();
+  const auto* cp = static_cast<const unsigned char*>(cond.raw_data());
   const Bits* tp = static_cast<const Bits*>(t.raw_data());
   const Bits* ep = static_cast<const Bits*>(e.raw_data());
   Bits* op = static_cast<Bits*>(out->raw_data());
   const TensorShape* shapes[] = {&cond.shape(), &t.shape(), &e.shape()};
   BroadcastPlan plan(shapes, shape);
   const int64_t inner = plan.inner();
-  const int64_t cs = plan.inner_broadcast(0) ? 0 : 1;
-  const int64_t ts = plan.inner_broadcast(1) ? 0 : 1;
-  const int64_t es = plan.inner_broadcast(2) ? 0 : 1;
+  const SelectRowFn<Bits> select_row = SelectRowFor<Bits>(
+      !plan.inner_broadcast(0), !plan.inner_broadcast(1), !plan.inner_broadcast(2));
   ParallelRange(plan.rows(), inner, [&](int64_t b, int64_t end) {
     std::array<int64_t, 3> off;
     for (int64_t row = b; row < end; ++row) {
       plan.RowOffsets(row, off);
-      Bits* o = op + row * inner;
-      for (int64_t i = 0; i < inner; ++i) {
-        o[i] = cp[off[0] + i * cs] ? tp[off[1] + i * ts] : ep[off[2] + i * es];
-      }
+      select_row(cp + off[0], tp + off[1], ep + off[2], inner, op + row * inner);
     }
   });
   return OkStatus();

@@ -402,11 +402,20 @@ TEST(Select, BroadcastsConditionAndBranches) {
   struct Case {
     TensorShape c, t, e;
   };
+  // Each of condition, t and e read whole or broadcast along the rows, in
+  // all eight ways, and rows long enough for vector loops (a dropout mask).
   const Case cases[] = {{{2, 3}, {2, 3}, {2, 3}},
                         {{3}, {2, 3}, {}},
                         {{2, 1}, {1, 3}, {2, 3}},
                         {{}, {4}, {4}},
-                        {{0, 2}, {2}, {2}}};
+                        {{0, 2}, {2}, {2}},
+                        {{2, 3}, {}, {2, 3}},
+                        {{2, 3}, {}, {}},
+                        {{}, {4}, {}},
+                        {{}, {}, {4}},
+                        {{}, {}, {}},
+                        {{40, 50}, {40, 50}, {}},
+                        {{3, 1}, {3, 77}, {1, 77}}};
   for (DataType dtype : {DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_BOOL}) {
     for (const Case& k : cases) {
       SCOPED_TRACE(std::string(DataTypeName(dtype)) + " " + k.c.ToString() + k.t.ToString() +
