@@ -19,7 +19,8 @@ struct Use {
 class ChainFinder {
  public:
   ChainFinder(const std::vector<const Node*>& order, const std::function<bool(const Output&)>& fed,
-              const std::function<bool(const Output&)>& fetched, const std::vector<Output>& targets)
+              const std::function<bool(const Node*, int)>& fetched,
+              const std::vector<Output>& targets)
       : fetched_(fetched) {
     for (const Node* n : order) {
       for (int i = 0; i < n->num_inputs(); ++i) {
@@ -36,7 +37,7 @@ class ChainFinder {
   const Node* SoleConsumer(const Node* node) const {
     if (kept_.count(node)) return nullptr;
     for (int k = 0; k < node->num_outputs(); ++k) {
-      if (fetched_(Output(const_cast<Node*>(node), k))) return nullptr;
+      if (fetched_(node, k)) return nullptr;
     }
     auto it = uses_.find(node);
     if (it == uses_.end() || it->second.size() != 1) return nullptr;
@@ -47,7 +48,7 @@ class ChainFinder {
   // Whether nothing reads or fetches `node`'s outputs but output 0.
   bool OnlyOutputZeroUsed(const Node* node) const {
     for (int k = 1; k < node->num_outputs(); ++k) {
-      if (fetched_(Output(const_cast<Node*>(node), k))) return false;
+      if (fetched_(node, k)) return false;
     }
     auto it = uses_.find(node);
     if (it == uses_.end()) return true;
@@ -58,7 +59,7 @@ class ChainFinder {
   }
 
  private:
-  const std::function<bool(const Output&)>& fetched_;
+  const std::function<bool(const Node*, int)>& fetched_;
   std::unordered_map<const Node*, std::vector<Use>> uses_;
   std::unordered_set<const Node*> kept_;
 };
@@ -143,7 +144,7 @@ std::optional<Fusion> ChainFrom(const Node* product, const ChainFinder& finder,
 
 std::vector<Fusion> FindFusions(const std::vector<const Node*>& order,
                                 const std::function<bool(const Output&)>& fed,
-                                const std::function<bool(const Output&)>& fetched,
+                                const std::function<bool(const Node*, int)>& fetched,
                                 const std::vector<Output>& targets, const OpRegistry& registry) {
   std::vector<Fusion> fusions;
   ChainFinder finder(order, fed, fetched, targets);

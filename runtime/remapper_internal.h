@@ -43,13 +43,14 @@ struct Fusion {
 };
 
 // The chains in `order` (a plan's pruned nodes). `fed` tells the outputs a
-// run is fed (their producers' results are not read), `fetched` those it
-// returns; `targets` and the nodes `order` names as control inputs are
-// kept as they are. Fused nodes are made with `registry`'s _FusedConv2D and
-// _FusedMatMul; without them, nothing is fused.
+// run is fed (their producers' results are not read), `fetched(node, i)`
+// whether it returns output i of node; `targets` and the nodes `order` names
+// as control inputs are kept as they are. Fused nodes are made with
+// `registry`'s _FusedConv2D and _FusedMatMul; without them, nothing is
+// fused.
 std::vector<Fusion> FindFusions(const std::vector<const Node*>& order,
                                 const std::function<bool(const Output&)>& fed,
-                                const std::function<bool(const Output&)>& fetched,
+                                const std::function<bool(const Node*, int)>& fetched,
                                 const std::vector<Output>& targets, const OpRegistry& registry);
 
 }  // namespace ckflow::internal
