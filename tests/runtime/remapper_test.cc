@@ -184,10 +184,11 @@ INSTANTIATE_TEST_SUITE_P(
         PoolCase{DT_FLOAT, 2, 123, 100, 2, 2, "VALID", true},
         PoolCase{DT_FLOAT, 2, 123, 100, 2, 2, "SAME", false},  // last window cut short
         PoolCase{DT_FLOAT, 1, 100, 100, 1, 2, "VALID", true},  // rows between windows
-        // Windows across blocks of rows (a stride of 3, overlapping
-        // windows): the whole output, then the pooling.
+        // Windows across blocks of rows (a stride of 3 against 10 rows,
+        // overlapping windows): the whole output, then the pooling.
         PoolCase{DT_FLOAT, 2, 110, 90, 3, 3, "VALID", false},
         PoolCase{DT_FLOAT, 2, 101, 100, 3, 2, "SAME", true},
+        // Overlapping windows in blocks of whole images: pooled per block.
         PoolCase{DT_FLOAT, 3, 9, 9, 3, 1, "VALID", false}));
 
 // The relu6 case above stops early; here it is fused whole.
