@@ -328,6 +328,32 @@ void Im2Col(const WindowGeometry& g, const T* in, int64_t m0, int64_t m1, T* pat
   });
 }
 
+// One task's source of patch rows: Im2Col into a buffer of its own, except
+// for a pointwise convolution, whose patch rows are the input's rows.
+template <typename T>
+class PatchRows {
+ public:
+  PatchRows(const WindowGeometry& g, const T* in, int64_t max_pixels)
+      : g_(g),
+        in_(in),
+        k_(g.window_h * g.window_w * g.depth),
+        // Written before read: no zero fill.
+        buffer_(IsPointwise(g) ? nullptr : std::make_unique_for_overwrite<T[]>(max_pixels * k_)) {}
+
+  // The [m1 - m0, k] patch rows of output pixels [m0, m1).
+  const T* Rows(int64_t m0, int64_t m1) {
+    if (buffer_ == nullptr) return in_ + m0 * k_;
+    Im2Col(g_, in_, m0, m1, buffer_.get());
+    return buffer_.get();
+  }
+
+ private:
+  const WindowGeometry& g_;
+  const T* in_;
+  int64_t k_;
+  std::unique_ptr<T[]> buffer_;
+};
+
 // Adds the patch gradients of output pixels [m0, m1) into the input
 // gradient `din`, pixel by pixel, tap by tap (the inverse of Im2Col).
 template <typename T>
@@ -397,7 +423,6 @@ template <typename T>
 void Conv2DForward(const WindowGeometry& g, int64_t out_depth, const T* in, const T* filter, T* out,
                    const Epilogue<T>* epilogue = nullptr, const WindowGeometry* pool = nullptr) {
   const int64_t k = g.window_h * g.window_w * g.depth;
-  const bool pointwise = IsPointwise(g);
   // A block's patches and its output both stay in cache: a layer with few
   // input channels (the first, k = 9) has more output than patches per
   // pixel, and blocks sized by the patches alone left the zeroed output to
@@ -417,18 +442,12 @@ void Conv2DForward(const WindowGeometry& g, int64_t out_depth, const T* in, cons
   const ConstMatMap<T> f(filter, k, out_depth);
   ParallelRange(
       blocks.count(), 2 * blocks.max_pixels() * k * out_depth, [&](int64_t b0, int64_t b1) {
-        // Written before read: no zero fill.
-        const auto patches =
-            std::make_unique_for_overwrite<T[]>(pointwise ? 0 : blocks.max_pixels() * k);
+        PatchRows<T> patches(g, in, blocks.max_pixels());
         const auto block_out =
             std::make_unique_for_overwrite<T[]>(pool_blocks ? blocks.max_pixels() * out_depth : 0);
         for (int64_t b = b0; b < b1; ++b) {
           const auto [m0, m1] = blocks.Pixels(b);
-          const T* lhs = in + m0 * k;
-          if (!pointwise) {
-            Im2Col(g, in, m0, m1, patches.get());
-            lhs = patches.get();
-          }
+          const T* lhs = patches.Rows(m0, m1);
           T* block = pool_blocks ? block_out.get() : conv_out + m0 * out_depth;
           MatMap<T>(block, m1 - m0, out_depth).noalias() = ConstMatMap<T>(lhs, m1 - m0, k) * f;
           if (epilogue != nullptr) epilogue->ApplyToRows(block, 0, m1 - m0);
@@ -513,26 +532,20 @@ template <typename T>
 void Conv2DFilterGradient(const WindowGeometry& g, int64_t out_depth, const T* in, const T* dout,
                           T* dfilter) {
   const int64_t k = g.window_h * g.window_w * g.depth;
-  const bool pointwise = IsPointwise(g);
   const ConvBlocks blocks(g, k * static_cast<int64_t>(sizeof(T)), 1);
   const int64_t size = k * out_depth;
   const int64_t groups = GroupCount<T>(blocks.count(), size);
   std::vector<T> partials(groups > 1 ? groups * size : 0);
   const int64_t group_cost = 2 * blocks.max_pixels() * size * blocks.count() / groups;
   ParallelRange(groups, group_cost, [&](int64_t g0, int64_t g1) {
-    const auto patches =
-        std::make_unique_for_overwrite<T[]>(pointwise ? 0 : blocks.max_pixels() * k);
+    PatchRows<T> patches(g, in, blocks.max_pixels());
     for (int64_t group = g0; group < g1; ++group) {
       MatMap<T> acc(groups > 1 ? partials.data() + group * size : dfilter, k, out_depth);
       const int64_t first = group * blocks.count() / groups;
       const int64_t last = (group + 1) * blocks.count() / groups;
       for (int64_t b = first; b < last; ++b) {
         const auto [m0, m1] = blocks.Pixels(b);
-        const T* lhs = in + m0 * k;
-        if (!pointwise) {
-          Im2Col(g, in, m0, m1, patches.get());
-          lhs = patches.get();
-        }
+        const T* lhs = patches.Rows(m0, m1);
         const auto product = ConstMatMap<T>(lhs, m1 - m0, k).transpose() *
                              ConstMatMap<T>(dout + m0 * out_depth, m1 - m0, out_depth);
         if (b == first) {

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -190,6 +191,27 @@ INSTANTIATE_TEST_SUITE_P(
         PoolCase{DT_FLOAT, 2, 101, 100, 3, 2, "SAME", true},
         // Overlapping windows in blocks of whole images: pooled per block.
         PoolCase{DT_FLOAT, 3, 9, 9, 3, 1, "VALID", false}));
+
+// No input channels: the products are empty sums, so every pooled value is
+// the bias after the Relu, and the fused op must still pool, not skip.
+TEST(RemapperTest, AConvolutionOverNoChannelsStillPoolsItsEpilogue) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root, DT_FLOAT);
+  Output w = ops::Const(root, Tensor(DT_FLOAT, TensorShape({3, 3, 0, 4})));
+  const Tensor bias = Random(DT_FLOAT, TensorShape({4}), 3);
+  Output b = ops::Const(root, bias);
+  Output y = ops::MaxPool(root, ops::Relu(root, ops::BiasAdd(root, ops::Conv2D(root, x, w), b)),
+                          {.ksize = {1, 2, 2, 1}, .strides = {1, 2, 2, 1}, .padding = "VALID"});
+  const std::vector<Feed> feeds = {{x, Tensor(DT_FLOAT, TensorShape({2, 7, 7, 0}))}};
+  Ran separate = RunWith(root, false, feeds, {y});
+  Ran fused = RunWith(root, true, feeds, {y});
+  EXPECT_EQ(fused.fused, 1);
+  ASSERT_EQ(fused.outputs[0].shape(), TensorShape({2, 2, 2, 4}));
+  EXPECT_TRUE(SameBits(fused.outputs[0], separate.outputs[0]));
+  for (int64_t i = 0; i < fused.outputs[0].NumElements(); ++i) {
+    EXPECT_EQ(fused.outputs[0].flat<float>()[i], std::max(bias.flat<float>()[i % 4], 0.0f)) << i;
+  }
+}
 
 // The relu6 case above stops early; here it is fused whole.
 TEST(RemapperTest, Relu6EndsAFusedConvChain) {
