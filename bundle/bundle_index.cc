@@ -105,19 +105,30 @@ StatusOr<std::string_view> CheckBlock(std::string_view path, std::string_view co
   return std::string_view(*storage);
 }
 
-// The BlockHandle values of the index block's entries.
-StatusOr<std::vector<BlockHandle>> ParseIndexBlock(std::string_view path, std::string_view block) {
-  auto corrupt = [&](std::string_view what) {
-    return DataLossError(path, ": corrupt index block (", what, ")");
+// Walks the entries of a table block (LevelDB's block format: each entry the
+// varint lengths of its key's shared and unshared parts and of its value,
+// then those bytes; at the end the restart array) and calls visit(value) on
+// each. LevelDB's own parser reads the lengths as 32-bit and checks their
+// sum in 32 bits, so a sum that wraps would send it past the block, and it
+// trusts the restart array to point at entries: here the lengths are checked
+// in 64 bits, and every restart point must be an entry's start (or the end).
+// `starts` is scratch space, reused from block to block.
+template <typename Visit>
+Status WalkBlock(std::string_view path, std::string_view block, std::string_view what,
+                 std::vector<uint32_t>& starts, Visit&& visit) {
+  auto corrupt = [&](std::string_view problem) {
+    return DataLossError(path, ": corrupt ", what, " (", problem, ")");
   };
   if (block.size() < 4) return corrupt("shorter than its restart count");
   const uint64_t num_restarts = DecodeFixed32(block.data() + block.size() - 4);
   if (num_restarts > (block.size() - 4) / 4) return corrupt("restart array overflows");
-  const char* p = block.data();
-  const char* end = block.data() + block.size() - 4 - 4 * num_restarts;
-  std::vector<BlockHandle> handles;
+  const char* begin = block.data();
+  const char* p = begin;
+  const char* end = begin + block.size() - 4 - 4 * num_restarts;
+  starts.clear();
   uint64_t key_size = 0;
   while (p < end) {
+    starts.push_back(static_cast<uint32_t>(p - begin));
     uint64_t shared, non_shared, value_size;
     if (!GetVarint64(&p, end, &shared) || !GetVarint64(&p, end, &non_shared) ||
         !GetVarint64(&p, end, &value_size)) {
@@ -129,12 +140,32 @@ StatusOr<std::vector<BlockHandle>> ParseIndexBlock(std::string_view path, std::s
     }
     key_size = shared + non_shared;
     p += non_shared;
-    const char* value = p;
+    CKFLOW_RETURN_IF_ERROR(visit(std::string_view(p, value_size)));
     p += value_size;
-    BlockHandle handle;
-    if (!DecodeBlockHandle(&value, p, &handle)) return corrupt("bad block handle");
-    handles.push_back(handle);
   }
+  const auto limit = static_cast<uint32_t>(end - begin);
+  for (uint64_t i = 0; i < num_restarts; ++i) {
+    const uint32_t restart = DecodeFixed32(end + 4 * i);
+    if (restart != limit && !std::binary_search(starts.begin(), starts.end(), restart)) {
+      return corrupt("restart point " + std::to_string(restart) + " is not an entry's start");
+    }
+  }
+  return OkStatus();
+}
+
+// The BlockHandle values of the index block's entries.
+StatusOr<std::vector<BlockHandle>> ParseIndexBlock(std::string_view path, std::string_view block,
+                                                   std::vector<uint32_t>& starts) {
+  std::vector<BlockHandle> handles;
+  CKFLOW_RETURN_IF_ERROR(WalkBlock(path, block, "index block", starts, [&](std::string_view value) {
+    const char* p = value.data();
+    BlockHandle handle;
+    if (!DecodeBlockHandle(&p, value.data() + value.size(), &handle)) {
+      return DataLossError(path, ": corrupt index block (bad block handle)");
+    }
+    handles.push_back(handle);
+    return OkStatus();
+  }));
   return handles;
 }
 
@@ -161,14 +192,19 @@ Status PrevalidateTable(std::string_view path, std::string_view contents) {
     return DataLossError(path, ": corrupt table footer");
   }
   std::string storage;
+  std::vector<uint32_t> starts;
+  const auto any_value = [](std::string_view) { return OkStatus(); };
+  // LevelDB reads the metaindex only for a filter policy, which has none.
   CKFLOW_RETURN_IF_ERROR(
       CheckBlock(path, contents, limit, metaindex, "metaindex block", nullptr).status());
   CKFLOW_ASSIGN_OR_RETURN(std::string_view index_block,
                           CheckBlock(path, contents, limit, index, "index block", &storage));
-  CKFLOW_ASSIGN_OR_RETURN(std::vector<BlockHandle> handles, ParseIndexBlock(path, index_block));
+  CKFLOW_ASSIGN_OR_RETURN(std::vector<BlockHandle> handles,
+                          ParseIndexBlock(path, index_block, starts));
   for (const BlockHandle& handle : handles) {
-    CKFLOW_RETURN_IF_ERROR(
-        CheckBlock(path, contents, limit, handle, "data block", nullptr).status());
+    CKFLOW_ASSIGN_OR_RETURN(std::string_view data_block,
+                            CheckBlock(path, contents, limit, handle, "data block", &storage));
+    CKFLOW_RETURN_IF_ERROR(WalkBlock(path, data_block, "data block", starts, any_value));
   }
   return OkStatus();
 }

@@ -240,6 +240,38 @@ TEST_F(BundleReaderTest, UnparsableEntryIsDataLoss) {
               {"ckpt.index", "'x'", "not a BundleEntryProto"});
 }
 
+// LevelDB reads a block entry's lengths as 32-bit numbers and checks their
+// sum in 32 bits, so an entry whose key and value lengths add up past 2^32
+// would send it reading gigabytes past the block. An index with such an
+// entry and every checksum right (what a writer with a bug, or an attacker,
+// makes) is DataLoss naming the file before LevelDB parses it.
+TEST_F(BundleReaderTest, BlockEntryLengthsThatWrapIn32BitsAreDataLoss) {
+  const std::string key = "abcdefgh";
+  std::vector<internal::KeyValue> table = {{"", internal::MakeBundleHeader(1).SerializeAsString()},
+                                           {key, Entry(DT_FLOAT, {}, 0, 4, 0).SerializeAsString()}};
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string index, internal::BuildTable(table));
+  // The one data block comes first, up to its 5-byte trailer, which the
+  // metaindex block (the footer's first handle) follows.
+  const char* footer = index.data() + index.size() - 48;
+  uint64_t metaindex_offset = 0;
+  ASSERT_TRUE(internal::GetVarint64(&footer, index.data() + index.size(), &metaindex_offset));
+  const size_t block_size = metaindex_offset - 5;
+  // The key's entry: shared 0, unshared 8, value size, one byte each, then
+  // the key. From the unshared length on: 0xfffffff0 (5 bytes) and 0x20,
+  // whose 32-bit sum is 0x10, less than what is left of the block.
+  const size_t at = index.find(key);
+  ASSERT_LT(at + key.size(), block_size);
+  ASSERT_EQ(index[at - 2], static_cast<char>(key.size()));
+  index.replace(at - 2, 6, "\xf0\xff\xff\xff\x0f\x20", 6);
+  const uint32_t crc = crc32c::Extend(crc32c::Value(index.data(), block_size), "\0", 1);
+  ASSERT_EQ(index[block_size], '\0');  // not compressed
+  const uint32_t masked = crc32c::Mask(crc);
+  for (int i = 0; i < 4; ++i) index[block_size + 1 + i] = static_cast<char>(masked >> (8 * i));
+  testing::WriteFileOrDie(index_path(), index);
+  ExpectError(BundleReader::Open(prefix_).status(), StatusCode::kDataLoss,
+              {"ckpt.index", "data block", "entry runs past the block"});
+}
+
 TEST_F(BundleReaderTest, MissingHeaderIsDataLoss) {
   std::vector<internal::KeyValue> table = {{"x", Entry(DT_FLOAT, {}, 0, 4, 0).SerializeAsString()}};
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::string index, internal::BuildTable(table));
