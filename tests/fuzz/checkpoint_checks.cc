@@ -17,6 +17,7 @@
 #include "bundle/object_tree.h"
 #include "bundle/protos/tensor_bundle.pb.h"
 #include "checkpoint/checkpoint_management.h"
+#include "tests/fuzz/memory_file_system.h"
 
 namespace ckflow::fuzz {
 namespace {
@@ -351,15 +352,20 @@ std::vector<Seed> IndexMutations(const Seed& seed, size_t max_entries) {
 
 CheckResult CheckCheckpointInput(std::span<const uint8_t> input, const std::string& dir,
                                  RestoreTargets& targets) {
-  if (Status reset = ResetDir(dir); !reset.ok()) return {reset.ToString()};
+  // The files go into the targets' in-memory file system, under `dir`.
+  MemoryFileSystem& fs = targets.file_system();
+  fs.RemoveAll(dir);
   const std::vector<std::span<const uint8_t>> records = UnpackRecords(input);
   if (records.empty()) return {};
   const std::string prefix = dir + "/" + kPrefixName;
   const int num_shards = std::max<int>(1, static_cast<int>(records.size()) - 1);
-  if (Status s = WriteFile(prefix + ".index", records[0]); !s.ok()) return {s.ToString()};
+  const auto put = [&fs](const std::string& path, std::span<const uint8_t> bytes) {
+    return fs.Put(path, {reinterpret_cast<const char*>(bytes.data()), bytes.size()});
+  };
+  if (Status s = put(prefix + ".index", records[0]); !s.ok()) return {s.ToString()};
   for (size_t i = 1; i < records.size(); ++i) {
     const std::string path = DataName(prefix, static_cast<int>(i) - 1, num_shards);
-    if (Status s = WriteFile(path, records[i]); !s.ok()) return {s.ToString()};
+    if (Status s = put(path, records[i]); !s.ok()) return {s.ToString()};
   }
 
   // Picks the paths only some inputs take, so that a replay takes the same.
@@ -367,7 +373,7 @@ CheckResult CheckCheckpointInput(std::span<const uint8_t> input, const std::stri
       crc32c::Value(std::string_view(reinterpret_cast<const char*>(input.data()), input.size()));
   Findings findings;
   std::vector<std::string> root_children;
-  StatusOr<std::unique_ptr<BundleReader>> reader = BundleReader::Open(prefix);
+  StatusOr<std::unique_ptr<BundleReader>> reader = BundleReader::Open(prefix, {.fs = &fs});
   if (reader.ok()) {
     CheckBundle(**reader, findings);
     root_children = CheckObjectGraph(**reader, hash, findings);

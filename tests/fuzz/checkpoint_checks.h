@@ -62,8 +62,9 @@ struct CheckResult {
 // most `max_entries` entries per seed (spread over the index) are mutated.
 std::vector<Seed> IndexMutations(const Seed& seed, size_t max_entries);
 
-// Writes the input's files under `dir` (replacing what the last call wrote)
-// and runs the checks, restoring into `targets`' structures.
+// Writes the input's files under `dir` of `targets`' in-memory file system
+// (replacing what the last call wrote) and runs the checks, restoring into
+// `targets`' structures.
 CheckResult CheckCheckpointInput(std::span<const uint8_t> input, const std::string& dir,
                                  RestoreTargets& targets);
 

@@ -22,6 +22,7 @@
 #include "bundle/protos/tensor_bundle.pb.h"
 #include "tests/fuzz/checkpoint_checks.h"
 #include "tests/fuzz/checkpoint_mutator.h"
+#include "tests/fuzz/memory_file_system.h"
 #include "tests/test_util.h"
 
 namespace ckflow::fuzz {
@@ -294,6 +295,34 @@ TEST_F(FuzzReplayTest, CrossOversTakeTheSecondsGraphOrSomeOfItsValues) {
   }
   EXPECT_GE(graphs, 20);
   EXPECT_GE(values, 20);
+}
+
+// The checkpoint target's files: what a save and a restore ask of a file
+// system, with the codes the disk would give.
+TEST(MemoryFileSystemTest, BehavesAsTheDiskDoesForWhatCheckpointsDo) {
+  MemoryFileSystem fs;
+  EXPECT_EQ(fs.NewWritableFile("/d/x").status().code(), StatusCode::kNotFound);  // no /d yet
+  CKFLOW_ASSERT_OK(fs.Put("/d/e/x.tmp", "abc"));
+  CKFLOW_ASSERT_OK(fs.RenameFile("/d/e/x.tmp", "/d/e/./x"));
+  EXPECT_EQ(fs.FileExists("/d/e/x.tmp").code(), StatusCode::kNotFound);
+  EXPECT_TRUE(fs.IsDirectory("/d") && !fs.IsDirectory("/d/e/x"));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(FileStat stat, fs.Stat("/d/e/x"));
+  EXPECT_EQ(stat.size, 3u);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string bytes, fs.ReadFileToString("/d/e/x"));
+  EXPECT_EQ(bytes, "abc");
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<RandomAccessFile> file,
+                              fs.NewRandomAccessFile("/d/e/x"));
+  char two[2];
+  EXPECT_EQ(file->ReadAt(2, 2, two).code(), StatusCode::kDataLoss);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<std::string> names, fs.ListDir("/d"));
+  EXPECT_THAT(names, ::testing::ElementsAre("e"));
+  EXPECT_EQ(fs.DeleteDir("/d/e").code(), StatusCode::kFailedPrecondition);
+  CKFLOW_ASSERT_OK(fs.DeleteFile("/d/e/x"));
+  CKFLOW_ASSERT_OK(fs.DeleteDir("/d/e"));
+  CKFLOW_ASSERT_OK(fs.Put("/d/y", "z"));
+  fs.RemoveAll("/d");
+  EXPECT_EQ(fs.FileExists("/d").code(), StatusCode::kNotFound);
+  EXPECT_EQ(fs.FileExists("/d/y").code(), StatusCode::kNotFound);
 }
 
 TEST_F(FuzzReplayTest, StateFiles) {

@@ -1,9 +1,6 @@
 #include "tests/fuzz/restore_targets.h"
 
-#include <unistd.h>
-
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <utility>
 
@@ -20,12 +17,11 @@
 #include "ops/partitioned_variables.h"
 #include "ops/variables.h"
 #include "runtime/session.h"
+#include "tests/fuzz/memory_file_system.h"
 #include "tests/test_util.h"
 
 namespace ckflow::fuzz {
 namespace {
-
-namespace fs = std::filesystem;
 
 // tf.Module: an object that only tracks others.
 class Module : public Trackable {
@@ -163,7 +159,7 @@ constexpr StructureKind kStructures[] = {{"adam_mlp", BuildAdamMlp, "model"},
 
 // Runs the training step once (so that slots hold other than zeros) and
 // saves under `dir`, learning the structure's own object graph and keys.
-StatusOr<std::string> TrainAndSave(Structure& s, const std::string& dir) {
+StatusOr<std::string> TrainAndSave(Structure& s, const std::string& dir, FileSystem* fs) {
   CKFLOW_RETURN_IF_ERROR(s.session->Run({}, {}, {GlobalVariablesInitializer(s.scope)}).status());
   if (s.train.node() != nullptr) {
     Tensor x(DT_FLOAT, TensorShape({1, 2}));
@@ -175,7 +171,8 @@ StatusOr<std::string> TrainAndSave(Structure& s, const std::string& dir) {
         s.session->Run({{s.x, std::move(x)}, {s.y, std::move(y)}}, {}, {s.train}).status());
   }
   CKFLOW_ASSIGN_OR_RETURN(std::string path, s.checkpoint->Save(dir + "/ckpt", *s.session));
-  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleReader> reader, BundleReader::Open(path));
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<BundleReader> reader,
+                          BundleReader::Open(path, {.fs = fs}));
   CKFLOW_ASSIGN_OR_RETURN(Tensor graph, reader->Lookup(kObjectGraphKey));
   s.own_graph = graph.flat<std::string>()[0];
   tensorflow::TrackableObjectGraph proto;
@@ -199,28 +196,16 @@ StatusOr<std::string> TrainAndSave(Structure& s, const std::string& dir) {
   return path;
 }
 
-StatusOr<std::unique_ptr<Structure>> BuildStructure(Builder build) {
+// A structure whose Checkpoint does its I/O through `fs` (null: the disk).
+StatusOr<std::unique_ptr<Structure>> BuildStructure(Builder build, FileSystem* fs) {
   auto s = std::make_unique<Structure>();
   CKFLOW_RETURN_IF_ERROR(build(*s));
-  s->checkpoint = std::make_unique<Checkpoint>(s->scope, s->dependencies);
+  s->checkpoint =
+      std::make_unique<Checkpoint>(s->scope, s->dependencies, CheckpointOptions{.file_system = fs});
   CKFLOW_RETURN_IF_ERROR(s->scope.status());
   CKFLOW_ASSIGN_OR_RETURN(s->session, Session::Create(s->scope.graph()));
   return s;
 }
-
-// A scratch directory that removes itself.
-struct ScratchDir {
-  ScratchDir()
-      : path((fs::temp_directory_path() /
-              ("ckflow-fuzz-own-" + std::to_string(getpid()) + "-" + std::to_string(++count)))
-                 .string()) {}
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-  static inline int count = 0;
-  const std::string path;
-};
 
 }  // namespace
 
@@ -240,6 +225,8 @@ bool IsInputError(const Status& status) {
 }
 
 struct RestoreTargets::Impl {
+  MemoryFileSystem fs;
+  int scratch_dirs = 0;
   std::vector<std::unique_ptr<Structure>> structures{std::size(kStructures)};
   std::vector<int> builds = std::vector<int>(std::size(kStructures));
 
@@ -331,7 +318,7 @@ bool RestoreTargets::Impl::RestoreDeferred(const std::string& prefix, const Repo
   Scope scope = Scope::NewEagerScope();
   auto model = Sequential::Make({Dense::Make(3), Dense::Make(1)});
   auto optimizer = Adam::Make();
-  Checkpoint checkpoint(scope, {{"model", model}, {"optimizer", optimizer}});
+  Checkpoint checkpoint(scope, {{"model", model}, {"optimizer", optimizer}}, {.file_system = &fs});
   StatusOr<LoadStatus> status = checkpoint.Restore(prefix);
   if (!status.ok()) {
     Expect(report, "eager: Checkpoint::Restore", status.status());
@@ -358,6 +345,8 @@ std::vector<std::string> RestoreTargets::Names() {
 
 std::vector<int> RestoreTargets::builds() const { return impl_->builds; }
 
+MemoryFileSystem& RestoreTargets::file_system() { return impl_->fs; }
+
 size_t RestoreTargets::Pick(std::span<const std::string> root_children, uint32_t hash) {
   for (const std::string& child : root_children) {
     for (size_t i = 0; i < std::size(kStructures); ++i) {
@@ -376,9 +365,12 @@ std::vector<std::string> RestoreTargets::Restore(const std::string& prefix,
   std::unique_ptr<Structure>& s = impl_->structures[structure];
   if (s == nullptr || s->restores >= kRestoresPerBuild) {
     s.reset();  // the old graph goes before the new one is built
-    StatusOr<std::unique_ptr<Structure>> built = BuildStructure(kStructures[structure].build);
-    ScratchDir scratch;
-    StatusOr<std::string> saved = built.ok() ? TrainAndSave(**built, scratch.path) : built.status();
+    StatusOr<std::unique_ptr<Structure>> built =
+        BuildStructure(kStructures[structure].build, &impl_->fs);
+    const std::string scratch = "/own-" + std::to_string(++impl_->scratch_dirs);
+    StatusOr<std::string> saved =
+        built.ok() ? TrainAndSave(**built, scratch, &impl_->fs) : built.status();
+    impl_->fs.RemoveAll(scratch);
     if (!saved.ok()) {
       report(name + ": cannot build: " + saved.status().ToString());
       return restored;
@@ -395,8 +387,8 @@ StatusOr<std::string> RestoreTargets::SaveStructure(const std::string& name,
                                                     const std::string& dir) {
   for (const StructureKind& kind : kStructures) {
     if (name != kind.name) continue;
-    CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<Structure> s, BuildStructure(kind.build));
-    return TrainAndSave(*s, dir);
+    CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<Structure> s, BuildStructure(kind.build, nullptr));
+    return TrainAndSave(*s, dir, nullptr);
   }
   return NotFoundError("no structure named '", name, "'");
 }

@@ -25,6 +25,9 @@
 // changes what a later input does, but all of them grow, so a structure is
 // built again after kRestoresPerBuild restores.
 //
+// Everything goes through an in-memory file system (file_system()), the
+// inputs' files included.
+//
 // Thread safety: none; one per fuzzing thread.
 
 #ifndef CKFLOW_TESTS_FUZZ_RESTORE_TARGETS_H_
@@ -44,6 +47,8 @@ class BundleReader;
 }  // namespace ckflow
 
 namespace ckflow::fuzz {
+
+class MemoryFileSystem;
 
 // Whether `status` has a code a reader of foreign files may answer with
 // (DataLoss, NotFound, InvalidArgument, ...) and a message. Internal or
@@ -69,7 +74,7 @@ class RestoreTargets {
   // the one `hash` picks.
   static size_t Pick(std::span<const std::string> root_children, uint32_t hash);
 
-  // Restores checkpoint `prefix` into `structure` (building it if it is not
+  // Restores checkpoint `prefix` (in file_system()) into `structure` (building it if it is not
   // built yet) and checks what the restore reports: errors with a code a
   // reader of foreign files may get, and after a restore that reports
   // success with an object graph equal to the structure's own, every
@@ -85,6 +90,10 @@ class RestoreTargets {
   // Builds structure `name`, trains it a step and saves it under `dir`;
   // returns the checkpoint's prefix (seeds that restore in full).
   static StatusOr<std::string> SaveStructure(const std::string& name, const std::string& dir);
+
+  // The file system the structures save and restore through (inputs are
+  // written into it).
+  MemoryFileSystem& file_system();
 
   // How many times each structure was built, by Names() order (for tests
   // of the rebuild policy).
