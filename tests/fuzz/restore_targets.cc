@@ -254,17 +254,18 @@ struct RestoreTargets::Impl {
     return passed;
   }
   bool RestoreInto(Structure& s, const std::string& name, const std::string& prefix,
-                   const BundleReader* reader, const Report& report);
-  bool RestoreDeferred(const std::string& prefix, const Report& report);
+                   const BundleReader* reader, const RestoreOptions& options, const Report& report);
+  bool RestoreDeferred(const std::string& prefix, const RestoreOptions& options,
+                       const Report& report);
   void CheckValues(Structure& s, const std::string& name, const BundleReader& reader,
                    const Report& report);
 };
 
 bool RestoreTargets::Impl::RestoreInto(Structure& s, const std::string& name,
                                        const std::string& prefix, const BundleReader* reader,
-                                       const Report& report) {
+                                       const RestoreOptions& options, const Report& report) {
   ++s.restores;
-  StatusOr<LoadStatus> status = s.checkpoint->Restore(prefix);
+  StatusOr<LoadStatus> status = s.checkpoint->Restore(prefix, options);
   if (!status.ok()) {
     Expect(report, name + ": Checkpoint::Restore", status.status());
     return false;
@@ -314,12 +315,13 @@ void RestoreTargets::Impl::CheckValues(Structure& s, const std::string& name,
 // The TF2 flow: restore first, then the first training step creates the
 // layers and slots, each restored as it appears (eagerly, through the
 // restore's reader).
-bool RestoreTargets::Impl::RestoreDeferred(const std::string& prefix, const Report& report) {
+bool RestoreTargets::Impl::RestoreDeferred(const std::string& prefix, const RestoreOptions& options,
+                                           const Report& report) {
   Scope scope = Scope::NewEagerScope();
   auto model = Sequential::Make({Dense::Make(3), Dense::Make(1)});
   auto optimizer = Adam::Make();
   Checkpoint checkpoint(scope, {{"model", model}, {"optimizer", optimizer}}, {.file_system = &fs});
-  StatusOr<LoadStatus> status = checkpoint.Restore(prefix);
+  StatusOr<LoadStatus> status = checkpoint.Restore(prefix, options);
   if (!status.ok()) {
     Expect(report, "eager: Checkpoint::Restore", status.status());
     return false;
@@ -357,8 +359,8 @@ size_t RestoreTargets::Pick(std::span<const std::string> root_children, uint32_t
 }
 
 std::vector<std::string> RestoreTargets::Restore(const std::string& prefix,
-                                                 const BundleReader* reader, size_t structure,
-                                                 bool deferred,
+                                                 std::shared_ptr<const BundleReader> reader,
+                                                 bool reuse_reader, size_t structure, bool deferred,
                                                  const std::function<void(std::string)>& report) {
   std::vector<std::string> restored;
   const std::string name = kStructures[structure].name;
@@ -378,8 +380,11 @@ std::vector<std::string> RestoreTargets::Restore(const std::string& prefix,
     s = *std::move(built);
     ++impl_->builds[structure];
   }
-  if (impl_->RestoreInto(*s, name, prefix, reader, report)) restored.push_back(name);
-  if (deferred && impl_->RestoreDeferred(prefix, report)) restored.push_back("eager");
+  const RestoreOptions options{.reader = reuse_reader ? reader : nullptr};
+  if (impl_->RestoreInto(*s, name, prefix, reader.get(), options, report)) {
+    restored.push_back(name);
+  }
+  if (deferred && impl_->RestoreDeferred(prefix, options, report)) restored.push_back("eager");
   return restored;
 }
 
