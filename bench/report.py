@@ -17,6 +17,7 @@ hand. A figure whose benchmark was not run, or failed, reads "not run".
                                          rewrite the figures section of RELIABILITY.md from
                                          the reliability campaign's output in DIR
   report.py fuzz-record DIR TARGET LOG --seconds S --findings FDIR [--flags F]
+                                         [--asan-options O]
                                          record one libFuzzer run (./run.sh fuzz does) as
                                          DIR/fuzz_TARGET.json
   report.py fuzz DIR [--out RELIABILITY.md]
@@ -1540,7 +1541,7 @@ FUZZ_END = "<!-- end of fuzz figures -->"
 FUZZ_TARGETS = ["checkpoint", "state", "roundtrip"]
 
 
-def fuzz_record(directory, target, log_path, seconds, findings_dir, flags):
+def fuzz_record(directory, target, log_path, seconds, findings_dir, flags, asan_options=""):
     """Writes DIR/fuzz_<target>.json from a libFuzzer run's output (its
     last status line and -print_final_stats=1) and the inputs it saved under
     findings_dir as <target>-crash-..., -leak-, -timeout-, -oom-."""
@@ -1557,6 +1558,7 @@ def fuzz_record(directory, target, log_path, seconds, findings_dir, flags):
         "target": target,
         "seconds": seconds,
         "flags": flags,
+        "asan_options": asan_options,
         "executions": int(stats["number_of_executed_units"]) if "number_of_executed_units" in stats
         else None,
         "exec_per_second": int(stats["average_exec_per_sec"]) if "average_exec_per_sec" in stats
@@ -1594,11 +1596,14 @@ def fuzz(directory, out):
     runs = sorted({(f["date"], f["git"]) for f in (r.json(f"fuzz_{t}") for t in FUZZ_TARGETS)
                    if f})
     when = "; ".join(f"{d} at {g}" for d, g in runs) or NOT_RUN
+    asan = sorted({f.get("asan_options") for f in (r.json(f"fuzz_{t}") for t in FUZZ_TARGETS)
+                   if f and f.get("asan_options")})
+    under = f" and `ASAN_OPTIONS={'; '.join(asan)}`" if asan else ""
     text = "\n".join([
         FUZZ_BEGIN,
         "",
         f"From `./run.sh fuzz` of {when} (one process per target, with the flags shown "
-        "beside `-max_len=32768 -rss_limit_mb=3072 -malloc_limit_mb=1024`; exec/s is of a "
+        f"beside `-max_len=32768 -rss_limit_mb=3072 -malloc_limit_mb=1024`{under}; exec/s is of a "
         "shared machine: what other work left of its cores).",
         "",
         table(["target", "seconds", "executions", "exec/s", "coverage (edges / features)",
@@ -1674,6 +1679,7 @@ def main():
     p.add_argument("--seconds", type=int, required=True)
     p.add_argument("--findings", required=True)
     p.add_argument("--flags", default="")
+    p.add_argument("--asan-options", default="")
     p = sub.add_parser("fuzz")
     p.add_argument("dir")
     p.add_argument("--out", default=os.path.join(ROOT, "RELIABILITY.md"))
@@ -1693,7 +1699,8 @@ def main():
     elif args.command == "sample":
         sample(args.dir, args.out)
     elif args.command == "fuzz-record":
-        fuzz_record(args.dir, args.target, args.log, args.seconds, args.findings, args.flags)
+        fuzz_record(args.dir, args.target, args.log, args.seconds, args.findings, args.flags,
+                    args.asan_options)
     elif args.command == "fuzz":
         fuzz(args.dir, args.out)
     else:

@@ -321,7 +321,8 @@ class FuzzTest(unittest.TestCase):
         open(os.path.join(findings, "state-crash-def"), "w").close()
         open(os.path.join(findings, "checkpoint-slow-unit-123"), "w").close()  # not a finding
         results = os.path.join(self.dir, "results")
-        report.fuzz_record(results, "checkpoint", log, 1200, findings, "-entropic=0")
+        report.fuzz_record(results, "checkpoint", log, 1200, findings, "-entropic=0",
+                           "quarantine_size_mb=4")
         page = os.path.join(self.dir, "RELIABILITY.md")
         with open(page, "w") as f:
             f.write(f"# R\n\nkept\n\n{report.FUZZ_BEGIN}\nold figures\n{report.FUZZ_END}\n"
@@ -334,6 +335,7 @@ class FuzzTest(unittest.TestCase):
         self.assertIn("kept too", text)
         self.assertIn("| `checkpoint_fuzzer -entropic=0` | 1,200 | 1,234,567 | 1,028 | "
                       "18,765 / 61,234 | 1,200 | 487 MB | `checkpoint-crash-abc` |", text)
+        self.assertIn("`ASAN_OPTIONS=quarantine_size_mb=4`", text)
         self.assertRegex(text, r"`state_fuzzer` \| not run")
         self.assertRegex(text, r"`roundtrip_fuzzer` \| not run")
 
