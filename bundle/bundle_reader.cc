@@ -631,6 +631,10 @@ Status BundleReader::ReadBatch(
     return x.shard_id != y.shard_id ? x.shard_id < y.shard_id : x.offset < y.offset;
   });
   thread_local std::vector<char> buffer;
+  // A batch of zero-byte values still hands out a pointer into the buffer:
+  // memcpy and memcmp must not get null, even for a length of 0, and an
+  // unallocated vector's data() is null.
+  if (buffer.capacity() == 0) buffer.reserve(1);
   size_t begin = 0;
   while (begin < order.size()) {
     const BundleEntry& first = *entries[order[begin]];

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <thread>
 
 #include "base/cast.h"
 #include "bundle/bundle_coding_internal.h"
@@ -564,6 +565,35 @@ TEST_F(BundleReaderTest, BigEndianBatchReadsKeysThatShareBytes) {
   EXPECT_EQ(read[0], (std::vector<float>{1.5f, -2.0f}));
   EXPECT_EQ(read[1], (std::vector<float>{1.5f, -2.0f}));
   EXPECT_EQ(read[2], (std::vector<float>{-2.0f, 3.25f}));
+}
+
+// A thread's first batch of only empty values: its read buffer was never
+// allocated, and the consumer must still get a pointer it may hand to
+// memcpy (the checkpoint fuzz target's check found a null one).
+TEST_F(BundleReaderTest, BatchOfEmptyValuesHandsOutNonNullBytes) {
+  {
+    CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleWriter> writer,
+                                BundleWriter::Create(prefix_));
+    CKFLOW_ASSERT_OK(writer->Add("empty", Tensor(DT_FLOAT, TensorShape({0, 3}))));
+    CKFLOW_ASSERT_OK(writer->Finish());
+  }
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix_));
+  const std::vector<const BundleEntry*> batch = {reader->FindEntry("empty")};
+  ASSERT_NE(batch[0], nullptr);
+  Status read;
+  const char* data = nullptr;
+  size_t size = 1;
+  std::thread fresh([&] {  // a fresh thread_local buffer
+    read = reader->ReadBatch(batch, [&](size_t, std::string_view bytes) {
+      data = bytes.data();
+      size = bytes.size();
+      return OkStatus();
+    });
+  });
+  fresh.join();
+  CKFLOW_ASSERT_OK(read);
+  EXPECT_EQ(size, 0u);
+  EXPECT_NE(data, nullptr);
 }
 
 // Hand-built tables whose checksums are right but whose structure lies:

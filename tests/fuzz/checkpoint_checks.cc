@@ -106,9 +106,8 @@ void CheckBundle(const BundleReader& reader, Findings& findings) {
   // hand over the same bytes.
   const Status batched = reader.ReadBatch(batch, [&](size_t i, std::string_view bytes) {
     const Tensor& expected = looked_up[i];
-    // An empty value may come with null pointers, which memcmp must not get.
     if (bytes.size() != expected.TotalBytes() ||
-        (!bytes.empty() && std::memcmp(bytes.data(), expected.raw_data(), bytes.size()) != 0)) {
+        std::memcmp(bytes.data(), expected.raw_data(), bytes.size()) != 0) {
       findings.Add("ReadBatch and Lookup disagree on \"" + batch[i]->key + "\"");
     }
     return OkStatus();
