@@ -62,6 +62,9 @@ using ConstVec = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 
 // Channels per task of MaxPoolGrad.
 constexpr int64_t kChannelBlock = 64;
+// The most taps a window of _MaxPoolWithTaps may have: a tap's number is a
+// uint8.
+constexpr int64_t kMaxTaps = 256;
 
 // ------------------------------------------------------------ shapes
 
@@ -103,6 +106,26 @@ Status MaxPoolGradShapeFn(InferenceContext& c) {
   c.AddOutput(c.input_types[0],
               c.input_shapes[0].known_rank() ? c.input_shapes[0] : PartialShape({-1, -1, -1, -1}));
   return OkStatus();
+}
+
+// _MaxPoolWithTaps: (input) -> (output, taps).
+Status MaxPoolWithTapsShapeFn(InferenceContext& c) {
+  CKFLOW_RETURN_IF_ERROR(PoolShapeFn(c, "input"));
+  CKFLOW_ASSIGN_OR_RETURN(WindowAttrs attrs, ParsePoolAttrs(*c.attrs));
+  if (attrs.window_h * attrs.window_w > kMaxTaps) {
+    return InvalidArgumentError("a window of ", attrs.window_h, "x", attrs.window_w,
+                                " has more than ", kMaxTaps, " taps");
+  }
+  c.AddOutput(DT_UINT8, c.output_shapes[0]);
+  return OkStatus();
+}
+
+// _MaxPoolGradWithTaps: (orig_input, orig_output, grad, taps).
+Status MaxPoolGradWithTapsShapeFn(InferenceContext& c) {
+  CKFLOW_RETURN_IF_ERROR(MaxPoolGradShapeFn(c));
+  constexpr DataType kTapTypes[] = {DT_UINT8};
+  CKFLOW_RETURN_IF_ERROR(CheckDtype(c, 3, "taps", kTapTypes));
+  return CheckRank(c, 3, "taps", 4, 4);
 }
 
 // AvgPoolGrad: (orig_input_shape, grad).
@@ -180,6 +203,21 @@ bool UnderDisjointWindow(int64_t x, int64_t stride, int64_t pad, int64_t window,
   return o < out && q - o * stride < window;
 }
 
+// Zeroes one image's block of `width` channels of a pooling's input
+// gradient where the windows write nothing: everywhere if they overlap
+// (they add into it), else (kDisjoint) only the pixels under no window.
+template <bool kDisjoint, typename T>
+void ZeroUncovered(const WindowGeometry& g, int64_t width, T* dimage) {
+  for (int64_t h = 0; h < g.in_h; ++h) {
+    const bool row =
+        kDisjoint && UnderDisjointWindow(h, g.stride_h, g.pad_top, g.window_h, g.out_h);
+    for (int64_t w = 0; w < g.in_w; ++w) {
+      if (row && UnderDisjointWindow(w, g.stride_w, g.pad_left, g.window_w, g.out_w)) continue;
+      std::fill_n(dimage + (h * g.in_w + w) * g.depth, width, T(0));
+    }
+  }
+}
+
 // MaxPoolGrad of one image's block of `width` channels: each output
 // pixel's gradient goes to its window's first maximum, channel by channel.
 // Scattering to an argmax does not vectorize, so each window is read twice:
@@ -198,14 +236,7 @@ void MaxPoolGradBlock(const WindowGeometry& g, const T* image, const T* grad, in
   // Windows that do not overlap (2x2 stride 2, the usual) write each pixel
   // under them once, so only the pixels under none are zeroed first (the
   // zeroing was half of this kernel's time in the CNN example's step).
-  for (int64_t h = 0; h < g.in_h; ++h) {
-    const bool row =
-        kDisjoint && UnderDisjointWindow(h, g.stride_h, g.pad_top, g.window_h, g.out_h);
-    for (int64_t w = 0; w < g.in_w; ++w) {
-      if (row && UnderDisjointWindow(w, g.stride_w, g.pad_left, g.window_w, g.out_w)) continue;
-      std::fill_n(dimage + (h * g.in_w + w) * depth, width, T(0));
-    }
-  }
+  ZeroUncovered<kDisjoint>(g, width, dimage);
   for (int64_t oh = 0; oh < g.out_h; ++oh) {
     const auto [h0, h1] = WindowRange(oh, g.stride_h, g.pad_top, g.window_h, g.in_h);
     for (int64_t ow = 0; ow < g.out_w; ++ow) {
@@ -266,6 +297,176 @@ Status MaxPoolGradCompute(KernelContext& ctx, const WindowAttrs& attrs) {
         MaxPoolGradBlock<true, T>(g, in + offset, grad_block, width, din + offset);
       } else {
         MaxPoolGradBlock<false, T>(g, in + offset, grad_block, width, din + offset);
+      }
+    }
+  });
+  return OkStatus();
+}
+
+// ------------------------------------------------- pooling with its taps
+//
+// A MaxPool whose gradient runs in the same session step is run by the
+// session's remapper (runtime/remapper.cc) as _MaxPoolWithTaps, which also
+// records, for every output element, the tap of its window that held the
+// maximum (row-major in the unclipped window, as uint8). Its MaxPoolGrad
+// becomes _MaxPoolGradWithTaps, which sends each gradient straight to that
+// tap instead of reading the input again to find each window's maximum:
+// by the backward pass the input is long out of cache, and reading it was
+// most of MaxPoolGrad's time. A ReluGrad through the pooling's input (the
+// pooled activation's gradient, as Keras' Conv2D -> ReLU -> MaxPooling2D
+// makes it) folds in too: a tap that took a gradient holds its window's
+// maximum, so the ReLU passes it exactly where the pooled output is > 0.
+// The taps are those of MaxPool's and MaxPoolGrad's scan (the first tap,
+// then any strictly greater one), so every result has the bits of the
+// separate ops.
+
+// Output row `oh` of one image (`image`), with the tap of each maximum:
+// MaxPool's row, then the taps where the window equals it, last tap first
+// so that the first such tap is the one left; the first tap also where the
+// maximum is not larger (a NaN first tap, which the scan keeps). The
+// loops keep no state but the row itself, so they vectorize: one scan
+// carrying the best value and its tap in local arrays spilled both on
+// every window.
+template <typename T>
+void MaxPoolRowWithTaps(const WindowGeometry& g, const T* image, int64_t oh, T* out,
+                        uint8_t* taps) {
+  PoolRows<T, true>(g, image, 0, oh, oh + 1, out);
+  const int64_t depth = g.depth;
+  const int64_t start_h = oh * g.stride_h - g.pad_top;
+  const auto [h0, h1] = WindowRange(oh, g.stride_h, g.pad_top, g.window_h, g.in_h);
+  for (int64_t ow = 0; ow < g.out_w; ++ow) {
+    const int64_t start_w = ow * g.stride_w - g.pad_left;
+    const auto [w0, w1] = WindowRange(ow, g.stride_w, g.pad_left, g.window_w, g.in_w);
+    if (h0 >= h1 || w0 >= w1) continue;
+    const T* __restrict max = out + ow * depth;
+    uint8_t* __restrict k = taps + ow * depth;
+    for (int64_t h = h1 - 1; h >= h0; --h) {
+      for (int64_t w = w1 - 1; w >= w0; --w) {
+        const auto t = static_cast<uint8_t>((h - start_h) * g.window_w + (w - start_w));
+        const T* __restrict v = image + (h * g.in_w + w) * depth;
+        if (h == h0 && w == w0 && (h1 - h0) * (w1 - w0) == 1) {
+          std::fill_n(k, depth, t);
+        } else if (h == h0 && w == w0) {
+          for (int64_t c = 0; c < depth; ++c) k[c] = !(v[c] < max[c]) ? t : k[c];
+        } else if (h == h1 - 1 && w == w1 - 1) {
+          for (int64_t c = 0; c < depth; ++c) k[c] = v[c] == max[c] ? t : uint8_t{0};
+        } else {
+          for (int64_t c = 0; c < depth; ++c) k[c] = v[c] == max[c] ? t : k[c];
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+Status MaxPoolWithTapsCompute(KernelContext& ctx, const WindowAttrs& attrs) {
+  const Tensor& input = ctx.input(0);
+  CKFLOW_ASSIGN_OR_RETURN(PoolShapes s, ResolvePool(input.shape(), "input", attrs));
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, input.dtype(), s.output));
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * taps, ctx.AllocateOutput(1, DT_UINT8, s.output));
+  if (out->NumElements() == 0) return OkStatus();
+  const WindowGeometry& g = s.g;
+  const int64_t depth = g.depth;
+  const T* in = input.flat<T>().data();
+  T* o = out->flat<T>().data();
+  uint8_t* k = taps->flat<uint8_t>().data();
+  const int64_t cost =
+      g.out_w * std::min(g.window_h, g.in_h) * std::min(g.window_w, g.in_w) * depth * 2;
+  ParallelRange(g.batch * g.out_h, cost, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      MaxPoolRowWithTaps<T>(g, in + (r / g.out_h) * g.in_h * g.in_w * depth, r % g.out_h,
+                            o + r * g.out_w * depth, k + r * g.out_w * depth);
+    }
+  });
+  return OkStatus();
+}
+
+// _MaxPoolGradWithTaps of one image's block of `width` channels. `pooled`
+// (the forward's output) is read only with kRelu. Windows that do not
+// overlap write each pixel under them once, the gradient at the taken tap
+// and +0 elsewhere (+ 0 turns a -0 gradient into +0, as MaxPoolGrad's sum
+// from +0 does); overlapping ones add into a zeroed block in the order of
+// the output pixels, as MaxPoolGrad does.
+template <bool kDisjoint, bool kRelu, typename T>
+void MaxPoolGradWithTapsBlock(const WindowGeometry& g, const uint8_t* taps, const T* grad,
+                              const T* pooled, int64_t width, T* dimage) {
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  const int64_t depth = g.depth;
+  ZeroUncovered<kDisjoint>(g, width, dimage);
+  for (int64_t oh = 0; oh < g.out_h; ++oh) {
+    const int64_t start_h = oh * g.stride_h - g.pad_top;
+    const auto [h0, h1] = WindowRange(oh, g.stride_h, g.pad_top, g.window_h, g.in_h);
+    for (int64_t ow = 0; ow < g.out_w; ++ow) {
+      const int64_t start_w = ow * g.stride_w - g.pad_left;
+      const auto [w0, w1] = WindowRange(ow, g.stride_w, g.pad_left, g.window_w, g.in_w);
+      const int64_t at = (oh * g.out_w + ow) * depth;
+      const T* __restrict gr = grad + at;
+      const T* __restrict max = pooled + at;
+      const uint8_t* __restrict k = taps + at;
+      if constexpr (kDisjoint) {
+        // Read straight from the inputs, tap after tap (they stay in L1):
+        // staging the taps in a local array cost a failed store forward
+        // per window, most of the kernel's time.
+        for (int64_t h = h0; h < h1; ++h) {
+          for (int64_t w = w0; w < w1; ++w) {
+            const auto t = static_cast<Bits>((h - start_h) * g.window_w + (w - start_w));
+            T* __restrict d = dimage + (h * g.in_w + w) * depth;
+            for (int64_t c = 0; c < width; ++c) {
+              // Masks, not &&: a branch per channel does not vectorize.
+              const Bits tap = -static_cast<Bits>(static_cast<Bits>(k[c]) == t);
+              const Bits pass = kRelu ? -static_cast<Bits>(max[c] > T(0)) : ~Bits{0};
+              d[c] = std::bit_cast<T>(std::bit_cast<Bits>(gr[c]) & tap & pass) + T(0);
+            }
+          }
+        }
+      } else {
+        for (int64_t c = 0; c < width; ++c) {
+          const int64_t h = start_h + k[c] / g.window_w;
+          const int64_t w = start_w + k[c] % g.window_w;
+          // The taps come from _MaxPoolWithTaps; one outside the window
+          // (never made) would have nowhere to go.
+          if ((kRelu && !(max[c] > T(0))) || h < h0 || h >= h1 || w < w0 || w >= w1) continue;
+          dimage[(h * g.in_w + w) * depth + c] += gr[c];
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+Status MaxPoolGradWithTapsCompute(KernelContext& ctx, const WindowAttrs& attrs, bool relu) {
+  const Tensor& input = ctx.input(0);
+  CKFLOW_ASSIGN_OR_RETURN(PoolShapes s, ResolvePool(input.shape(), "orig_input", attrs));
+  CKFLOW_RETURN_IF_ERROR(CheckPooled(ctx.input(1), "orig_output", s, input.shape()));
+  CKFLOW_RETURN_IF_ERROR(CheckPooled(ctx.input(2), "grad", s, input.shape()));
+  CKFLOW_RETURN_IF_ERROR(CheckPooled(ctx.input(3), "taps", s, input.shape()));
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, input.dtype(), input.shape()));
+  if (out->NumElements() == 0) return OkStatus();
+  const WindowGeometry& g = s.g;
+  const int64_t depth = g.depth;
+  const T* pooled = ctx.input(1).flat<T>().data();
+  const T* grad = ctx.input(2).flat<T>().data();
+  const uint8_t* taps = ctx.input(3).flat<uint8_t>().data();
+  T* din = out->flat<T>().data();
+  const int64_t blocks = (depth + kChannelBlock - 1) / kChannelBlock;
+  const int64_t cost = (g.in_h * g.in_w + 2 * g.out_h * g.out_w) * std::min(depth, kChannelBlock);
+  const bool disjoint =
+      g.stride_h >= g.window_h && g.stride_w >= g.window_w && g.pad_top >= 0 && g.pad_left >= 0;
+  auto block = [&]<bool kDisjoint, bool kRelu>(int64_t t) {
+    const int64_t n = t / blocks;
+    const int64_t c0 = (t % blocks) * kChannelBlock;
+    const int64_t pooled_at = n * g.out_h * g.out_w * depth + c0;
+    MaxPoolGradWithTapsBlock<kDisjoint, kRelu, T>(
+        g, taps + pooled_at, grad + pooled_at, pooled + pooled_at,
+        std::min(kChannelBlock, depth - c0), din + n * g.in_h * g.in_w * depth + c0);
+  };
+  ParallelRange(g.batch * blocks, cost, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      if (disjoint) {
+        relu ? block.template operator()<true, true>(t) : block.template operator()<true, false>(t);
+      } else {
+        relu ? block.template operator()<false, true>(t)
+             : block.template operator()<false, false>(t);
       }
     }
   });
@@ -343,6 +544,25 @@ StatusOr<Kernel> PoolKernel(const Node& node) {
   });
 }
 
+StatusOr<Kernel> MaxPoolWithTapsKernel(const Node& node) {
+  CKFLOW_ASSIGN_OR_RETURN(WindowAttrs attrs, ParsePoolAttrs(node.attrs()));
+  return DispatchFloat(node.output_type(0), [&attrs](auto tag) -> StatusOr<Kernel> {
+    using T = typename decltype(tag)::type;
+    return WithAttrs<MaxPoolWithTapsCompute<T>>(attrs);
+  });
+}
+
+StatusOr<Kernel> MaxPoolGradWithTapsKernel(const Node& node) {
+  CKFLOW_ASSIGN_OR_RETURN(WindowAttrs attrs, ParsePoolAttrs(node.attrs()));
+  const bool relu = node.attrs().GetOr<bool>("relu", false);
+  return DispatchFloat(node.output_type(0), [&attrs, relu](auto tag) -> StatusOr<Kernel> {
+    using T = typename decltype(tag)::type;
+    return Kernel([attrs, relu](KernelContext& ctx) {
+      return MaxPoolGradWithTapsCompute<T>(ctx, attrs, relu);
+    });
+  });
+}
+
 }  // namespace
 }  // namespace internal
 
@@ -357,6 +577,16 @@ Status RegisterPoolingOps(OpRegistry& r) {
                                         .inputs = {"orig_input", "orig_output", "grad"},
                                         .shape_fn = MaxPoolGradShapeFn,
                                         .kernel_factory = PoolKernel<PoolOp::kMaxPoolGrad>}));
+  // The session's remapper runs a MaxPool and its gradient as these
+  // (above); not for graphs to build.
+  CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "_MaxPoolWithTaps",
+                                        .inputs = {"input"},
+                                        .shape_fn = MaxPoolWithTapsShapeFn,
+                                        .kernel_factory = MaxPoolWithTapsKernel}));
+  CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "_MaxPoolGradWithTaps",
+                                        .inputs = {"orig_input", "orig_output", "grad", "taps"},
+                                        .shape_fn = MaxPoolGradWithTapsShapeFn,
+                                        .kernel_factory = MaxPoolGradWithTapsKernel}));
   CKFLOW_RETURN_IF_ERROR(
       RegisterOp(r, {.type = "AvgPool",
                      .inputs = {"value"},

@@ -99,8 +99,8 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Build(std::vector<Output
     for (const Output& f : fetches) fetched_outputs.emplace(f.node(), f.index());
     std::vector<Fusion> fusions = FindFusions(
         order, [&](const Output& out) { return feed_slot(out) >= 0; },
-        [&](const Node* node, int index) {
-          return fetched_outputs.count({node, index}) > 0;
+        [&](const Node* node, int output) {
+          return fetched_outputs.count({node, output}) > 0;
         },
         targets, *remap_with);
     std::unordered_map<const Node*, const Node*> fused_for;

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -45,6 +46,13 @@ class ChainFinder {
     return use.output == 0 && use.input == 0 ? use.consumer : nullptr;
   }
 
+  // Who reads `node`'s outputs (not fed) in the plan.
+  const std::vector<Use>& UsesOf(const Node* node) const {
+    static const std::vector<Use> kNone;
+    auto it = uses_.find(node);
+    return it == uses_.end() ? kNone : it->second;
+  }
+
   // Whether nothing reads or fetches `node`'s outputs but output 0.
   bool OnlyOutputZeroUsed(const Node* node) const {
     for (int k = 1; k < node->num_outputs(); ++k) {
@@ -68,6 +76,31 @@ bool IsFloat(DataType t) { return t == DT_FLOAT || t == DT_DOUBLE; }
 
 bool ChannelsLast(const Node& n) {
   return n.attrs().GetOr<std::string>("data_format", "NHWC") == "NHWC";
+}
+
+// A transient node standing for `nodes` (the first names it), or nothing
+// if it fails its own checks.
+std::optional<Output> MakeFused(const std::vector<const Node*>& nodes, const OpDef* def,
+                                std::vector<Output> inputs, AttrMap attrs) {
+  std::vector<std::string> names;
+  std::vector<Node*> control_inputs;
+  for (const Node* n : nodes) {
+    names.push_back(n->name());
+    for (Node* dep : n->control_inputs()) control_inputs.push_back(dep);
+  }
+  attrs.Set("fused_nodes", names);
+  NodeSpec spec{.name = nodes.front()->name(),
+                .op_def = def,
+                .inputs = std::move(inputs),
+                .control_inputs = std::move(control_inputs),
+                .attrs = std::move(attrs),
+                .device = nodes.front()->device()};
+  // Transient: the graph neither keeps the node nor reserves its name.
+  StatusOr<Output> made = nodes.front()->graph().AddTransientNode(std::move(spec));
+  // The ops passed their own checks when they were built; a fused node that
+  // does not is left unfused rather than failing the run.
+  if (!made.ok()) return std::nullopt;
+  return *std::move(made);
 }
 
 // The chain that starts at `product` (a Conv2D or MatMul), or nothing.
@@ -118,26 +151,67 @@ std::optional<Fusion> ChainFrom(const Node* product, const ChainFinder& finder,
 
   const OpDef* def = registry.Find(conv ? "_FusedConv2D" : "_FusedMatMul");
   if (def == nullptr) return std::nullopt;
-  std::vector<std::string> names;
-  std::vector<Node*> control_inputs;
-  for (const Node* n : chain) {
-    names.push_back(n->name());
-    for (Node* dep : n->control_inputs()) control_inputs.push_back(dep);
-  }
   attrs.Set("fused_ops", fused_ops);
-  attrs.Set("fused_nodes", names);
-  NodeSpec spec{.name = product->name(),
-                .op_def = def,
-                .inputs = std::move(inputs),
-                .control_inputs = std::move(control_inputs),
-                .attrs = std::move(attrs),
-                .device = product->device()};
-  // Transient: the graph neither keeps the node nor reserves its name.
-  StatusOr<Output> made = product->graph().AddTransientNode(std::move(spec));
-  // The chain's ops passed their own checks when they were built; a fused
-  // node that does not is left unfused rather than failing the run.
-  if (!made.ok()) return std::nullopt;
-  return Fusion{.fused = *made, .last = chain.back(), .absorbed = std::move(chain)};
+  std::optional<Output> made = MakeFused(chain, def, std::move(inputs), std::move(attrs));
+  if (!made) return std::nullopt;
+  return Fusion{.fused = *std::move(made), .last = chain.back(), .absorbed = std::move(chain)};
+}
+
+bool SamePooling(const Node& a, const Node& b) {
+  for (const char* attr : {"ksize", "strides"}) {
+    if (a.attrs().GetOr<std::vector<int64_t>>(attr, {}) !=
+        b.attrs().GetOr<std::vector<int64_t>>(attr, {})) {
+      return false;
+    }
+  }
+  return a.attrs().GetOr<std::string>("padding", "") ==
+             b.attrs().GetOr<std::string>("padding", "") &&
+         ChannelsLast(a) && ChannelsLast(b);
+}
+
+// A MaxPool whose MaxPoolGrads run in the same plan, as
+// _MaxPoolWithTaps and _MaxPoolGradWithTaps (ops/pooling_ops.cc), each
+// gradient with the ReluGrad after it when that ReluGrad differentiates
+// the pooling's input. Appends the fusions to `out`.
+void PoolFusions(const Node* pool, const ChainFinder& finder, const OpRegistry& registry,
+                 std::vector<Fusion>& out) {
+  const OpDef* forward_def = registry.Find("_MaxPoolWithTaps");
+  const OpDef* grad_def = registry.Find("_MaxPoolGradWithTaps");
+  const DataType dtype = pool->output_type(0);
+  if (forward_def == nullptr || grad_def == nullptr || !IsFloat(dtype) || !ChannelsLast(*pool)) {
+    return;
+  }
+  std::vector<const Node*> grads;
+  for (const Use& use : finder.UsesOf(pool)) {
+    const Node* g = use.consumer;
+    // MaxPoolGrad(orig_input, orig_output, grad) of this very pooling.
+    if (g->type() == "MaxPoolGrad" && use.input == 1 && use.output == 0 &&
+        g->input(0) == pool->input(0) && g->output_type(0) == dtype && SamePooling(*pool, *g) &&
+        std::find(grads.begin(), grads.end(), g) == grads.end()) {
+      grads.push_back(g);
+    }
+  }
+  if (grads.empty()) return;
+  std::optional<Output> forward = MakeFused({pool}, forward_def, {pool->input(0)}, pool->attrs());
+  if (!forward) return;
+  std::vector<Fusion> fused_grads;
+  for (const Node* g : grads) {
+    std::vector<const Node*> chain = {g};
+    const Node* relu = finder.SoleConsumer(g);
+    if (relu != nullptr && relu->type() == "ReluGrad" && relu->input(1) == g->input(0)) {
+      chain.push_back(relu);
+    }
+    AttrMap attrs = g->attrs();
+    attrs.Set("relu", chain.size() == 2);
+    std::optional<Output> fused = MakeFused(
+        chain, grad_def, {g->input(0), g->input(1), g->input(2), Output(forward->node(), 1)},
+        std::move(attrs));
+    if (!fused) return;  // the pooling stays as it was, and so do its gradients
+    fused_grads.push_back(
+        Fusion{.fused = *std::move(fused), .last = chain.back(), .absorbed = std::move(chain)});
+  }
+  out.push_back(Fusion{.fused = *std::move(forward), .last = pool, .absorbed = {pool}});
+  for (Fusion& f : fused_grads) out.push_back(std::move(f));
 }
 
 }  // namespace
@@ -151,6 +225,11 @@ std::vector<Fusion> FindFusions(const std::vector<const Node*>& order,
   for (const Node* n : order) {
     if (n->type() != "Conv2D" && n->type() != "MatMul") continue;
     if (std::optional<Fusion> f = ChainFrom(n, finder, registry)) fusions.push_back(*std::move(f));
+  }
+  std::unordered_set<const Node*> absorbed;
+  for (const Fusion& f : fusions) absorbed.insert(f.absorbed.begin(), f.absorbed.end());
+  for (const Node* n : order) {
+    if (n->type() == "MaxPool" && !absorbed.count(n)) PoolFusions(n, finder, registry, fusions);
   }
   return fusions;
 }

@@ -10,6 +10,13 @@
 // The MaxPool is ckflow's own addition (the convolution pools each block of
 // its output while it is in cache); the rest are TensorFlow's fusions.
 //
+// And, as oneDNN's max pooling keeps a workspace for its backward pass, a
+// MaxPool whose MaxPoolGrad runs in the same plan becomes _MaxPoolWithTaps,
+// which also outputs the tap that held each maximum, and the MaxPoolGrad
+// _MaxPoolGradWithTaps, which sends each gradient there without reading
+// the pooling's input again; a ReluGrad through that input, right after the
+// MaxPoolGrad, folds into it (ops/pooling_ops.cc).
+//
 // Each op of the chain but the last must have that one consumer, must not be
 // fetched, fed past, a target or a control input, and the last may only be
 // read at output 0. So the chain's intermediate tensors are needed by
@@ -46,8 +53,8 @@ struct Fusion {
 // run is fed (their producers' results are not read), `fetched(node, i)`
 // whether it returns output i of node; `targets` and the nodes `order` names
 // as control inputs are kept as they are. Fused nodes are made with
-// `registry`'s _FusedConv2D and _FusedMatMul; without them, nothing is
-// fused.
+// `registry`'s _FusedConv2D, _FusedMatMul, _MaxPoolWithTaps and
+// _MaxPoolGradWithTaps; without them, nothing is fused.
 std::vector<Fusion> FindFusions(const std::vector<const Node*>& order,
                                 const std::function<bool(const Output&)>& fed,
                                 const std::function<bool(const Node*, int)>& fetched,

@@ -401,12 +401,156 @@ TEST(RemapperTest, APoolingWhoseInputIsFetchedStaysSeparate) {
   EXPECT_EQ(fused.fused, 1);  // Conv2D + BiasAdd + Relu
   EXPECT_TRUE(SameBits(fused.outputs[0], separate.outputs[0]));
   EXPECT_TRUE(SameBits(fused.outputs[1], separate.outputs[1]));
-  // In training, MaxPoolGrad reads the pooling's input: it stays too.
+  // In training, MaxPoolGrad reads the pooling's input: it stays out of the
+  // convolution, and runs with its gradient as _MaxPoolWithTaps and
+  // _MaxPoolGradWithTaps.
   Output grad = ops::MaxPoolGrad(g.root, g.relu, pool, ops::OnesLike(g.root, pool), {});
   Ran training = RunWith(g.root, true, g.feeds, {grad});
   Ran training_separate = RunWith(g.root, false, g.feeds, {grad});
-  EXPECT_EQ(training.fused, 1);
+  EXPECT_EQ(training.fused, 3);
   EXPECT_TRUE(SameBits(training.outputs[0], training_separate.outputs[0]));
+}
+
+// ------------------------------------ MaxPool with its gradient (taps)
+
+struct TapsCase {
+  DataType dtype;
+  int64_t batch, rows, cols, channels;
+  int64_t window, stride;
+  std::string padding;
+  bool relu;  // a Relu before the pooling, and its ReluGrad after MaxPoolGrad
+};
+
+class PoolTapsTest : public ::testing::TestWithParam<TapsCase> {};
+
+// Values on a grid of quarters, so windows hold ties; a -0 beside a +0;
+// NaNs, one the first tap of a window (which the scan keeps).
+Tensor Gridded(DataType dtype, const TensorShape& shape, uint32_t seed) {
+  Tensor t = Random(dtype, shape, seed);
+  for (int64_t i = 0; i < t.NumElements(); ++i) {
+    if (dtype == DT_FLOAT) {
+      t.flat<float>()[i] = std::round(t.flat<float>()[i] * 4) / 4;
+    } else {
+      t.flat<double>()[i] = std::round(t.flat<double>()[i] * 4) / 4;
+    }
+  }
+  const int64_t n = t.NumElements();
+  if (dtype == DT_FLOAT) {
+    t.flat<float>()[0] = std::nanf("");
+    t.flat<float>()[n / 3] = std::nanf("");
+    t.flat<float>()[n / 2] = -0.0f;
+    t.flat<float>()[n / 2 + 1] = 0.0f;
+  } else {
+    t.flat<double>()[0] = std::nan("");
+    t.flat<double>()[n / 3] = std::nan("");
+    t.flat<double>()[n / 2] = -0.0;
+    t.flat<double>()[n / 2 + 1] = 0.0;
+  }
+  return t;
+}
+
+TEST_P(PoolTapsTest, ThePoolingAndItsGradientGiveTheBitsOfTheSeparateOps) {
+  const TapsCase& c = GetParam();
+  Scope root = Scope::NewRootScope();
+  const ops::PoolAttrs attrs = {.ksize = {1, c.window, c.window, 1},
+                                .strides = {1, c.stride, c.stride, 1},
+                                .padding = c.padding};
+  Output x = ops::Placeholder(root.WithOpName("x"), c.dtype);
+  Output dy = ops::Placeholder(root.WithOpName("dy"), c.dtype);
+  Output a = c.relu ? ops::Relu(root.WithOpName("relu"), x) : x;
+  Output y = ops::MaxPool(root.WithOpName("pool"), a, attrs);
+  Output da = ops::MaxPoolGrad(root.WithOpName("pool_grad"), a, y, dy, attrs);
+  Output dx = c.relu ? ops::ReluGrad(root.WithOpName("relu_grad"), da, a) : da;
+  CKFLOW_ASSERT_OK(root.status());
+  const TensorShape x_shape({c.batch, c.rows, c.cols, c.channels});
+  Ran pooled = RunWith(root, false, {{x, Gridded(c.dtype, x_shape, 1)}}, {y});
+  ASSERT_EQ(pooled.outputs.size(), 1u);
+  const std::vector<Feed> feeds = {{x, Gridded(c.dtype, x_shape, 1)},
+                                   {dy, Gridded(c.dtype, pooled.outputs[0].shape(), 2)}};
+
+  Ran separate = RunWith(root, false, feeds, {y, dx});
+  Ran fused = RunWith(root, true, feeds, {y, dx});
+  Ran fused_one_thread = RunWith(root, true, feeds, {y, dx}, {}, 1);
+  EXPECT_EQ(fused.fused, 2);
+  ASSERT_EQ(fused.outputs.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_TRUE(SameBits(fused.outputs[i], separate.outputs[i]))
+        << i << ": " << fused.outputs[i].DebugString() << "\nvs "
+        << separate.outputs[i].DebugString();
+    EXPECT_TRUE(SameBits(fused_one_thread.outputs[i], separate.outputs[i])) << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Poolings, PoolTapsTest,
+    ::testing::Values(
+        // Keras' MaxPooling2D after a ReLU: disjoint windows, the ReluGrad folded in.
+        TapsCase{DT_FLOAT, 3, 26, 26, 32, 2, 2, "VALID", true},
+        // 70 channels: a block of 64 and a tail; an odd size leaves a row
+        // and a column under no window.
+        TapsCase{DT_FLOAT, 2, 11, 11, 70, 2, 2, "VALID", true},
+        TapsCase{DT_FLOAT, 2, 11, 9, 5, 2, 2, "SAME", false},   // last windows cut short
+        TapsCase{DT_FLOAT, 2, 10, 10, 3, 1, 2, "VALID", true},  // gaps between windows
+        // Overlapping windows: gradients add up where windows share a maximum.
+        TapsCase{DT_FLOAT, 2, 9, 10, 6, 3, 1, "VALID", true},
+        TapsCase{DT_FLOAT, 2, 13, 12, 70, 3, 2, "SAME", false},
+        TapsCase{DT_DOUBLE, 2, 12, 12, 7, 2, 2, "VALID", true},
+        TapsCase{DT_DOUBLE, 2, 9, 9, 4, 3, 2, "SAME", true}));
+
+TEST(RemapperTest, AMaxPoolGradOfAnotherInputStaysSeparate) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root, DT_FLOAT);
+  Output other = ops::Neg(root, x);
+  Output y = ops::MaxPool(root, x, {});
+  Output grad = ops::MaxPoolGrad(root, other, y, ops::OnesLike(root, y), {});
+  const std::vector<Feed> feeds = {{x, Random(DT_FLOAT, TensorShape({2, 6, 6, 3}), 1)}};
+  Ran fused = RunWith(root, true, feeds, {grad});
+  Ran separate = RunWith(root, false, feeds, {grad});
+  EXPECT_EQ(fused.fused, 0);
+  EXPECT_TRUE(SameBits(fused.outputs[0], separate.outputs[0]));
+  // Nor does a pooling with no gradient in the run record its taps.
+  EXPECT_EQ(RunWith(root, true, feeds, {y}).fused, 0);
+}
+
+// Relu -> MaxPool, and MaxPoolGrad through both.
+struct ReluPool {
+  Scope root = Scope::NewRootScope();
+  Output x, a, y, da;
+  std::vector<Feed> feeds;
+  ReluPool() {
+    x = ops::Placeholder(root, DT_FLOAT);
+    a = ops::Relu(root, x);
+    y = ops::MaxPool(root, a, {});
+    da = ops::MaxPoolGrad(root, a, y, ops::OnesLike(root, y), {});
+    feeds = {{x, Random(DT_FLOAT, TensorShape({2, 6, 6, 3}), 1)}};
+  }
+};
+
+TEST(RemapperTest, AReluGradOfAnotherFeatureLeavesThePoolingGradientAlone) {
+  ReluPool g;
+  Output dx = ops::ReluGrad(g.root, g.da, g.x);  // the Relu's input, not the pooling's
+  Output also = ops::ReluGrad(g.root, g.da, g.a);
+  Ran fused = RunWith(g.root, true, g.feeds, {dx});
+  Ran separate = RunWith(g.root, false, g.feeds, {dx});
+  EXPECT_EQ(fused.fused, 2);  // the pooling and its gradient, not the ReluGrad
+  EXPECT_TRUE(SameBits(fused.outputs[0], separate.outputs[0]));
+  // With a second reader of MaxPoolGrad, its ReluGrad stays separate too.
+  Ran two = RunWith(g.root, true, g.feeds, {dx, also});
+  Ran two_separate = RunWith(g.root, false, g.feeds, {dx, also});
+  EXPECT_EQ(two.fused, 2);
+  EXPECT_TRUE(SameBits(two.outputs[0], two_separate.outputs[0]));
+  EXPECT_TRUE(SameBits(two.outputs[1], two_separate.outputs[1]));
+}
+
+TEST(RemapperTest, AFetchedPoolingGradientIsStillFused) {
+  ReluPool g;
+  Output dx = ops::ReluGrad(g.root, g.da, g.a);
+  // Fetching MaxPoolGrad's output keeps it apart from the ReluGrad.
+  Ran fused = RunWith(g.root, true, g.feeds, {g.da, dx});
+  Ran separate = RunWith(g.root, false, g.feeds, {g.da, dx});
+  EXPECT_EQ(fused.fused, 2);
+  EXPECT_TRUE(SameBits(fused.outputs[0], separate.outputs[0]));
+  EXPECT_TRUE(SameBits(fused.outputs[1], separate.outputs[1]));
 }
 
 TEST(RemapperTest, AWindowLargerThanTheConvolutionIsInvalidArgumentNamingThePool) {
