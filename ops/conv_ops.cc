@@ -396,6 +396,156 @@ void Col2ImAdd(const WindowGeometry& g, const T* patches, int64_t m0, int64_t m1
   });
 }
 
+// ------------------------------------------------------- direct kernels
+
+// A 3x3 window over 1 or 3 channels (the first layer of an image network)
+// has patches of 9 or 27 values: too short a K for a GEMM, whose packing
+// and the im2col feeding it cost more than the multiply-adds (bench/
+// conv_bench's cnn1 ran at 0.48x MatMul forward and 0.44x for the filter
+// gradient). These passes read each pixel's patch straight from the image
+// and keep their sums in registers: the forward a run of output channels
+// per pixel, the filter gradient every tap's run of channels.
+bool IsDirect(const WindowGeometry& g) {
+  return g.window_h == 3 && g.window_w == 3 && (g.depth == 1 || g.depth == 3);
+}
+
+// Output channels per register run: two 512-bit vectors' worth.
+template <typename T>
+constexpr int64_t kRunLanes = 128 / sizeof(T);
+
+// The patch of the window whose first tap is (ih0, iw0) of `image`, in the
+// filter's order, zeros where it hangs over the edge.
+template <typename T, int kDepth>
+[[gnu::always_inline]] inline void GatherPatch(const WindowGeometry& g, const T* image, int64_t ih0,
+                                               int64_t iw0, T* patch) {
+  const bool inside =
+      ih0 >= 0 && iw0 >= 0 && ih0 + 2 * g.dilation_h < g.in_h && iw0 + 2 * g.dilation_w < g.in_w;
+  for (int kh = 0; kh < 3; ++kh) {
+    const int64_t ih = ih0 + kh * g.dilation_h;
+    for (int kw = 0; kw < 3; ++kw) {
+      const int64_t iw = iw0 + kw * g.dilation_w;
+      const bool in = inside || (ih >= 0 && ih < g.in_h && iw >= 0 && iw < g.in_w);
+      const int64_t at = in ? (ih * g.in_w + iw) * kDepth : 0;
+      for (int c = 0; c < kDepth; ++c)
+        patch[(kh * 3 + kw) * kDepth + c] = in ? image[at + c] : T(0);
+    }
+  }
+}
+
+// The output rows of pixels [m0, m1) into `out` (row m0 first): per pixel,
+// its patch times the [9 * kDepth, out_depth] filter, the taps summed in
+// order. Four pixels at a time: one pixel's sums are a chain of dependent
+// multiply-adds, which alone would wait on each other's latency. A pixel
+// whose window lies inside the image reads its taps where they are;
+// a group with one that hangs over the edge gathers its patches first.
+template <typename T, int kDepth>
+void DirectConvForward(const WindowGeometry& g, int64_t out_depth, const T* in, const T* filter,
+                       int64_t m0, int64_t m1, T* out) {
+  constexpr int kTaps = 9 * kDepth;
+  constexpr int kPixels = 4;
+  constexpr int64_t kLanes = kRunLanes<T>;
+  using Run = Eigen::Array<T, kLanes, 1>;
+  using ConstRun = Eigen::Map<const Run>;
+  // Where tap t is from a pixel's first tap, in the image or in a patch.
+  int64_t in_image[kTaps], in_patch[kTaps];
+  for (int kh = 0; kh < 3; ++kh) {
+    for (int kw = 0; kw < 3; ++kw) {
+      for (int c = 0; c < kDepth; ++c) {
+        const int t = (kh * 3 + kw) * kDepth + c;
+        in_image[t] = (kh * g.dilation_h * g.in_w + kw * g.dilation_w) * kDepth + c;
+        in_patch[t] = t;
+      }
+    }
+  }
+  alignas(64) T patches[kPixels][kTaps] = {};
+  const T* first_tap[kPixels];
+  int64_t pixel[kPixels][3];  // n, ih0, iw0 of each pixel of the group
+  int count = 0;
+  bool inside = true;
+  T* o = out;  // the group's first output row
+  auto flush = [&] {
+    const int64_t* at = in_image;
+    if (!inside) {
+      for (int p = 0; p < count; ++p) {
+        GatherPatch<T, kDepth>(g, in + pixel[p][0] * g.in_h * g.in_w * kDepth, pixel[p][1],
+                               pixel[p][2], patches[p]);
+        first_tap[p] = patches[p];
+      }
+      at = in_patch;
+    }
+    for (int p = count; p < kPixels; ++p) first_tap[p] = first_tap[0];
+    int64_t c0 = 0;
+    for (; c0 + kLanes <= out_depth; c0 += kLanes) {
+      Run acc[kPixels];
+      const ConstRun f0(filter + c0);
+      for (int p = 0; p < kPixels; ++p) acc[p] = first_tap[p][at[0]] * f0;
+      for (int t = 1; t < kTaps; ++t) {
+        const Run f = ConstRun(filter + t * out_depth + c0);
+        for (int p = 0; p < kPixels; ++p) acc[p] += first_tap[p][at[t]] * f;
+      }
+      for (int p = 0; p < count; ++p) Eigen::Map<Run>(o + p * out_depth + c0) = acc[p];
+    }
+    if (c0 < out_depth) {
+      const int64_t rest = out_depth - c0;
+      for (int p = 0; p < count; ++p) {
+        Vec<T> acc(o + p * out_depth + c0, rest);
+        acc = first_tap[p][at[0]] * ConstVec<T>(filter + c0, rest);
+        for (int t = 1; t < kTaps; ++t) {
+          acc += first_tap[p][at[t]] * ConstVec<T>(filter + t * out_depth + c0, rest);
+        }
+      }
+    }
+    o += count * out_depth;
+    count = 0;
+    inside = true;
+  };
+  ForEachPixel(g, m0, m1, [&](int64_t, int64_t n, int64_t ih0, int64_t iw0) {
+    if (ih0 >= 0 && iw0 >= 0 && ih0 + 2 * g.dilation_h < g.in_h &&
+        iw0 + 2 * g.dilation_w < g.in_w) {
+      first_tap[count] = in + ((n * g.in_h + ih0) * g.in_w + iw0) * kDepth;
+    } else {
+      inside = false;
+    }
+    pixel[count][0] = n;
+    pixel[count][1] = ih0;
+    pixel[count][2] = iw0;
+    if (++count == kPixels) flush();
+  });
+  if (count > 0) flush();
+}
+
+// The filter gradient of pixels [m0, m1) into `sums`, [9 * kDepth,
+// out_depth]: each tap's sum over the pixels in order.
+template <typename T, int kDepth>
+void DirectFilterGradient(const WindowGeometry& g, int64_t out_depth, const T* in, const T* dout,
+                          int64_t m0, int64_t m1, T* sums) {
+  constexpr int kTaps = 9 * kDepth;
+  // 9 taps keep two vectors each in registers, 27 one.
+  constexpr int64_t kLanes = kDepth == 1 ? kRunLanes<T> : kRunLanes<T> / 2;
+  using Run = Eigen::Array<T, kLanes, 1>;
+  alignas(64) T patch[kTaps];
+  for (int64_t c0 = 0; c0 < out_depth; c0 += kLanes) {
+    const int64_t width = std::min(kLanes, out_depth - c0);
+    if (width < kLanes) {  // the last channels: sums in memory
+      for (int t = 0; t < kTaps; ++t) Vec<T>(sums + t * out_depth + c0, width).setZero();
+      ForEachPixel(g, m0, m1, [&](int64_t m, int64_t n, int64_t ih0, int64_t iw0) {
+        GatherPatch<T, kDepth>(g, in + n * g.in_h * g.in_w * kDepth, ih0, iw0, patch);
+        const ConstVec<T> d(dout + m * out_depth + c0, width);
+        for (int t = 0; t < kTaps; ++t) Vec<T>(sums + t * out_depth + c0, width) += patch[t] * d;
+      });
+      continue;
+    }
+    Run acc[kTaps];
+    for (Run& a : acc) a.setZero();
+    ForEachPixel(g, m0, m1, [&](int64_t m, int64_t n, int64_t ih0, int64_t iw0) {
+      GatherPatch<T, kDepth>(g, in + n * g.in_h * g.in_w * kDepth, ih0, iw0, patch);
+      const Run d = Eigen::Map<const Run>(dout + m * out_depth + c0);
+      for (int t = 0; t < kTaps; ++t) acc[t] += patch[t] * d;
+    });
+    for (int t = 0; t < kTaps; ++t) Eigen::Map<Run>(sums + t * out_depth + c0) = acc[t];
+  }
+}
+
 // The fewest output rows per block for which blocks b and b + 2 of an image
 // touch disjoint input rows: (rows + 1) * stride > span - 1... i.e. the
 // window of the next block's first row starts past this block's last.
@@ -457,16 +607,24 @@ void Conv2DForward(const WindowGeometry& g, int64_t out_depth, const T* in, cons
   }
   T* conv_out = unpooled ? unpooled.get() : out;
   const ConstMatMap<T> f(filter, k, out_depth);
+  const bool direct = IsDirect(g);
   ParallelRange(
       blocks.count(), 2 * blocks.max_pixels() * k * out_depth, [&](int64_t b0, int64_t b1) {
-        PatchRows<T> patches(g, in, blocks.max_pixels());
+        std::optional<PatchRows<T>> patches;
+        if (!direct) patches.emplace(g, in, blocks.max_pixels());
         const auto block_out =
             std::make_unique_for_overwrite<T[]>(pool_blocks ? blocks.max_pixels() * out_depth : 0);
         for (int64_t b = b0; b < b1; ++b) {
           const auto [m0, m1] = blocks.Pixels(b);
-          const T* lhs = patches.Rows(m0, m1);
           T* block = pool_blocks ? block_out.get() : conv_out + m0 * out_depth;
-          MatMap<T>(block, m1 - m0, out_depth).noalias() = ConstMatMap<T>(lhs, m1 - m0, k) * f;
+          if (g.depth == 1 && direct) {
+            DirectConvForward<T, 1>(g, out_depth, in, filter, m0, m1, block);
+          } else if (direct) {
+            DirectConvForward<T, 3>(g, out_depth, in, filter, m0, m1, block);
+          } else {
+            MatMap<T>(block, m1 - m0, out_depth).noalias() =
+                ConstMatMap<T>(patches->Rows(m0, m1), m1 - m0, k) * f;
+          }
           if (epilogue != nullptr) epilogue->ApplyToRows(block, 0, m1 - m0);
           if (pool_blocks) MaxPoolBlock(*pool, block, m0, m1, out);
         }
@@ -554,15 +712,28 @@ void Conv2DFilterGradient(const WindowGeometry& g, int64_t out_depth, const T* i
   const int64_t groups = GroupCount<T>(blocks.count(), size);
   std::vector<T> partials(groups > 1 ? groups * size : 0);
   const int64_t group_cost = 2 * blocks.max_pixels() * size * blocks.count() / groups;
+  const bool direct = IsDirect(g);
   ParallelRange(groups, group_cost, [&](int64_t g0, int64_t g1) {
-    PatchRows<T> patches(g, in, blocks.max_pixels());
+    std::optional<PatchRows<T>> patches;
+    if (!direct) patches.emplace(g, in, blocks.max_pixels());
     for (int64_t group = g0; group < g1; ++group) {
-      MatMap<T> acc(groups > 1 ? partials.data() + group * size : dfilter, k, out_depth);
+      T* sums = groups > 1 ? partials.data() + group * size : dfilter;
+      MatMap<T> acc(sums, k, out_depth);
       const int64_t first = group * blocks.count() / groups;
       const int64_t last = (group + 1) * blocks.count() / groups;
+      if (direct) {  // the group's pixels, in order
+        const int64_t m0 = blocks.Pixels(first).first;
+        const int64_t m1 = blocks.Pixels(last - 1).second;
+        if (g.depth == 1) {
+          DirectFilterGradient<T, 1>(g, out_depth, in, dout, m0, m1, sums);
+        } else {
+          DirectFilterGradient<T, 3>(g, out_depth, in, dout, m0, m1, sums);
+        }
+        continue;
+      }
       for (int64_t b = first; b < last; ++b) {
         const auto [m0, m1] = blocks.Pixels(b);
-        const T* lhs = patches.Rows(m0, m1);
+        const T* lhs = patches->Rows(m0, m1);
         const auto product = ConstMatMap<T>(lhs, m1 - m0, k).transpose() *
                              ConstMatMap<T>(dout + m0 * out_depth, m1 - m0, out_depth);
         if (b == first) {

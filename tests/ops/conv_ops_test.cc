@@ -192,6 +192,16 @@ std::vector<ConvCase> Conv2DCases() {
        {1, 6, 6, 2},
        {3, 3, 2, 2},
        Attrs({1, 1, 2, 1}, "EXPLICIT", {1, 2, 1, 1}, {0, 0, 2, 2, 1, 0, 0, 0})},
+      // A 3x3 window over 1 or 3 channels runs direct kernels: runs of 32
+      // output channels (16 in float64) held in registers, then the rest;
+      // windows inside the image and over its edge.
+      {"FirstLayerOneChannel", {3, 13, 11, 1}, {3, 3, 1, 37}, Attrs({1, 1, 1, 1}, "SAME")},
+      {"FirstLayerOneChannelValid", {4, 28, 28, 1}, {3, 3, 1, 32}, Attrs({1, 1, 1, 1}, "VALID")},
+      {"FirstLayerRgbStride2", {2, 15, 14, 3}, {3, 3, 3, 40}, Attrs({1, 2, 2, 1}, "SAME")},
+      {"FirstLayerRgbDilatedExplicit",
+       {2, 12, 12, 3},
+       {3, 3, 3, 33},
+       Attrs({1, 1, 2, 1}, "EXPLICIT", {1, 2, 2, 1}, {0, 0, 1, 2, 2, 0, 0, 0})},
       // Large enough for blocks that are parts of images (the two phases of
       // BackpropInput) and for several partial filter gradients.
       {"PartsOfImages", {2, 40, 40, 16}, {3, 3, 16, 8}, Attrs({1, 1, 1, 1}, "SAME")},
@@ -243,6 +253,8 @@ TEST(Conv2D, SameBitsOnOneTwoAndFourThreads) {
       {"WholeImages", {16, 12, 12, 8}, {3, 3, 8, 16}, Attrs({1, 1, 1, 1}, "SAME")},
       {"PartsOfImages", {3, 48, 40, 16}, {3, 3, 16, 8}, Attrs({1, 1, 1, 1}, "SAME")},
       {"Pointwise", {4, 20, 20, 32}, {1, 1, 32, 16}, Attrs({1, 1, 1, 1}, "VALID")},
+      {"FirstLayer", {16, 28, 28, 1}, {3, 3, 1, 40}, Attrs({1, 1, 1, 1}, "VALID")},
+      {"FirstLayerRgb", {2, 60, 50, 3}, {3, 3, 3, 32}, Attrs({1, 1, 1, 1}, "SAME")},
   };
   for (const ConvCase& c : cases) {
     for (bool depthwise : {false, true}) {
