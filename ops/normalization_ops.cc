@@ -233,19 +233,26 @@ Status FusedBatchNormCompute(KernelContext& ctx, const BatchNormAttrs& attrs) {
 
   Tensor mean_t, variance_t;  // what y is normalized with
   if (attrs.is_training) {
-    std::vector<double> sums = ChannelSums(rows, channels, 1, [&](int64_t b, int64_t e, double* s) {
-      ArrayMap<double> acc(s, channels);
-      for (int64_t r = b; r < e; ++r) acc += row(xp, r).template cast<double>();
+    // One pass for both moments, the sums of d = x - shift and of d^2 with
+    // each channel's first value as its shift: a pass over x is most of the
+    // op's time, and the shift keeps the variance's difference of sums
+    // from cancelling away digits when a channel's mean is far from 0 (a
+    // constant channel gives exactly 0).
+    const Eigen::ArrayXd shift = row(xp, 0).template cast<double>();
+    std::vector<double> sums = ChannelSums(rows, channels, 2, [&](int64_t b, int64_t e, double* s) {
+      ArrayMap<double> sum(s, channels);
+      ArrayMap<double> squares(s + channels, channels);
+      for (int64_t r = b; r < e; ++r) {
+        const auto d = row(xp, r).template cast<double>() - shift;
+        sum += d;
+        squares += d.square();
+      }
     });
-    Eigen::ArrayXd mean = ConstArrayMap<double>(sums.data(), channels) / static_cast<double>(rows);
-    std::vector<double> squares =
-        ChannelSums(rows, channels, 1, [&](int64_t b, int64_t e, double* s) {
-          ArrayMap<double> acc(s, channels);
-          for (int64_t r = b; r < e; ++r)
-            acc += (row(xp, r).template cast<double>() - mean).square();
-        });
-    Eigen::ArrayXd variance =
-        ConstArrayMap<double>(squares.data(), channels) / static_cast<double>(rows);
+    const double n = static_cast<double>(rows);
+    const ConstArrayMap<double> sum(sums.data(), channels);
+    const Eigen::ArrayXd mean = shift + sum / n;
+    const Eigen::ArrayXd variance =
+        ((ConstArrayMap<double>(sums.data() + channels, channels) - sum.square() / n) / n).max(0.0);
     ArrayMap<T>(out[3]->flat<T>().data(), channels) = mean.cast<T>();
     ArrayMap<T>(out[4]->flat<T>().data(), channels) = variance.cast<T>();
     // Bessel's correction, rounded as TensorFlow's: n / (n - 1) in T.

@@ -137,6 +137,29 @@ TEST(FusedBatchNorm, MatchesNaiveReferenceInTrainingAndInference) {
   }
 }
 
+// The moments come from one pass of shifted sums: a channel far from 0
+// keeps its small variance's digits, and a constant one has none.
+TEST(FusedBatchNorm, AFarOffChannelKeepsItsVarianceAndAConstantOneHasNone) {
+  std::mt19937 rng(53);
+  std::uniform_real_distribution<float> u(-0.01f, 0.01f);
+  Tensor x(DT_FLOAT, TensorShape({8, 9, 9, 2}));
+  for (int64_t i = 0; i < x.NumElements(); i += 2) {
+    x.flat<float>()[i] = 1e4f + u(rng);
+    x.flat<float>()[i + 1] = 3.5f;
+  }
+  Scope root = Scope::NewRootScope();
+  Tensor ones = Tensor::FromVector<float>({1, 1}), zeros = Tensor::FromVector<float>({0, 0});
+  auto bn = ops::FusedBatchNorm(root, x, ones, zeros, zeros, ones);
+  ASSERT_TRUE(root.ok()) << root.status();
+  testing::Evaluator eval(root.graph());
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::vector<Tensor> got, eval.Run({}, AllOutputs(bn)));
+  NaiveBatchNorm want = Reference(ToDoubles(x), 2, {1, 1}, {0, 0}, {}, {}, 1e-3, 1, true);
+  ExpectNear(got[4], {2}, want.saved_variance, 1e-5, 0, "reserve_space_2");
+  EXPECT_EQ(got[4].flat<float>()[1], 0.0f);
+  EXPECT_EQ(got[2].flat<float>()[1], 0.0f);
+  EXPECT_EQ(got[3].flat<float>()[1], 3.5f);
+}
+
 TEST(FusedBatchNorm, TrainingIgnoresEmptyMeanAndVariance) {
   std::mt19937 rng(52);
   Tensor x = RandomTensor(DT_FLOAT, {2, 2, 2, 3}, rng);
