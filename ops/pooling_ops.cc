@@ -386,12 +386,16 @@ Status MaxPoolWithTapsCompute(KernelContext& ctx, const WindowAttrs& attrs) {
 // overlap write each pixel under them once, the gradient at the taken tap
 // and +0 elsewhere (+ 0 turns a -0 gradient into +0, as MaxPoolGrad's sum
 // from +0 does); overlapping ones add into a zeroed block in the order of
-// the output pixels, as MaxPoolGrad does.
-template <bool kDisjoint, bool kRelu, typename T>
+// the output pixels, as MaxPoolGrad does. kWidth, if not 0, is `width`
+// known when compiling: a pooled layer's 32 or 64 channels then take a few
+// whole vectors per tap, without the loop's checks for a remainder, which
+// cost more than the tap's work.
+template <bool kDisjoint, bool kRelu, int64_t kWidth, typename T>
 void MaxPoolGradWithTapsBlock(const WindowGeometry& g, const uint8_t* taps, const T* grad,
-                              const T* pooled, int64_t width, T* dimage) {
+                              const T* pooled, int64_t any_width, T* dimage) {
   using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
   const int64_t depth = g.depth;
+  const int64_t width = kWidth != 0 ? kWidth : any_width;
   ZeroUncovered<kDisjoint>(g, width, dimage);
   for (int64_t oh = 0; oh < g.out_h; ++oh) {
     const int64_t start_h = oh * g.stride_h - g.pad_top;
@@ -456,9 +460,19 @@ Status MaxPoolGradWithTapsCompute(KernelContext& ctx, const WindowAttrs& attrs, 
     const int64_t n = t / blocks;
     const int64_t c0 = (t % blocks) * kChannelBlock;
     const int64_t pooled_at = n * g.out_h * g.out_w * depth + c0;
-    MaxPoolGradWithTapsBlock<kDisjoint, kRelu, T>(
-        g, taps + pooled_at, grad + pooled_at, pooled + pooled_at,
-        std::min(kChannelBlock, depth - c0), din + n * g.in_h * g.in_w * depth + c0);
+    const int64_t width = std::min(kChannelBlock, depth - c0);
+    const auto run = [&]<int64_t kWidth>() {
+      MaxPoolGradWithTapsBlock<kDisjoint, kRelu, kWidth, T>(g, taps + pooled_at, grad + pooled_at,
+                                                            pooled + pooled_at, width,
+                                                            din + n * g.in_h * g.in_w * depth + c0);
+    };
+    if (kDisjoint && width == 64) {
+      run.template operator()<64>();
+    } else if (kDisjoint && width == 32) {
+      run.template operator()<32>();
+    } else {
+      run.template operator()<0>();
+    }
   };
   ParallelRange(g.batch * blocks, cost, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
