@@ -21,10 +21,13 @@ namespace ckflow::internal {
 using PhiloxBlock = std::array<uint32_t, 4>;
 using PhiloxKey = std::array<uint32_t, 2>;
 
+inline constexpr uint64_t kPhiloxMul0 = 0xD2511F53, kPhiloxMul1 = 0xCD9E8D57;
+inline constexpr uint32_t kPhiloxWeyl0 = 0x9E3779B9, kPhiloxWeyl1 = 0xBB67AE85;
+
 // Ten rounds of Philox4x32 on `counter` under `key`.
 inline PhiloxBlock Philox4x32(PhiloxBlock ctr, PhiloxKey key) {
-  constexpr uint64_t kMul0 = 0xD2511F53, kMul1 = 0xCD9E8D57;
-  constexpr uint32_t kWeyl0 = 0x9E3779B9, kWeyl1 = 0xBB67AE85;
+  constexpr uint64_t kMul0 = kPhiloxMul0, kMul1 = kPhiloxMul1;
+  constexpr uint32_t kWeyl0 = kPhiloxWeyl0, kWeyl1 = kPhiloxWeyl1;
   for (int round = 0; round < 10; ++round) {
     const uint64_t p0 = kMul0 * ctr[0];
     const uint64_t p1 = kMul1 * ctr[2];
@@ -49,6 +52,33 @@ class PhiloxStream {
   // 128 random bits: block b of the stream.
   PhiloxBlock Block(uint64_t b) const {
     return Philox4x32({Lo(b), Hi(b), high_[0], high_[1]}, key_);
+  }
+
+  // Blocks first, ..., first + kLanes - 1 at once, word by word: words[j][i]
+  // is word j of block first + i, as Block gives it. Laid out so, the
+  // rounds are the same operation on every lane, which the compiler runs
+  // in vectors (a block at a time is a chain of dependent multiplies).
+  static constexpr int kLanes = 16;
+  void Blocks(uint64_t first, uint32_t (&words)[4][kLanes]) const {
+    for (int i = 0; i < kLanes; ++i) {
+      words[0][i] = Lo(first + i);
+      words[1][i] = Hi(first + i);
+      words[2][i] = high_[0];
+      words[3][i] = high_[1];
+    }
+    uint32_t k0 = key_[0], k1 = key_[1];
+    for (int round = 0; round < 10; ++round) {
+      for (int i = 0; i < kLanes; ++i) {
+        const uint64_t p0 = kPhiloxMul0 * words[0][i];
+        const uint64_t p1 = kPhiloxMul1 * words[2][i];
+        words[0][i] = static_cast<uint32_t>(p1 >> 32) ^ words[1][i] ^ k0;
+        words[1][i] = static_cast<uint32_t>(p1);
+        words[2][i] = static_cast<uint32_t>(p0 >> 32) ^ words[3][i] ^ k1;
+        words[3][i] = static_cast<uint32_t>(p0);
+      }
+      k0 += kPhiloxWeyl0;
+      k1 += kPhiloxWeyl1;
+    }
   }
 
  private:

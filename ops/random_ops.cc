@@ -65,13 +65,22 @@ void Generate(const PhiloxStream& stream, T* out, int64_t n) {
     });
   } else {
     const int64_t blocks = (n + kPer - 1) / kPer;
+    auto put = [&](int64_t block, const PhiloxBlock& bits) {
+      auto values =
+          kDist == Distribution::kUniform ? UniformValues<T>(bits) : NormalValues<T>(bits);
+      for (int j = 0; j < kPer && block * kPer + j < n; ++j) out[block * kPer + j] = values[j];
+    };
+    constexpr int kLanes = PhiloxStream::kLanes;
     ParallelRange(blocks, kPer * kRandomCost, [&](int64_t b, int64_t e) {
-      for (int64_t block = b; block < e; ++block) {
-        PhiloxBlock bits = stream.Block(static_cast<uint64_t>(block));
-        auto values =
-            kDist == Distribution::kUniform ? UniformValues<T>(bits) : NormalValues<T>(bits);
-        for (int j = 0; j < kPer && block * kPer + j < n; ++j) out[block * kPer + j] = values[j];
+      int64_t block = b;
+      for (; block + kLanes <= e; block += kLanes) {
+        uint32_t words[4][kLanes];
+        stream.Blocks(static_cast<uint64_t>(block), words);
+        for (int i = 0; i < kLanes; ++i) {
+          put(block + i, {words[0][i], words[1][i], words[2][i], words[3][i]});
+        }
       }
+      for (; block < e; ++block) put(block, stream.Block(static_cast<uint64_t>(block)));
     });
   }
 }

@@ -29,6 +29,22 @@ TEST(Philox, MatchesRandom123KnownAnswers) {
             (internal::PhiloxBlock{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
 }
 
+// The random ops draw 16 blocks at a time: each lane must be the block
+// Block gives, across the 32-bit carry of the counter too.
+TEST(Philox, BlocksAtOnceAreTheBlocksOneByOne) {
+  const internal::PhiloxStream stream(7, 11, 3);
+  constexpr int kLanes = internal::PhiloxStream::kLanes;
+  for (uint64_t first : {uint64_t{0}, uint64_t{5}, uint64_t{0xfffffff8}, uint64_t{1} << 40}) {
+    uint32_t words[4][kLanes];
+    stream.Blocks(first, words);
+    for (int i = 0; i < kLanes; ++i) {
+      EXPECT_EQ(stream.Block(first + i),
+                (internal::PhiloxBlock{words[0][i], words[1][i], words[2][i], words[3][i]}))
+          << first << " + " << i;
+    }
+  }
+}
+
 using RandomBuilder = Output (*)(const Scope&, ops::Input, DataType, const ops::RandomAttrs&);
 
 struct Distribution {
