@@ -208,12 +208,30 @@ bool UnderDisjointWindow(int64_t x, int64_t stride, int64_t pad, int64_t window,
 // (they add into it), else (kDisjoint) only the pixels under no window.
 template <bool kDisjoint, typename T>
 void ZeroUncovered(const WindowGeometry& g, int64_t width, T* dimage) {
+  if (!kDisjoint) {
+    for (int64_t p = 0; p < g.in_h * g.in_w; ++p) std::fill_n(dimage + p * g.depth, width, T(0));
+    return;
+  }
+  // The uncovered columns once, not a division per pixel (which cost as
+  // much as the whole gradient of a 2x2 pooling that covers everything).
+  int64_t uncovered[64];
+  int64_t count = 0;
+  bool listed = true;
+  for (int64_t w = 0; w < g.in_w && listed; ++w) {
+    if (UnderDisjointWindow(w, g.stride_w, g.pad_left, g.window_w, g.out_w)) continue;
+    listed = count < 64;
+    if (listed) uncovered[count++] = w;
+  }
   for (int64_t h = 0; h < g.in_h; ++h) {
-    const bool row =
-        kDisjoint && UnderDisjointWindow(h, g.stride_h, g.pad_top, g.window_h, g.out_h);
+    T* row = dimage + h * g.in_w * g.depth;
+    const bool covered = UnderDisjointWindow(h, g.stride_h, g.pad_top, g.window_h, g.out_h);
+    if (covered && listed) {
+      for (int64_t i = 0; i < count; ++i) std::fill_n(row + uncovered[i] * g.depth, width, T(0));
+      continue;
+    }
     for (int64_t w = 0; w < g.in_w; ++w) {
-      if (row && UnderDisjointWindow(w, g.stride_w, g.pad_left, g.window_w, g.out_w)) continue;
-      std::fill_n(dimage + (h * g.in_w + w) * g.depth, width, T(0));
+      if (covered && UnderDisjointWindow(w, g.stride_w, g.pad_left, g.window_w, g.out_w)) continue;
+      std::fill_n(row + w * g.depth, width, T(0));
     }
   }
 }
@@ -327,11 +345,13 @@ Status MaxPoolGradCompute(KernelContext& ctx, const WindowAttrs& attrs) {
 // loops keep no state but the row itself, so they vectorize: one scan
 // carrying the best value and its tap in local arrays spilled both on
 // every window.
-template <typename T>
+// kDepth, if not 0, is the depth known when compiling (32 or 64
+// channels: whole vectors, without a remainder loop per tap).
+template <typename T, int64_t kDepth>
 void MaxPoolRowWithTaps(const WindowGeometry& g, const T* image, int64_t oh, T* out,
                         uint8_t* taps) {
   PoolRows<T, true>(g, image, 0, oh, oh + 1, out);
-  const int64_t depth = g.depth;
+  const int64_t depth = kDepth != 0 ? kDepth : g.depth;
   const int64_t start_h = oh * g.stride_h - g.pad_top;
   const auto [h0, h1] = WindowRange(oh, g.stride_h, g.pad_top, g.window_h, g.in_h);
   for (int64_t ow = 0; ow < g.out_w; ++ow) {
@@ -374,8 +394,15 @@ Status MaxPoolWithTapsCompute(KernelContext& ctx, const WindowAttrs& attrs) {
       g.out_w * std::min(g.window_h, g.in_h) * std::min(g.window_w, g.in_w) * depth * 2;
   ParallelRange(g.batch * g.out_h, cost, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      MaxPoolRowWithTaps<T>(g, in + (r / g.out_h) * g.in_h * g.in_w * depth, r % g.out_h,
-                            o + r * g.out_w * depth, k + r * g.out_w * depth);
+      const T* image = in + (r / g.out_h) * g.in_h * g.in_w * depth;
+      const int64_t at = r * g.out_w * depth;
+      if (depth == 32) {
+        MaxPoolRowWithTaps<T, 32>(g, image, r % g.out_h, o + at, k + at);
+      } else if (depth == 64) {
+        MaxPoolRowWithTaps<T, 64>(g, image, r % g.out_h, o + at, k + at);
+      } else {
+        MaxPoolRowWithTaps<T, 0>(g, image, r % g.out_h, o + at, k + at);
+      }
     }
   });
   return OkStatus();

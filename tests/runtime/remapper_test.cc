@@ -489,8 +489,10 @@ INSTANTIATE_TEST_SUITE_P(
         // 70 channels: a block of 64 and a tail; an odd size leaves a row
         // and a column under no window.
         TapsCase{DT_FLOAT, 2, 11, 11, 70, 2, 2, "VALID", true},
-        TapsCase{DT_FLOAT, 2, 11, 9, 5, 2, 2, "SAME", false},   // last windows cut short
-        TapsCase{DT_FLOAT, 2, 10, 10, 3, 1, 2, "VALID", true},  // gaps between windows
+        TapsCase{DT_FLOAT, 2, 11, 9, 5, 2, 2, "SAME", false},    // last windows cut short
+        TapsCase{DT_FLOAT, 2, 10, 10, 3, 1, 2, "VALID", true},   // gaps between windows
+        TapsCase{DT_FLOAT, 1, 3, 140, 2, 1, 2, "VALID", false},  // 70 columns under none
+        TapsCase{DT_FLOAT, 2, 8, 9, 64, 2, 2, "VALID", true},    // 64 channels
         // Overlapping windows: gradients add up where windows share a maximum.
         TapsCase{DT_FLOAT, 2, 9, 10, 6, 3, 1, "VALID", true},
         TapsCase{DT_FLOAT, 2, 13, 12, 70, 3, 2, "SAME", false},
