@@ -202,6 +202,11 @@ std::vector<ConvCase> Conv2DCases() {
        {2, 12, 12, 3},
        {3, 3, 3, 33},
        Attrs({1, 1, 2, 1}, "EXPLICIT", {1, 2, 2, 1}, {0, 0, 1, 2, 2, 0, 0, 0})},
+      // 32 or 64 float output channels: the filter gradient in register
+      // tiles of 12 or 6 taps, then the taps left over.
+      {"FilterTiles32", {2, 9, 9, 5}, {3, 3, 5, 32}, Attrs({1, 1, 1, 1}, "SAME")},
+      {"FilterTiles64", {3, 13, 13, 32}, {3, 3, 32, 64}, Attrs({1, 1, 1, 1}, "VALID")},
+      {"FilterTiles64PartsOfImages", {1, 64, 40, 8}, {3, 3, 8, 64}, Attrs({1, 2, 1, 1}, "SAME")},
       // Large enough for blocks that are parts of images (the two phases of
       // BackpropInput) and for several partial filter gradients.
       {"PartsOfImages", {2, 40, 40, 16}, {3, 3, 16, 8}, Attrs({1, 1, 1, 1}, "SAME")},
@@ -254,6 +259,7 @@ TEST(Conv2D, SameBitsOnOneTwoAndFourThreads) {
       {"PartsOfImages", {3, 48, 40, 16}, {3, 3, 16, 8}, Attrs({1, 1, 1, 1}, "SAME")},
       {"Pointwise", {4, 20, 20, 32}, {1, 1, 32, 16}, Attrs({1, 1, 1, 1}, "VALID")},
       {"FirstLayer", {16, 28, 28, 1}, {3, 3, 1, 40}, Attrs({1, 1, 1, 1}, "VALID")},
+      {"FilterTiles", {4, 30, 30, 16}, {3, 3, 16, 64}, Attrs({1, 1, 1, 1}, "SAME")},
       {"FirstLayerRgb", {2, 60, 50, 3}, {3, 3, 3, 32}, Attrs({1, 1, 1, 1}, "SAME")},
   };
   for (const ConvCase& c : cases) {
