@@ -414,13 +414,18 @@ bool IsDirect(const WindowGeometry& g) {
 template <typename T>
 constexpr int64_t kRunLanes = 128 / sizeof(T);
 
+// Whether the 3x3 window whose first tap is (ih0, iw0) lies inside the
+// image.
+bool WindowInside(const WindowGeometry& g, int64_t ih0, int64_t iw0) {
+  return ih0 >= 0 && iw0 >= 0 && ih0 + 2 * g.dilation_h < g.in_h && iw0 + 2 * g.dilation_w < g.in_w;
+}
+
 // The patch of the window whose first tap is (ih0, iw0) of `image`, in the
 // filter's order, zeros where it hangs over the edge.
 template <typename T, int kDepth>
 [[gnu::always_inline]] inline void GatherPatch(const WindowGeometry& g, const T* image, int64_t ih0,
                                                int64_t iw0, T* patch) {
-  const bool inside =
-      ih0 >= 0 && iw0 >= 0 && ih0 + 2 * g.dilation_h < g.in_h && iw0 + 2 * g.dilation_w < g.in_w;
+  const bool inside = WindowInside(g, ih0, iw0);
   for (int kh = 0; kh < 3; ++kh) {
     const int64_t ih = ih0 + kh * g.dilation_h;
     for (int kw = 0; kw < 3; ++kw) {
@@ -501,8 +506,7 @@ void DirectConvForward(const WindowGeometry& g, int64_t out_depth, const T* in, 
     inside = true;
   };
   ForEachPixel(g, m0, m1, [&](int64_t, int64_t n, int64_t ih0, int64_t iw0) {
-    if (ih0 >= 0 && iw0 >= 0 && ih0 + 2 * g.dilation_h < g.in_h &&
-        iw0 + 2 * g.dilation_w < g.in_w) {
+    if (WindowInside(g, ih0, iw0)) {
       first_tap[count] = in + ((n * g.in_h + ih0) * g.in_w + iw0) * kDepth;
     } else {
       inside = false;

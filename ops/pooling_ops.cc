@@ -203,6 +203,12 @@ bool UnderDisjointWindow(int64_t x, int64_t stride, int64_t pad, int64_t window,
   return o < out && q - o * stride < window;
 }
 
+// Whether no two windows share an input pixel (stride >= window, no
+// padding before): each pixel then gets at most one window's gradient.
+bool DisjointWindows(const WindowGeometry& g) {
+  return g.stride_h >= g.window_h && g.stride_w >= g.window_w && g.pad_top >= 0 && g.pad_left >= 0;
+}
+
 // Zeroes one image's block of `width` channels of a pooling's input
 // gradient where the windows write nothing: everywhere if they overlap
 // (they add into it), else (kDisjoint) only the pixels under no window.
@@ -300,8 +306,7 @@ Status MaxPoolGradCompute(KernelContext& ctx, const WindowAttrs& attrs) {
   const int64_t cost = (g.in_h * g.in_w + 2 * g.out_h * g.out_w * std::min(g.window_h, g.in_h) *
                                               std::min(g.window_w, g.in_w)) *
                        std::min(depth, kChannelBlock);
-  const bool disjoint =
-      g.stride_h >= g.window_h && g.stride_w >= g.window_w && g.pad_top >= 0 && g.pad_left >= 0;
+  const bool disjoint = DisjointWindows(g);
   // Each task zeroes and fills its own part of the gradient, which then
   // stays in cache between the two.
   ParallelRange(g.batch * blocks, cost, [&](int64_t t0, int64_t t1) {
@@ -481,8 +486,7 @@ Status MaxPoolGradWithTapsCompute(KernelContext& ctx, const WindowAttrs& attrs, 
   T* din = out->flat<T>().data();
   const int64_t blocks = (depth + kChannelBlock - 1) / kChannelBlock;
   const int64_t cost = (g.in_h * g.in_w + 2 * g.out_h * g.out_w) * std::min(depth, kChannelBlock);
-  const bool disjoint =
-      g.stride_h >= g.window_h && g.stride_w >= g.window_w && g.pad_top >= 0 && g.pad_left >= 0;
+  const bool disjoint = DisjointWindows(g);
   auto block = [&]<bool kDisjoint, bool kRelu>(int64_t t) {
     const int64_t n = t / blocks;
     const int64_t c0 = (t % blocks) * kChannelBlock;
