@@ -90,9 +90,12 @@ struct SessionOptions {
   // op that applies the rest to each block of its output while it is in
   // cache. Only chains whose intermediate results nothing else in the run
   // reads or fetches are fused, and the fused op computes the same bits as
-  // the separate ones; off runs every node as built (for comparisons). It
-  // needs the registry's _FusedConv2D and _FusedMatMul (the standard ops
-  // have them).
+  // the separate ones; off runs every node as built (for comparisons). A
+  // MaxPool whose MaxPoolGrad is in the same run also records where each
+  // maximum was, so that the gradient (with a ReluGrad through the
+  // pooling's input) need not read the input again. It needs the
+  // registry's _FusedConv2D, _FusedMatMul, _MaxPoolWithTaps and
+  // _MaxPoolGradWithTaps (the standard ops have them).
   bool remapping = true;
 };
 
