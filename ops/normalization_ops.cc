@@ -18,8 +18,10 @@
 #include "ops/cwise_internal.h"
 #include "ops/fused_epilogue_internal.h"
 #include "ops/math_ops.h"
+#include "ops/pooling_internal.h"
 #include "ops/standard_ops.h"
 #include "ops/variables.h"
+#include "ops/window_internal.h"
 
 namespace ckflow {
 namespace internal {
@@ -123,6 +125,34 @@ Status FusedBatchNormGradShapeFn(InferenceContext& c) {
   }
   const DataType dtype = c.input_types[0];
   c.AddOutput(dtype, *x);
+  c.AddOutput(dtype, PartialShape({channels}));
+  c.AddOutput(dtype, PartialShape({channels}));
+  c.AddOutput(dtype, PartialShape({0}));
+  c.AddOutput(dtype, PartialShape({0}));
+  return OkStatus();
+}
+
+// _FusedBatchNormGradFromTaps: (grad, orig_output, taps, x, scale,
+// reserve_space_1, reserve_space_2, reserve_space_3); FusedBatchNormGradV3's
+// outputs. Made only by the remapper, from ops that passed their own checks.
+constexpr const char* kFromTapsArgs[] = {
+    "grad",           "orig_output", "taps", "x", "scale", "reserve_space_1", "reserve_space_2",
+    "reserve_space_3"};
+
+Status FusedBatchNormGradFromTapsShapeFn(InferenceContext& c) {
+  CKFLOW_RETURN_IF_ERROR(ParseAttrs(*c.attrs).status());
+  CKFLOW_RETURN_IF_ERROR(ParsePoolAttrs(*c.attrs).status());
+  CKFLOW_RETURN_IF_ERROR(CheckDtype(c, 3, "x", kFloatTypes));
+  for (int i : {0, 1, 4, 5, 6, 7}) {
+    CKFLOW_RETURN_IF_ERROR(CheckSameDtype(c, 3, "x", i, kFromTapsArgs[i]));
+  }
+  constexpr DataType kTapTypes[] = {DT_UINT8};
+  CKFLOW_RETURN_IF_ERROR(CheckDtype(c, 2, "taps", kTapTypes));
+  CKFLOW_RETURN_IF_ERROR(CheckRank(c, 3, "x", 4, 4));
+  const PartialShape& x = c.input_shapes[3];
+  const int64_t channels = x.known_rank() ? x.dim(3) : -1;
+  const DataType dtype = c.input_types[3];
+  c.AddOutput(dtype, x.known_rank() ? x : PartialShape({-1, -1, -1, -1}));
   c.AddOutput(dtype, PartialShape({channels}));
   c.AddOutput(dtype, PartialShape({channels}));
   c.AddOutput(dtype, PartialShape({0}));
@@ -300,48 +330,51 @@ Status FusedBatchNormCompute(KernelContext& ctx, const BatchNormAttrs& attrs) {
   return OkStatus();
 }
 
+// FusedBatchNormGradV3's work once dx (output 0) is allocated, with x,
+// scale and reserve_space_1..3 at ctx.input(first) on and y_backprop read
+// from `dyp` or, if `made` is not null, made by it into dx block by block
+// as the sums read them (the block is still in cache for the sums), and
+// overwritten in place by the last pass. Either way the rows and their
+// order are the same, and so are the bits.
 template <typename T>
-Status FusedBatchNormGradCompute(KernelContext& ctx, const BatchNormAttrs& attrs) {
-  const Tensor& dy = ctx.input(0);
-  const Tensor& x = ctx.input(1);
-  if (x.shape().rank() != 4) {
-    return InvalidArgumentError("x must have rank 4 (NHWC), got ", x.shape().ToString());
-  }
-  if (dy.shape() != x.shape()) {
-    return InvalidArgumentError("shapes must be equal: y_backprop is ", dy.shape().ToString(),
-                                ", x is ", x.shape().ToString());
-  }
+Status BatchNormGradFrom(KernelContext& ctx, const BatchNormAttrs& attrs, int first, const T* dyp,
+                         const TapGradientRows<T>* made, Tensor* dx) {
+  const Tensor& x = ctx.input(first);
   const int64_t channels = x.shape().dim(3);
   for (int i = 2; i < 5; ++i) {
-    CKFLOW_RETURN_IF_ERROR(CheckChannelVector(ctx.input(i), kGradArgs[i], channels, x.shape()));
+    CKFLOW_RETURN_IF_ERROR(
+        CheckChannelVector(ctx.input(first + i - 1), kGradArgs[i], channels, x.shape()));
   }
   const TensorShape vector({channels});
-  // dx is written in the last pass, row by row from the same rows of dy.
-  CKFLOW_ASSIGN_OR_RETURN(Tensor * dx,
-                          ctx.ForwardInputOrAllocateOutput(0, 0, x.dtype(), x.shape()));
   CKFLOW_ASSIGN_OR_RETURN(Tensor * dscale, ctx.AllocateOutput(1, x.dtype(), vector));
   CKFLOW_ASSIGN_OR_RETURN(Tensor * doffset, ctx.AllocateOutput(2, x.dtype(), vector));
   for (int i = 3; i < 5; ++i) {
     CKFLOW_RETURN_IF_ERROR(ctx.AllocateOutput(i, x.dtype(), TensorShape({0})).status());
   }
   const int64_t rows = channels == 0 ? 0 : x.NumElements() / channels;
-  const T* dyp = dy.flat<T>().data();
   const T* xp = x.flat<T>().data();
   const auto row = [&](const T* p, int64_t r) {
     return ConstArrayMap<T>(p + r * channels, channels);
   };
-  const ConstArrayMap<T> scale(ctx.input(2).flat<T>().data(), channels);
-  const ConstArrayMap<T> mean(ctx.input(3).flat<T>().data(), channels);
-  const ConstArrayMap<T> variance(ctx.input(4).flat<T>().data(), channels);
+  const ConstArrayMap<T> scale(ctx.input(first + 1).flat<T>().data(), channels);
+  const ConstArrayMap<T> mean(ctx.input(first + 2).flat<T>().data(), channels);
+  const ConstArrayMap<T> variance(ctx.input(first + 3).flat<T>().data(), channels);
   const Eigen::ArrayXd mean_d = mean.template cast<double>();
   // sums[0, C): sum(dy); sums[C, 2C): sum(dy * (x - mean)).
   std::vector<double> sums = ChannelSums(rows, channels, 2, [&](int64_t b, int64_t e, double* s) {
     ArrayMap<double> sum_dy(s, channels);
     ArrayMap<double> sum_dy_xc(s + channels, channels);
-    for (int64_t r = b; r < e; ++r) {
-      const auto g = row(dyp, r).template cast<double>();
-      sum_dy += g;
-      sum_dy_xc += g * (row(xp, r).template cast<double>() - mean_d);
+    const T* g = nullptr;
+    if (made != nullptr) {
+      made->Fill(b, e, dx->flat<T>().data() + b * channels);
+      g = dx->flat<T>().data() + b * channels;
+    } else {
+      g = dyp + b * channels;
+    }
+    for (int64_t r = 0; r < e - b; ++r) {
+      const auto gr = row(g, r).template cast<double>();
+      sum_dy += gr;
+      sum_dy_xc += gr * (row(xp, b + r).template cast<double>() - mean_d);
     }
   });
   const ConstArrayMap<double> sum_dy(sums.data(), channels);
@@ -353,35 +386,89 @@ Status FusedBatchNormGradCompute(KernelContext& ctx, const BatchNormAttrs& attrs
       (sum_dy_xc * inv_std.template cast<double>()).template cast<T>();
   if (rows == 0) return OkStatus();
   T* dxp = dx->flat<T>().data();
+  // dx's rows [b, e) from y_backprop's, elementwise (in place when made).
+  const T* g = made != nullptr ? dxp : dyp;
+  const auto for_rows = [&](int64_t cost_per_element, auto&& fn) {
+    ForRows(rows, channels, cost_per_element, [&](int64_t b, int64_t e) {
+      ForRuns(b, e, channels, [&](int64_t at, int64_t length) { fn(g, at, length); });
+    });
+  };
   const Eigen::Array<T, Eigen::Dynamic, 1> coef1 = scale * inv_std;
+  using Vector = Eigen::Array<T, Eigen::Dynamic, 1>;
   if (!attrs.is_training) {
     // The mean and variance were constants of the forward pass.
-    const Eigen::Array<T, Eigen::Dynamic, 1> coef1_run = Tiled<T>(coef1);
-    ForRows(rows, channels, 1, [&](int64_t b, int64_t e) {
-      ForRuns(b, e, channels, [&](int64_t at, int64_t length) {
-        ArrayMap<T>(dxp + at, length) = ConstArrayMap<T>(dyp + at, length) * coef1_run.head(length);
-      });
+    const Vector coef1_run = Tiled<T>(coef1);
+    for_rows(1, [&](const T* g, int64_t at, int64_t length) {
+      ArrayMap<T>(dxp + at, length) = ConstArrayMap<T>(g + at, length) * coef1_run.head(length);
     });
     return OkStatus();
   }
   // x_backprop = scale * rsqrt(v + eps) * [dy - mean(dy) - (x - m) * mean(dy * (x - m)) / (v +
   // eps)]
   const double n = static_cast<double>(rows);
-  const Eigen::Array<T, Eigen::Dynamic, 1> dy_mean = (sum_dy / n).cast<T>();
-  const Eigen::Array<T, Eigen::Dynamic, 1> coef2 =
-      inv_std.square() * (sum_dy_xc / n).template cast<T>();
-  using Vector = Eigen::Array<T, Eigen::Dynamic, 1>;
+  const Vector dy_mean = (sum_dy / n).cast<T>();
+  const Vector coef2 = inv_std.square() * (sum_dy_xc / n).template cast<T>();
   const Vector coef1_run = Tiled<T>(coef1), dy_mean_run = Tiled<T>(dy_mean),
                mean_run = Tiled<T>(mean), coef2_run = Tiled<T>(coef2);
-  ForRows(rows, channels, 4, [&](int64_t b, int64_t e) {
-    ForRuns(b, e, channels, [&](int64_t at, int64_t length) {
-      ArrayMap<T>(dxp + at, length) =
-          coef1_run.head(length) *
-          (ConstArrayMap<T>(dyp + at, length) - dy_mean_run.head(length) -
-           (ConstArrayMap<T>(xp + at, length) - mean_run.head(length)) * coef2_run.head(length));
-    });
+  for_rows(4, [&](const T* g, int64_t at, int64_t length) {
+    ArrayMap<T>(dxp + at, length) =
+        coef1_run.head(length) *
+        (ConstArrayMap<T>(g + at, length) - dy_mean_run.head(length) -
+         (ConstArrayMap<T>(xp + at, length) - mean_run.head(length)) * coef2_run.head(length));
   });
   return OkStatus();
+}
+
+template <typename T>
+Status FusedBatchNormGradCompute(KernelContext& ctx, const BatchNormAttrs& attrs) {
+  const Tensor& dy = ctx.input(0);
+  const Tensor& x = ctx.input(1);
+  if (x.shape().rank() != 4) {
+    return InvalidArgumentError("x must have rank 4 (NHWC), got ", x.shape().ToString());
+  }
+  if (dy.shape() != x.shape()) {
+    return InvalidArgumentError("shapes must be equal: y_backprop is ", dy.shape().ToString(),
+                                ", x is ", x.shape().ToString());
+  }
+  // dx is written in the last pass, row by row from the same rows of dy.
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * dx,
+                          ctx.ForwardInputOrAllocateOutput(0, 0, x.dtype(), x.shape()));
+  return BatchNormGradFrom<T>(ctx, attrs, 1, dy.flat<T>().data(), nullptr, dx);
+}
+
+// _FusedBatchNormGradFromTaps: FusedBatchNormGradV3 whose y_backprop is the
+// gradient _MaxPoolGradWithTaps (ReLU folded in or not) would send through
+// a pooling of disjoint windows, made from that op's inputs (grad,
+// orig_output, taps) as the passes need its rows (TapGradientRows).
+template <typename T>
+Status FusedBatchNormGradFromTapsCompute(KernelContext& ctx, const BatchNormAttrs& attrs,
+                                         const WindowAttrs& pool, bool relu) {
+  const Tensor& x = ctx.input(3);
+  CKFLOW_ASSIGN_OR_RETURN(PoolShapes s, ResolvePool(x.shape(), "x", pool));
+  if (!DisjointWindows(s.g)) {
+    return InvalidArgumentError("the pooling windows of x ", x.shape().ToString(),
+                                " overlap; the fused gradient needs disjoint ones");
+  }
+  const char* pooled_args[] = {"grad", "orig_output", "taps"};
+  for (int i = 0; i < 3; ++i) {
+    CKFLOW_RETURN_IF_ERROR(CheckPooled(ctx.input(i), pooled_args[i], s, x.shape()));
+  }
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * dx, ctx.AllocateOutput(0, x.dtype(), x.shape()));
+  const TapGradientRows<T> made(s.g, ctx.input(2).flat<uint8_t>().data(),
+                                ctx.input(0).flat<T>().data(), ctx.input(1).flat<T>().data(), relu);
+  return BatchNormGradFrom<T>(ctx, attrs, 3, nullptr, &made, dx);
+}
+
+StatusOr<Kernel> FusedBatchNormGradFromTapsKernel(const Node& node) {
+  CKFLOW_ASSIGN_OR_RETURN(BatchNormAttrs attrs, ParseAttrs(node.attrs()));
+  CKFLOW_ASSIGN_OR_RETURN(WindowAttrs pool, ParsePoolAttrs(node.attrs()));
+  const bool relu = node.attrs().GetOr<bool>("relu", false);
+  return DispatchFloat(node.output_type(0), [=](auto tag) -> StatusOr<Kernel> {
+    using T = typename decltype(tag)::type;
+    return Kernel([=](KernelContext& ctx) {
+      return FusedBatchNormGradFromTapsCompute<T>(ctx, attrs, pool, relu);
+    });
+  });
 }
 
 template <bool kGrad>
@@ -517,6 +604,13 @@ Status RegisterNormalizationOps(OpRegistry& r) {
                                         .inputs = {std::begin(kGradArgs), std::end(kGradArgs)},
                                         .shape_fn = FusedBatchNormGradShapeFn,
                                         .kernel_factory = BatchNormKernel<true>}));
+  // The session's remapper runs a FusedBatchNormGradV3 of a max pooling's
+  // gradient as this (above); not for graphs to build.
+  CKFLOW_RETURN_IF_ERROR(
+      RegisterOp(r, {.type = "_FusedBatchNormGradFromTaps",
+                     .inputs = {std::begin(kFromTapsArgs), std::end(kFromTapsArgs)},
+                     .shape_fn = FusedBatchNormGradFromTapsShapeFn,
+                     .kernel_factory = FusedBatchNormGradFromTapsKernel}));
   CKFLOW_RETURN_IF_ERROR(RegisterOp(r, {.type = "LayerNorm",
                                         .inputs = {"x"},
                                         .shape_fn = LayerNormShapeFn,

@@ -53,6 +53,17 @@ StatusOr<PoolShapes> ResolvePool(const TensorShape& input, std::string_view arg,
   return PoolShapes{*g, TensorShape({g->batch, g->out_h, g->out_w, g->depth})};
 }
 
+Status CheckPooled(const Tensor& t, std::string_view arg, const PoolShapes& s,
+                   const TensorShape& input) {
+  if (t.shape() == s.output) return OkStatus();
+  return InvalidArgumentError(arg, " is ", t.shape().ToString(), ", but the pooling's output is ",
+                              s.output.ToString(), ": the input is ", input.ToString());
+}
+
+bool DisjointWindows(const WindowGeometry& g) {
+  return g.stride_h >= g.window_h && g.stride_w >= g.window_w && g.pad_top >= 0 && g.pad_left >= 0;
+}
+
 namespace {
 
 template <typename T>
@@ -141,13 +152,6 @@ Status AvgPoolGradShapeFn(InferenceContext& c) {
   return OkStatus();
 }
 
-Status CheckPooled(const Tensor& t, std::string_view arg, const PoolShapes& s,
-                   const TensorShape& input) {
-  if (t.shape() == s.output) return OkStatus();
-  return InvalidArgumentError(arg, " is ", t.shape().ToString(), ", but the pooling's output is ",
-                              s.output.ToString(), ": the input is ", input.ToString());
-}
-
 // ------------------------------------------------------------ kernels
 
 template <typename T, bool kMax>
@@ -201,12 +205,6 @@ bool UnderDisjointWindow(int64_t x, int64_t stride, int64_t pad, int64_t window,
   const int64_t q = x + pad;
   const int64_t o = q / stride;
   return o < out && q - o * stride < window;
-}
-
-// Whether no two windows share an input pixel (stride >= window, no
-// padding before): each pixel then gets at most one window's gradient.
-bool DisjointWindows(const WindowGeometry& g) {
-  return g.stride_h >= g.window_h && g.stride_w >= g.window_w && g.pad_top >= 0 && g.pad_left >= 0;
 }
 
 // Zeroes one image's block of `width` channels of a pooling's input
@@ -415,17 +413,12 @@ Status MaxPoolWithTapsCompute(KernelContext& ctx, const WindowAttrs& attrs) {
 
 // _MaxPoolGradWithTaps of one image's block of `width` channels. `pooled`
 // (the forward's output) is read only with kRelu. Windows that do not
-// overlap write each pixel under them once, the gradient at the taken tap
-// and +0 elsewhere (+ 0 turns a -0 gradient into +0, as MaxPoolGrad's sum
-// from +0 does); overlapping ones add into a zeroed block in the order of
-// the output pixels, as MaxPoolGrad does. kWidth, if not 0, is `width`
-// known when compiling: a pooled layer's 32 or 64 channels then take a few
-// whole vectors per tap, without the loop's checks for a remainder, which
-// cost more than the tap's work.
+// overlap write each pixel under them once (TapGradient); overlapping ones
+// add into a zeroed block in the order of the output pixels, as
+// MaxPoolGrad does. kWidth: TapGradient's.
 template <bool kDisjoint, bool kRelu, int64_t kWidth, typename T>
 void MaxPoolGradWithTapsBlock(const WindowGeometry& g, const uint8_t* taps, const T* grad,
                               const T* pooled, int64_t any_width, T* dimage) {
-  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
   const int64_t depth = g.depth;
   const int64_t width = kWidth != 0 ? kWidth : any_width;
   ZeroUncovered<kDisjoint>(g, width, dimage);
@@ -445,14 +438,8 @@ void MaxPoolGradWithTapsBlock(const WindowGeometry& g, const uint8_t* taps, cons
         // per window, most of the kernel's time.
         for (int64_t h = h0; h < h1; ++h) {
           for (int64_t w = w0; w < w1; ++w) {
-            const auto t = static_cast<Bits>((h - start_h) * g.window_w + (w - start_w));
-            T* __restrict d = dimage + (h * g.in_w + w) * depth;
-            for (int64_t c = 0; c < width; ++c) {
-              // Masks, not &&: a branch per channel does not vectorize.
-              const Bits tap = -static_cast<Bits>(static_cast<Bits>(k[c]) == t);
-              const Bits pass = kRelu ? -static_cast<Bits>(max[c] > T(0)) : ~Bits{0};
-              d[c] = std::bit_cast<T>(std::bit_cast<Bits>(gr[c]) & tap & pass) + T(0);
-            }
+            TapGradient<kRelu, kWidth>(k, gr, max, (h - start_h) * g.window_w + (w - start_w),
+                                       width, dimage + (h * g.in_w + w) * depth);
           }
         }
       } else {

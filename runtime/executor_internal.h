@@ -112,6 +112,7 @@ class ExecutionPlan {
   int num_nodes() const { return static_cast<int>(nodes_.size()); }
   // Fused ops standing for chains of the graph's nodes (remap_with).
   int num_fused_ops() const { return static_cast<int>(fused_nodes_.size()); }
+  const std::vector<Output>& fused_nodes() const { return fused_nodes_; }
 
  private:
   friend class Executor;

@@ -169,14 +169,26 @@ bool SamePooling(const Node& a, const Node& b) {
          ChannelsLast(a) && ChannelsLast(b);
 }
 
+// Whether a pooling's windows never overlap, whatever its input: a stride
+// of at least the window (padding, if any, comes after the input).
+bool DisjointByAttrs(const Node& pool) {
+  const auto ksize = pool.attrs().GetOr<std::vector<int64_t>>("ksize", {});
+  const auto strides = pool.attrs().GetOr<std::vector<int64_t>>("strides", {});
+  return ksize.size() == 4 && strides.size() == 4 && strides[1] >= ksize[1] &&
+         strides[2] >= ksize[2];
+}
+
 // A MaxPool whose MaxPoolGrads run in the same plan, as
 // _MaxPoolWithTaps and _MaxPoolGradWithTaps (ops/pooling_ops.cc), each
 // gradient with the ReluGrad after it when that ReluGrad differentiates
-// the pooling's input. Appends the fusions to `out`.
+// the pooling's input, and with the FusedBatchNormGradV3 after those when
+// the windows are disjoint (_FusedBatchNormGradFromTaps,
+// ops/normalization_ops.cc). Appends the fusions to `out`.
 void PoolFusions(const Node* pool, const ChainFinder& finder, const OpRegistry& registry,
                  std::vector<Fusion>& out) {
   const OpDef* forward_def = registry.Find("_MaxPoolWithTaps");
   const OpDef* grad_def = registry.Find("_MaxPoolGradWithTaps");
+  const OpDef* norm_def = registry.Find("_FusedBatchNormGradFromTaps");
   const DataType dtype = pool->output_type(0);
   if (forward_def == nullptr || grad_def == nullptr || !IsFloat(dtype) || !ChannelsLast(*pool)) {
     return;
@@ -203,9 +215,26 @@ void PoolFusions(const Node* pool, const ChainFinder& finder, const OpRegistry& 
     }
     AttrMap attrs = g->attrs();
     attrs.Set("relu", chain.size() == 2);
-    std::optional<Output> fused = MakeFused(
-        chain, grad_def, {g->input(0), g->input(1), g->input(2), Output(forward->node(), 1)},
-        std::move(attrs));
+    const Output taps(forward->node(), 1);
+    std::optional<Output> fused;
+    // A batch norm's gradient that is all that reads the pooling's: it
+    // makes that gradient's rows itself (Keras' Conv2D ->
+    // BatchNormalization -> ReLU -> MaxPooling2D).
+    const Node* norm = finder.SoleConsumer(chain.back());
+    if (norm != nullptr && norm->type() == "FusedBatchNormGradV3" && ChannelsLast(*norm) &&
+        norm->output_type(0) == dtype && norm_def != nullptr && DisjointByAttrs(*g)) {
+      chain.push_back(norm);
+      AttrMap norm_attrs = attrs;
+      for (const auto& [name, value] : norm->attrs().all()) norm_attrs.Set(name, value);
+      std::vector<Output> inputs = {g->input(2), g->input(1), taps};
+      for (int i = 1; i < norm->num_inputs(); ++i) inputs.push_back(norm->input(i));
+      fused = MakeFused(chain, norm_def, std::move(inputs), std::move(norm_attrs));
+      if (!fused) chain.pop_back();
+    }
+    if (!fused) {
+      fused = MakeFused(chain, grad_def, {g->input(0), g->input(1), g->input(2), taps},
+                        std::move(attrs));
+    }
     if (!fused) return;  // the pooling stays as it was, and so do its gradients
     fused_grads.push_back(
         Fusion{.fused = *std::move(fused), .last = chain.back(), .absorbed = std::move(chain)});

@@ -15,7 +15,11 @@
 // which also outputs the tap that held each maximum, and the MaxPoolGrad
 // _MaxPoolGradWithTaps, which sends each gradient there without reading
 // the pooling's input again; a ReluGrad through that input, right after the
-// MaxPoolGrad, folds into it (ops/pooling_ops.cc).
+// MaxPoolGrad, folds into it (ops/pooling_ops.cc). When the windows cannot
+// overlap and a FusedBatchNormGradV3 is all that reads that gradient (Keras'
+// Conv2D -> BatchNormalization -> ReLU -> MaxPooling2D), the three become
+// _FusedBatchNormGradFromTaps, which makes the gradient's rows as it needs
+// them (ops/normalization_ops.cc).
 //
 // Each op of the chain but the last must have that one consumer, must not be
 // fetched, fed past, a target or a control input, and the last may only be
@@ -53,8 +57,9 @@ struct Fusion {
 // run is fed (their producers' results are not read), `fetched(node, i)`
 // whether it returns output i of node; `targets` and the nodes `order` names
 // as control inputs are kept as they are. Fused nodes are made with
-// `registry`'s _FusedConv2D, _FusedMatMul, _MaxPoolWithTaps and
-// _MaxPoolGradWithTaps; without them, nothing is fused.
+// `registry`'s _FusedConv2D, _FusedMatMul, _MaxPoolWithTaps,
+// _MaxPoolGradWithTaps and _FusedBatchNormGradFromTaps; without them,
+// nothing is fused.
 std::vector<Fusion> FindFusions(const std::vector<const Node*>& order,
                                 const std::function<bool(const Output&)>& fed,
                                 const std::function<bool(const Node*, int)>& fetched,

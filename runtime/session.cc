@@ -147,6 +147,15 @@ class Session::Impl {
     for (const auto& [hash, cached] : plans_) n += cached->plan->num_fused_ops();
     return n;
   }
+  std::vector<std::string> fused_op_types() const CKFLOW_EXCLUDES(cache_mu_) {
+    ReaderMutexLock lock(&cache_mu_);
+    std::vector<std::string> types;
+    for (const auto& [hash, cached] : plans_) {
+      for (const Output& fused : cached->plan->fused_nodes()) types.push_back(fused.node()->type());
+    }
+    std::sort(types.begin(), types.end());
+    return types;
+  }
   int num_kernels() const CKFLOW_EXCLUDES(build_mu_) {
     MutexLock lock(&build_mu_);
     return static_cast<int>(kernels_.size());
@@ -383,6 +392,9 @@ int SessionInternals::num_cached_plans(const Session& session) {
 int SessionInternals::num_kernels(const Session& session) { return session.impl_->num_kernels(); }
 int SessionInternals::num_fused_ops(const Session& session) {
   return session.impl_->num_fused_ops();
+}
+std::vector<std::string> SessionInternals::fused_op_types(const Session& session) {
+  return session.impl_->fused_op_types();
 }
 }  // namespace internal
 

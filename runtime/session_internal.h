@@ -7,6 +7,9 @@
 #ifndef CKFLOW_RUNTIME_SESSION_INTERNAL_H_
 #define CKFLOW_RUNTIME_SESSION_INTERNAL_H_
 
+#include <string>
+#include <vector>
+
 #include "runtime/session.h"
 
 namespace ckflow::internal {
@@ -21,6 +24,8 @@ class SessionInternals {
   // Fused ops the remapper put in the cached plans (SessionOptions::
   // remapping).
   static int num_fused_ops(const Session& session);
+  // Their op types, sorted.
+  static std::vector<std::string> fused_op_types(const Session& session);
 };
 
 }  // namespace ckflow::internal

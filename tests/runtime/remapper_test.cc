@@ -481,6 +481,76 @@ TEST_P(PoolTapsTest, ThePoolingAndItsGradientGiveTheBitsOfTheSeparateOps) {
   }
 }
 
+// Keras' Conv2D -> BatchNormalization -> ReLU -> MaxPooling2D, trained: the
+// batch norm's gradient reads the pooling's, and with disjoint windows
+// makes its rows itself (_FusedBatchNormGradFromTaps).
+TEST_P(PoolTapsTest, ABatchNormGradientAfterItGivesTheBitsOfTheSeparateOps) {
+  const TapsCase& c = GetParam();
+  const ops::PoolAttrs attrs = {.ksize = {1, c.window, c.window, 1},
+                                .strides = {1, c.stride, c.stride, 1},
+                                .padding = c.padding};
+  const TensorShape x_shape({c.batch, c.rows, c.cols, c.channels});
+  const TensorShape vector({c.channels});
+  for (bool training : {true, false}) {
+    SCOPED_TRACE(training ? "training" : "inference");
+    Scope root = Scope::NewRootScope();
+    Output x = ops::Placeholder(root.WithOpName("x"), c.dtype);
+    Output dy = ops::Placeholder(root.WithOpName("dy"), c.dtype);
+    Output scale = ops::Placeholder(root.WithOpName("scale"), c.dtype);
+    Output moments = ops::Placeholder(root.WithOpName("moments"), c.dtype);
+    const ops::FusedBatchNormAttrs norm_attrs = {.epsilon = 1e-3f, .is_training = training};
+    auto bn =
+        ops::FusedBatchNorm(root.WithOpName("bn"), x, scale, moments, moments, moments, norm_attrs);
+    Output a = c.relu ? ops::Relu(root.WithOpName("relu"), bn.y) : bn.y;
+    Output y = ops::MaxPool(root.WithOpName("pool"), a, attrs);
+    Output da = ops::MaxPoolGrad(root.WithOpName("pool_grad"), a, y, dy, attrs);
+    Output dz = c.relu ? ops::ReluGrad(root.WithOpName("relu_grad"), da, a) : da;
+    auto grad =
+        ops::FusedBatchNormGrad(root.WithOpName("bn_grad"), dz, x, scale, bn.reserve_space_1,
+                                bn.reserve_space_2, bn.reserve_space_3, norm_attrs);
+    CKFLOW_ASSERT_OK(root.status());
+    Ran pooled = RunWith(root, false,
+                         {{x, Gridded(c.dtype, x_shape, 1)},
+                          {scale, Random(c.dtype, vector, 3, 0.5)},
+                          {moments, Random(c.dtype, vector, 4, 0.5)}},
+                         {y});
+    ASSERT_EQ(pooled.outputs.size(), 1u);
+    const std::vector<Feed> feeds = {{x, Gridded(c.dtype, x_shape, 1)},
+                                     {dy, Gridded(c.dtype, pooled.outputs[0].shape(), 2)},
+                                     {scale, Random(c.dtype, vector, 3, 0.5)},
+                                     {moments, Random(c.dtype, vector, 4, 0.5)}};
+    const std::vector<Output> fetches = {y, grad.x_backprop, grad.scale_backprop,
+                                         grad.offset_backprop};
+    Ran separate = RunWith(root, false, feeds, fetches);
+    ASSERT_EQ(separate.outputs.size(), 4u);
+    for (int threads : {1, 2}) {
+      StatusOr<std::unique_ptr<Session>> session = Session::Create(
+          root.graph(),
+          {.inter_op_parallelism_threads = threads, .intra_op_parallelism_threads = threads});
+      ASSERT_TRUE(session.ok());
+      StatusOr<std::vector<Tensor>> fused = (*session)->Run(feeds, fetches, {});
+      CKFLOW_ASSERT_OK(fused.status());
+      const bool disjoint = c.stride >= c.window;
+      EXPECT_EQ(SessionInternals::fused_op_types(**session),
+                (std::vector<std::string>{
+                    disjoint ? "_FusedBatchNormGradFromTaps" : "_MaxPoolGradWithTaps",
+                    "_MaxPoolWithTaps"}));
+      for (int i = 0; i < 4; ++i) {
+        EXPECT_TRUE(SameBits((*fused)[i], separate.outputs[i]))
+            << threads << " threads, output " << i << ": " << (*fused)[i].DebugString() << "\nvs "
+            << separate.outputs[i].DebugString();
+      }
+    }
+    // Fetching the pooling's gradient keeps it apart from the batch norm's.
+    Ran with_dz = RunWith(root, true, feeds, {grad.x_backprop, dz});
+    Ran with_dz_separate = RunWith(root, false, feeds, {grad.x_backprop, dz});
+    EXPECT_EQ(with_dz.fused, 2);
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_TRUE(SameBits(with_dz.outputs[i], with_dz_separate.outputs[i])) << i;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Poolings, PoolTapsTest,
     ::testing::Values(
