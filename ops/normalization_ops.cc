@@ -2,8 +2,9 @@
 // last), their builders, and Keras' moving-average update.
 //
 // x is viewed as [rows, channels], rows = N*H*W. Per-channel sums run in
-// double over blocks of rows (ChannelSums); everything elementwise runs in
-// the tensor's own dtype, in TensorFlow's order of operations.
+// double over blocks of rows (ChannelSums), each from partial sums of a few
+// rows in the tensor's dtype (InGroups); everything elementwise runs in the
+// tensor's own dtype, in TensorFlow's order of operations.
 
 #include "ops/normalization_ops.h"
 
@@ -210,6 +211,25 @@ std::vector<double> ChannelSums(int64_t rows, int64_t channels, int num_sums, Fn
   return sums;
 }
 
+// Adds rows [b, e) into two per-channel sums s[0, channels) and
+// s[channels, 2 * channels): add(r, first, second) adds row r's terms into
+// partial sums in T, which go into the double sums every kGroupRows rows.
+// Converting every term to double cost as much as reading it; a group's
+// few terms in T lose nothing a float input has not already lost.
+template <typename T, typename Fn>
+void InGroups(int64_t b, int64_t e, int64_t channels, double* s, Fn&& add) {
+  constexpr int64_t kGroupRows = 8;
+  ArrayMap<double> first_sum(s, channels), second_sum(s + channels, channels);
+  Eigen::Array<T, Eigen::Dynamic, 1> first(channels), second(channels);
+  for (int64_t r0 = b; r0 < e; r0 += kGroupRows) {
+    first.setZero();
+    second.setZero();
+    for (int64_t r = r0; r < std::min(e, r0 + kGroupRows); ++r) add(r, first, second);
+    first_sum += first.template cast<double>();
+    second_sum += second.template cast<double>();
+  }
+}
+
 // Runs fn(begin, end) over row ranges of [rows, channels] data in parallel.
 template <typename Fn>
 void ForRows(int64_t rows, int64_t channels, int64_t cost_per_element, Fn&& fn) {
@@ -268,19 +288,17 @@ Status FusedBatchNormCompute(KernelContext& ctx, const BatchNormAttrs& attrs) {
     // op's time, and the shift keeps the variance's difference of sums
     // from cancelling away digits when a channel's mean is far from 0 (a
     // constant channel gives exactly 0).
-    const Eigen::ArrayXd shift = row(xp, 0).template cast<double>();
+    const Eigen::Array<T, Eigen::Dynamic, 1> shift = row(xp, 0);
     std::vector<double> sums = ChannelSums(rows, channels, 2, [&](int64_t b, int64_t e, double* s) {
-      ArrayMap<double> sum(s, channels);
-      ArrayMap<double> squares(s + channels, channels);
-      for (int64_t r = b; r < e; ++r) {
-        const auto d = row(xp, r).template cast<double>() - shift;
+      InGroups<T>(b, e, channels, s, [&](int64_t r, auto& sum, auto& squares) {
+        const auto d = row(xp, r) - shift;
         sum += d;
         squares += d.square();
-      }
+      });
     });
     const double n = static_cast<double>(rows);
     const ConstArrayMap<double> sum(sums.data(), channels);
-    const Eigen::ArrayXd mean = shift + sum / n;
+    const Eigen::ArrayXd mean = shift.template cast<double>() + sum / n;
     const Eigen::ArrayXd variance =
         ((ConstArrayMap<double>(sums.data() + channels, channels) - sum.square() / n) / n).max(0.0);
     ArrayMap<T>(out[3]->flat<T>().data(), channels) = mean.cast<T>();
@@ -359,11 +377,8 @@ Status BatchNormGradFrom(KernelContext& ctx, const BatchNormAttrs& attrs, int fi
   const ConstArrayMap<T> scale(ctx.input(first + 1).flat<T>().data(), channels);
   const ConstArrayMap<T> mean(ctx.input(first + 2).flat<T>().data(), channels);
   const ConstArrayMap<T> variance(ctx.input(first + 3).flat<T>().data(), channels);
-  const Eigen::ArrayXd mean_d = mean.template cast<double>();
   // sums[0, C): sum(dy); sums[C, 2C): sum(dy * (x - mean)).
   std::vector<double> sums = ChannelSums(rows, channels, 2, [&](int64_t b, int64_t e, double* s) {
-    ArrayMap<double> sum_dy(s, channels);
-    ArrayMap<double> sum_dy_xc(s + channels, channels);
     const T* g = nullptr;
     if (made != nullptr) {
       made->Fill(b, e, dx->flat<T>().data() + b * channels);
@@ -371,11 +386,10 @@ Status BatchNormGradFrom(KernelContext& ctx, const BatchNormAttrs& attrs, int fi
     } else {
       g = dyp + b * channels;
     }
-    for (int64_t r = 0; r < e - b; ++r) {
-      const auto gr = row(g, r).template cast<double>();
-      sum_dy += gr;
-      sum_dy_xc += gr * (row(xp, b + r).template cast<double>() - mean_d);
-    }
+    InGroups<T>(b, e, channels, s, [&](int64_t r, auto& sum_dy, auto& sum_dy_xc) {
+      sum_dy += row(g, r - b);
+      sum_dy_xc += row(g, r - b) * (row(xp, r) - mean);
+    });
   });
   const ConstArrayMap<double> sum_dy(sums.data(), channels);
   const ConstArrayMap<double> sum_dy_xc(sums.data() + channels, channels);
