@@ -212,22 +212,38 @@ std::vector<double> ChannelSums(int64_t rows, int64_t channels, int num_sums, Fn
 }
 
 // Adds rows [b, e) into two per-channel sums s[0, channels) and
-// s[channels, 2 * channels): add(r, first, second) adds row r's terms into
-// partial sums in T, which go into the double sums every kGroupRows rows.
-// Converting every term to double cost as much as reading it; a group's
-// few terms in T lose nothing a float input has not already lost.
+// s[channels, 2 * channels). add(r, c, first, second) adds the terms of row
+// r, channels [c, c + n), into partial sums in T: first and second are
+// Eigen arrays of n = first.size() elements, fixed when compiling, and
+// Lanes(p, first) maps n elements at p. The partial sums go into the double
+// ones every kGroupRows rows. Converting every term to double cost as much
+// as reading it, and a group's few terms in T lose nothing a float input
+// has not already lost. A vector's worth of channels at a time keeps the
+// partial sums in registers: summing whole rows into an array in memory
+// made each row wait for the store of the one before.
 template <typename T, typename Fn>
 void InGroups(int64_t b, int64_t e, int64_t channels, double* s, Fn&& add) {
   constexpr int64_t kGroupRows = 8;
-  ArrayMap<double> first_sum(s, channels), second_sum(s + channels, channels);
-  Eigen::Array<T, Eigen::Dynamic, 1> first(channels), second(channels);
+  constexpr int64_t kLanes = 64 / sizeof(T);
+  const auto group = [&]<int kWidth>(int64_t r0, int64_t r1, int64_t c) {
+    Eigen::Array<T, kWidth, 1> first = Eigen::Array<T, kWidth, 1>::Zero();
+    Eigen::Array<T, kWidth, 1> second = Eigen::Array<T, kWidth, 1>::Zero();
+    for (int64_t r = r0; r < r1; ++r) add(r, c, first, second);
+    ArrayMap<double>(s + c, kWidth) += first.template cast<double>();
+    ArrayMap<double>(s + channels + c, kWidth) += second.template cast<double>();
+  };
   for (int64_t r0 = b; r0 < e; r0 += kGroupRows) {
-    first.setZero();
-    second.setZero();
-    for (int64_t r = r0; r < std::min(e, r0 + kGroupRows); ++r) add(r, first, second);
-    first_sum += first.template cast<double>();
-    second_sum += second.template cast<double>();
+    const int64_t r1 = std::min(e, r0 + kGroupRows);
+    int64_t c = 0;
+    for (; c + kLanes <= channels; c += kLanes) group.template operator()<kLanes>(r0, r1, c);
+    for (; c < channels; ++c) group.template operator()<1>(r0, r1, c);
   }
+}
+
+// n elements at p, n the size of the fixed-size array `like`.
+template <typename A>
+Eigen::Map<const A> Lanes(const typename A::Scalar* p, const A& /*like*/) {
+  return Eigen::Map<const A>(p);
 }
 
 // Runs fn(begin, end) over row ranges of [rows, channels] data in parallel.
@@ -290,8 +306,8 @@ Status FusedBatchNormCompute(KernelContext& ctx, const BatchNormAttrs& attrs) {
     // constant channel gives exactly 0).
     const Eigen::Array<T, Eigen::Dynamic, 1> shift = row(xp, 0);
     std::vector<double> sums = ChannelSums(rows, channels, 2, [&](int64_t b, int64_t e, double* s) {
-      InGroups<T>(b, e, channels, s, [&](int64_t r, auto& sum, auto& squares) {
-        const auto d = row(xp, r) - shift;
+      InGroups<T>(b, e, channels, s, [&](int64_t r, int64_t c, auto& sum, auto& squares) {
+        const auto d = Lanes(xp + r * channels + c, sum) - Lanes(shift.data() + c, sum);
         sum += d;
         squares += d.square();
       });
@@ -371,9 +387,6 @@ Status BatchNormGradFrom(KernelContext& ctx, const BatchNormAttrs& attrs, int fi
   }
   const int64_t rows = channels == 0 ? 0 : x.NumElements() / channels;
   const T* xp = x.flat<T>().data();
-  const auto row = [&](const T* p, int64_t r) {
-    return ConstArrayMap<T>(p + r * channels, channels);
-  };
   const ConstArrayMap<T> scale(ctx.input(first + 1).flat<T>().data(), channels);
   const ConstArrayMap<T> mean(ctx.input(first + 2).flat<T>().data(), channels);
   const ConstArrayMap<T> variance(ctx.input(first + 3).flat<T>().data(), channels);
@@ -386,9 +399,10 @@ Status BatchNormGradFrom(KernelContext& ctx, const BatchNormAttrs& attrs, int fi
     } else {
       g = dyp + b * channels;
     }
-    InGroups<T>(b, e, channels, s, [&](int64_t r, auto& sum_dy, auto& sum_dy_xc) {
-      sum_dy += row(g, r - b);
-      sum_dy_xc += row(g, r - b) * (row(xp, r) - mean);
+    InGroups<T>(b, e, channels, s, [&](int64_t r, int64_t c, auto& sum_dy, auto& sum_dy_xc) {
+      const auto dy = Lanes(g + (r - b) * channels + c, sum_dy);
+      sum_dy += dy;
+      sum_dy_xc += dy * (Lanes(xp + r * channels + c, sum_dy) - Lanes(mean.data() + c, sum_dy));
     });
   });
   const ConstArrayMap<double> sum_dy(sums.data(), channels);
@@ -400,20 +414,20 @@ Status BatchNormGradFrom(KernelContext& ctx, const BatchNormAttrs& attrs, int fi
       (sum_dy_xc * inv_std.template cast<double>()).template cast<T>();
   if (rows == 0) return OkStatus();
   T* dxp = dx->flat<T>().data();
-  // dx's rows [b, e) from y_backprop's, elementwise (in place when made).
-  const T* g = made != nullptr ? dxp : dyp;
+  // dx from y_backprop elementwise, in place when made: fn(at, length)
+  // writes dx[at, at + length) from dy[at, at + length).
+  const T* dy = made != nullptr ? dxp : dyp;
   const auto for_rows = [&](int64_t cost_per_element, auto&& fn) {
-    ForRows(rows, channels, cost_per_element, [&](int64_t b, int64_t e) {
-      ForRuns(b, e, channels, [&](int64_t at, int64_t length) { fn(g, at, length); });
-    });
+    ForRows(rows, channels, cost_per_element,
+            [&](int64_t b, int64_t e) { ForRuns(b, e, channels, fn); });
   };
   const Eigen::Array<T, Eigen::Dynamic, 1> coef1 = scale * inv_std;
   using Vector = Eigen::Array<T, Eigen::Dynamic, 1>;
   if (!attrs.is_training) {
     // The mean and variance were constants of the forward pass.
     const Vector coef1_run = Tiled<T>(coef1);
-    for_rows(1, [&](const T* g, int64_t at, int64_t length) {
-      ArrayMap<T>(dxp + at, length) = ConstArrayMap<T>(g + at, length) * coef1_run.head(length);
+    for_rows(1, [&](int64_t at, int64_t length) {
+      ArrayMap<T>(dxp + at, length) = ConstArrayMap<T>(dy + at, length) * coef1_run.head(length);
     });
     return OkStatus();
   }
@@ -424,10 +438,10 @@ Status BatchNormGradFrom(KernelContext& ctx, const BatchNormAttrs& attrs, int fi
   const Vector coef2 = inv_std.square() * (sum_dy_xc / n).template cast<T>();
   const Vector coef1_run = Tiled<T>(coef1), dy_mean_run = Tiled<T>(dy_mean),
                mean_run = Tiled<T>(mean), coef2_run = Tiled<T>(coef2);
-  for_rows(4, [&](const T* g, int64_t at, int64_t length) {
+  for_rows(4, [&](int64_t at, int64_t length) {
     ArrayMap<T>(dxp + at, length) =
         coef1_run.head(length) *
-        (ConstArrayMap<T>(g + at, length) - dy_mean_run.head(length) -
+        (ConstArrayMap<T>(dy + at, length) - dy_mean_run.head(length) -
          (ConstArrayMap<T>(xp + at, length) - mean_run.head(length)) * coef2_run.head(length));
   });
   return OkStatus();
