@@ -10,6 +10,7 @@
 // by one task in a fixed order, so results do not depend on the thread
 // count.
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -31,7 +32,10 @@ template <typename C>
 struct Reducer<C, Reduction::kSum> {
   static C Identity() { return C(0); }
   static C Row(const ConstArrayMap<C>& row) { return row.sum(); }
-  static void Accumulate(ArrayMap<C>& acc, const ConstArrayMap<C>& row) { acc += row; }
+  template <typename A, typename R>
+  static void Accumulate(A& acc, const R& row) {
+    acc += row;
+  }
 };
 template <typename C>
 struct Reducer<C, Reduction::kMean> : Reducer<C, Reduction::kSum> {};
@@ -39,7 +43,10 @@ template <typename C>
 struct Reducer<C, Reduction::kProd> {
   static C Identity() { return C(1); }
   static C Row(const ConstArrayMap<C>& row) { return row.prod(); }
-  static void Accumulate(ArrayMap<C>& acc, const ConstArrayMap<C>& row) { acc *= row; }
+  template <typename A, typename R>
+  static void Accumulate(A& acc, const R& row) {
+    acc *= row;
+  }
 };
 template <typename C>
 struct Reducer<C, Reduction::kMax> {
@@ -48,7 +55,10 @@ struct Reducer<C, Reduction::kMax> {
     return std::numeric_limits<C>::lowest();
   }
   static C Row(const ConstArrayMap<C>& row) { return row.maxCoeff(); }
-  static void Accumulate(ArrayMap<C>& acc, const ConstArrayMap<C>& row) { acc = acc.max(row); }
+  template <typename A, typename R>
+  static void Accumulate(A& acc, const R& row) {
+    acc = acc.max(row);
+  }
 };
 template <typename C>
 struct Reducer<C, Reduction::kMin> {
@@ -57,7 +67,10 @@ struct Reducer<C, Reduction::kMin> {
     return std::numeric_limits<C>::max();
   }
   static C Row(const ConstArrayMap<C>& row) { return row.minCoeff(); }
-  static void Accumulate(ArrayMap<C>& acc, const ConstArrayMap<C>& row) { acc = acc.min(row); }
+  template <typename A, typename R>
+  static void Accumulate(A& acc, const R& row) {
+    acc = acc.min(row);
+  }
 };
 
 // Integer sums and products wrap, as Add and Mul do.
@@ -81,16 +94,29 @@ void ReducePass(const C* src, C* dst, int64_t outer, int64_t r, int64_t inner) {
     return;
   }
   const int64_t blocks = (inner + kColumnBlock - 1) / kColumnBlock;
+  // A vector's worth of columns at a time, its accumulator in registers
+  // through all r rows: accumulating whole rows into dst made each row
+  // wait for the stores of the one before. Each column still takes its
+  // rows in order.
+  constexpr int64_t kLanes = std::max<int64_t>(1, 64 / sizeof(C));
+  const auto columns = [&]<int64_t kWidth>(const C* first, C* out) {
+    using Lanes = Eigen::Array<C, kWidth, 1>;
+    Lanes acc = Eigen::Map<const Lanes>(first);
+    for (int64_t i = 1; i < r; ++i)
+      Red::Accumulate(acc, Eigen::Map<const Lanes>(first + i * inner));
+    Eigen::Map<Lanes>{out} = acc;
+  };
   ParallelRange(outer * blocks, r * kColumnBlock, [&](int64_t b, int64_t e) {
     for (int64_t u = b; u < e; ++u) {
       const int64_t o = u / blocks;
       const int64_t c0 = (u % blocks) * kColumnBlock;
       const int64_t len = std::min(kColumnBlock, inner - c0);
       const C* first = src + o * r * inner + c0;
-      ArrayMap<C> acc(dst + o * inner + c0, len);
-      acc = ConstArrayMap<C>(first, len);
-      for (int64_t i = 1; i < r; ++i)
-        Red::Accumulate(acc, ConstArrayMap<C>(first + i * inner, len));
+      C* out = dst + o * inner + c0;
+      int64_t c = 0;
+      for (; c + kLanes <= len; c += kLanes)
+        columns.template operator()<kLanes>(first + c, out + c);
+      for (; c < len; ++c) columns.template operator()<1>(first + c, out + c);
     }
   });
 }
