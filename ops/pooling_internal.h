@@ -60,10 +60,17 @@ inline std::pair<int64_t, int64_t> WindowRange(int64_t o, int64_t stride, int64_
 // it that the windows read. Max (kMax) keeps the first tap, then takes a
 // tap where it is larger (Eigen's max, which keeps the first operand when
 // either is NaN); average sums the taps in row-major order and divides by
-// their count.
-template <typename T, bool kMax>
+// their count. A depth of 32 or 64 channels is known when compiling
+// (kDepth): each vector of channels then goes through its window in a
+// register, where a row in memory made each tap wait for the store of the
+// one before.
+template <typename T, bool kMax, int64_t kDepth = 0>
 void PoolRows(const WindowGeometry& g, const T* rows, int64_t first_row, int64_t oh0, int64_t oh1,
               T* out) {
+  if constexpr (kDepth == 0) {
+    if (g.depth == 32) return PoolRows<T, kMax, 32>(g, rows, first_row, oh0, oh1, out);
+    if (g.depth == 64) return PoolRows<T, kMax, 64>(g, rows, first_row, oh0, oh1, out);
+  }
   using Vec = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
   using ConstVec = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
   const int64_t depth = g.depth;
@@ -71,6 +78,30 @@ void PoolRows(const WindowGeometry& g, const T* rows, int64_t first_row, int64_t
     const auto [h0, h1] = WindowRange(oh, g.stride_h, g.pad_top, g.window_h, g.in_h);
     for (int64_t ow = 0; ow < g.out_w; ++ow) {
       const auto [w0, w1] = WindowRange(ow, g.stride_w, g.pad_left, g.window_w, g.in_w);
+      if constexpr (kDepth != 0) {
+        constexpr int64_t kLanes = 64 / sizeof(T);
+        static_assert(kDepth % kLanes == 0);
+        using Lanes = Eigen::Array<T, kLanes, 1>;
+        if (h0 >= h1 || w0 >= w1) continue;
+        for (int64_t c = 0; c < kDepth; c += kLanes) {
+          const auto at = [&](int64_t h, int64_t w) {
+            return Eigen::Map<const Lanes>(rows + ((h - first_row) * g.in_w + w) * kDepth + c);
+          };
+          Lanes acc = at(h0, w0);
+          for (int64_t h = h0; h < h1; ++h) {
+            for (int64_t w = h == h0 ? w0 + 1 : w0; w < w1; ++w) {
+              if constexpr (kMax) {
+                acc = acc.max(at(h, w));
+              } else {
+                acc += at(h, w);
+              }
+            }
+          }
+          if constexpr (!kMax) acc /= static_cast<T>((h1 - h0) * (w1 - w0));
+          Eigen::Map<Lanes>(out + ((oh - oh0) * g.out_w + ow) * kDepth + c) = acc;
+        }
+        continue;
+      }
       Vec acc(out + ((oh - oh0) * g.out_w + ow) * depth, depth);
       bool first = true;
       for (int64_t h = h0; h < h1; ++h) {

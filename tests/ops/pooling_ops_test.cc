@@ -160,6 +160,9 @@ std::vector<PoolCase> PoolCases() {
       {"WholeInput", {2, 4, 5, 3}, Pool(4, 5, 1, 1, "VALID")},
       {"ManyChannels", {2, 6, 6, 150}, Pool(3, 3, 2, 2, "SAME")},
       {"ManyChannelsDisjointOddSizes", {2, 7, 6, 150}, Pool(2, 2, 2, 2, "VALID")},
+      // 32 and 64 channels: whole vectors, a path of their own.
+      {"ThirtyTwoChannels", {2, 7, 6, 32}, Pool(3, 3, 2, 2, "SAME")},
+      {"SixtyFourChannelsDisjoint", {2, 5, 6, 64}, Pool(2, 2, 2, 2, "VALID")},
   };
 }
 
@@ -195,36 +198,51 @@ TEST(MaxPoolGrad, NaNsAndSignedZerosFollowTheScan) {
   // TensorFlow's scan takes the first tap, then any strictly greater one: a
   // NaN first tap keeps the window, a later NaN never wins, and +0 does not
   // beat -0. A NaN gradient reaches its window's maximum and nothing else.
-  Scope root = Scope::NewRootScope();
+  // One channel, and 32 (whole vectors) with the same values in each.
   const ops::PoolAttrs attrs = Pool(2, 2, 2, 2, "VALID");
   const float nan = std::numeric_limits<float>::quiet_NaN();
   // Four 2x2 windows of a 4x4 image, row-major taps listed per window.
   const float windows[4][4] = {{nan, 5, 7, 1}, {1, nan, 7, 3}, {-0.0f, 0.0f, -1, -2}, {2, 9, 9, 1}};
-  std::vector<float> image(16);
-  for (int wi = 0; wi < 4; ++wi) {
-    for (int t = 0; t < 4; ++t) {
-      const int h = (wi / 2) * 2 + t / 2, w = (wi % 2) * 2 + t % 2;
-      image[h * 4 + w] = windows[wi][t];
+  for (int64_t depth : {1, 32}) {
+    SCOPED_TRACE(std::to_string(depth) + " channels");
+    Scope root = Scope::NewRootScope();
+    std::vector<float> image(16 * depth), grads(4 * depth);
+    for (int wi = 0; wi < 4; ++wi) {
+      for (int t = 0; t < 4; ++t) {
+        const int h = (wi / 2) * 2 + t / 2, w = (wi % 2) * 2 + t % 2;
+        std::fill_n(image.begin() + (h * 4 + w) * depth, depth, windows[wi][t]);
+      }
+      std::fill_n(grads.begin() + wi * depth, depth, (std::vector<float>{1, 10, 100, nan})[wi]);
     }
-  }
-  Output x = ops::Const(root, Tensor::FromVector(image, {1, 4, 4, 1}));
-  Output y = ops::MaxPool(root, x, attrs);
-  Output g = ops::Const(root, Tensor::FromVector<float>({1, 10, 100, nan}, {1, 2, 2, 1}));
-  CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor dx, Evaluate(ops::MaxPoolGrad(root, x, y, g, attrs)));
-  const int taken[4] = {0, 2, 0, 1};  // the tap each window's gradient goes to
-  auto got = dx.flat<float>();
-  for (int wi = 0; wi < 4; ++wi) {
-    for (int t = 0; t < 4; ++t) {
-      const int h = (wi / 2) * 2 + t / 2, w = (wi % 2) * 2 + t % 2;
-      const float v = got[h * 4 + w];
-      SCOPED_TRACE("window " + std::to_string(wi) + " tap " + std::to_string(t));
-      if (t != taken[wi]) {
-        EXPECT_EQ(v, 0.0f);
-        EXPECT_FALSE(std::signbit(v));
-      } else if (wi == 3) {
-        EXPECT_TRUE(std::isnan(v));
-      } else {
-        EXPECT_EQ(v, (std::vector<float>{1, 10, 100})[wi]);
+    Output x = ops::Const(root, Tensor::FromVector(image, {1, 4, 4, depth}));
+    Output y = ops::MaxPool(root, x, attrs);
+    Output g = ops::Const(root, Tensor::FromVector(grads, {1, 2, 2, depth}));
+    CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor pooled, Evaluate(y));
+    CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor dx, Evaluate(ops::MaxPoolGrad(root, x, y, g, attrs)));
+    const int taken[4] = {0, 2, 0, 1};  // the tap each window's maximum (and gradient) is
+    for (int64_t c = 0; c < depth; ++c) {
+      for (int wi = 0; wi < 4; ++wi) {
+        const float max = pooled.flat<float>()[wi * depth + c];
+        const float want = windows[wi][taken[wi]];
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(max)) << "window " << wi;
+        } else {
+          EXPECT_EQ(max, want) << "window " << wi;
+          EXPECT_EQ(std::signbit(max), std::signbit(want)) << "window " << wi;
+        }
+        for (int t = 0; t < 4; ++t) {
+          const int h = (wi / 2) * 2 + t / 2, w = (wi % 2) * 2 + t % 2;
+          const float v = dx.flat<float>()[(h * 4 + w) * depth + c];
+          SCOPED_TRACE("window " + std::to_string(wi) + " tap " + std::to_string(t));
+          if (t != taken[wi]) {
+            EXPECT_EQ(v, 0.0f);
+            EXPECT_FALSE(std::signbit(v));
+          } else if (wi == 3) {
+            EXPECT_TRUE(std::isnan(v));
+          } else {
+            EXPECT_EQ(v, (std::vector<float>{1, 10, 100})[wi]);
+          }
+        }
       }
     }
   }
