@@ -620,7 +620,8 @@ void ProductTiles(const float* a, int64_t rows, int64_t k, const float* b, int64
   }
 }
 
-// Whether TiledProduct takes a product with n float columns.
+// Whether a product with n float columns goes by register tiles
+// (TiledProduct, FilterGradientTiles): n a multiple of 32.
 template <typename T>
 bool Tileable(int64_t n) {
   return std::is_same_v<T, float> && n > 0 && n % 32 == 0;
@@ -697,14 +698,27 @@ void Conv2DInputGradient(const WindowGeometry& g, int64_t out_depth, const T* fi
                          T* din) {
   const int64_t k = g.window_h * g.window_w * g.depth;
   const ConstMatMap<T> f(filter, k, out_depth);
+  // The filter transposed, [out_depth, k], for TiledProduct.
+  std::vector<T> transposed(Tileable<T>(k) ? k * out_depth : 0);
+  if (!transposed.empty()) MatMap<T>(transposed.data(), out_depth, k) = f.transpose();
+  // patches[rows, k] = dout[m0:m1, out_depth] * filter^T.
+  const auto product = [&](int64_t m0, int64_t m1, T* patches) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (!transposed.empty()) {
+        TiledProduct(dout + m0 * out_depth, m1 - m0, out_depth, transposed.data(), k, patches);
+        return;
+      }
+    }
+    MatMap<T>(patches, m1 - m0, k).noalias() =
+        ConstMatMap<T>(dout + m0 * out_depth, m1 - m0, out_depth) * f.transpose();
+  };
   if (IsPointwise(g)) {
     const ConvBlocks blocks(g, k * static_cast<int64_t>(sizeof(T)), 1);
     ParallelRange(blocks.count(), 2 * blocks.max_pixels() * k * out_depth,
                   [&](int64_t b0, int64_t b1) {
                     for (int64_t b = b0; b < b1; ++b) {
                       const auto [m0, m1] = blocks.Pixels(b);
-                      MatMap<T>(din + m0 * k, m1 - m0, k).noalias() =
-                          ConstMatMap<T>(dout + m0 * out_depth, m1 - m0, out_depth) * f.transpose();
+                      product(m0, m1, din + m0 * k);
                     }
                   });
     return;
@@ -713,23 +727,11 @@ void Conv2DInputGradient(const WindowGeometry& g, int64_t out_depth, const T* fi
   ParallelForBlocks(din_size, 1, [&](int64_t b, int64_t e) { std::fill(din + b, din + e, T(0)); });
   const ConvBlocks blocks(g, k * static_cast<int64_t>(sizeof(T)), NonOverlappingRows(g));
   const int64_t cost = 2 * blocks.max_pixels() * k * out_depth;
-  // The filter transposed, [out_depth, k], for TiledProduct.
-  std::vector<T> transposed(Tileable<T>(k) ? k * out_depth : 0);
-  if (!transposed.empty()) MatMap<T>(transposed.data(), out_depth, k) = f.transpose();
   auto run = [&](int64_t b0, int64_t b1, auto&& block_of) {
     const auto patches = std::make_unique_for_overwrite<T[]>(blocks.max_pixels() * k);
     for (int64_t i = b0; i < b1; ++i) {
       const auto [m0, m1] = blocks.Pixels(block_of(i));
-      if constexpr (std::is_same_v<T, float>) {
-        if (!transposed.empty()) {
-          TiledProduct(dout + m0 * out_depth, m1 - m0, out_depth, transposed.data(), k,
-                       patches.get());
-          Col2ImAdd(g, patches.get(), m0, m1, din);
-          continue;
-        }
-      }
-      MatMap<T>(patches.get(), m1 - m0, k).noalias() =
-          ConstMatMap<T>(dout + m0 * out_depth, m1 - m0, out_depth) * f.transpose();
+      product(m0, m1, patches.get());
       Col2ImAdd(g, patches.get(), m0, m1, din);
     }
   };
@@ -771,8 +773,9 @@ int64_t GroupCount(int64_t units, int64_t size) {
 
 // sums[t, :] (+)= sum over rows r, in order, of patches[r, t] * dout[r, :]
 // for a [rows, k] block of patches and kOut (32 or 64) float output
-// channels: what the GEMM computes, but with tiles of taps whose runs of
-// channels stay in registers over the whole block. Eigen's GEMM packs both
+// channels (dout's and sums' rows `ld` floats apart, so that wider layers
+// go kOut channels at a time): what the GEMM computes, but with tiles of
+// taps whose runs of channels stay in registers over the whole block. Eigen's GEMM packs both
 // operands on every call, and with a block's few hundred rows as its depth
 // (the filter gradient of the CNN example's second convolution: 288 taps,
 // 64 channels, 121 rows a block) the packing cost about as much as the
@@ -780,7 +783,7 @@ int64_t GroupCount(int64_t units, int64_t size) {
 // TensorFlow's oneDNN).
 template <int64_t kOut>
 void FilterGradientTiles(const float* patches, int64_t rows, int64_t k, const float* dout,
-                         bool assign, float* sums) {
+                         int64_t ld, bool assign, float* sums) {
   constexpr int kTile = kOut == 32 ? 12 : 6;  // 24 512-bit accumulators
   using Run = Eigen::Array<float, kOut, 1>;
   using ConstRun = Eigen::Map<const Run>;
@@ -788,19 +791,19 @@ void FilterGradientTiles(const float* patches, int64_t rows, int64_t k, const fl
   for (; t0 + kTile <= k; t0 += kTile) {
     Run acc[kTile];
     for (int j = 0; j < kTile; ++j) {
-      acc[j] = assign ? Run::Zero() : Run(ConstRun(sums + (t0 + j) * kOut));
+      acc[j] = assign ? Run::Zero() : Run(ConstRun(sums + (t0 + j) * ld));
     }
     for (int64_t r = 0; r < rows; ++r) {
-      const Run d = ConstRun(dout + r * kOut);
+      const Run d = ConstRun(dout + r * ld);
       const float* p = patches + r * k + t0;
       for (int j = 0; j < kTile; ++j) acc[j] += p[j] * d;
     }
-    for (int j = 0; j < kTile; ++j) Eigen::Map<Run>(sums + (t0 + j) * kOut) = acc[j];
+    for (int j = 0; j < kTile; ++j) Eigen::Map<Run>(sums + (t0 + j) * ld) = acc[j];
   }
   for (; t0 < k; ++t0) {  // the last taps, one at a time
-    Run acc = assign ? Run::Zero() : Run(ConstRun(sums + t0 * kOut));
-    for (int64_t r = 0; r < rows; ++r) acc += patches[r * k + t0] * ConstRun(dout + r * kOut);
-    Eigen::Map<Run>(sums + t0 * kOut) = acc;
+    Run acc = assign ? Run::Zero() : Run(ConstRun(sums + t0 * ld));
+    for (int64_t r = 0; r < rows; ++r) acc += patches[r * k + t0] * ConstRun(dout + r * ld);
+    Eigen::Map<Run>(sums + t0 * ld) = acc;
   }
 }
 
@@ -836,10 +839,16 @@ void Conv2DFilterGradient(const WindowGeometry& g, int64_t out_depth, const T* i
         const auto [m0, m1] = blocks.Pixels(b);
         const T* lhs = patches->Rows(m0, m1);
         if constexpr (std::is_same_v<T, float>) {
-          if (out_depth == 32 || out_depth == 64) {
-            (out_depth == 32 ? FilterGradientTiles<32>
-                             : FilterGradientTiles<64>)(lhs, m1 - m0, k, dout + m0 * out_depth,
-                                                        b == first, sums);
+          if (Tileable<T>(out_depth)) {
+            int64_t c = 0;
+            for (; c + 64 <= out_depth; c += 64) {
+              FilterGradientTiles<64>(lhs, m1 - m0, k, dout + m0 * out_depth + c, out_depth,
+                                      b == first, sums + c);
+            }
+            if (c < out_depth) {
+              FilterGradientTiles<32>(lhs, m1 - m0, k, dout + m0 * out_depth + c, out_depth,
+                                      b == first, sums + c);
+            }
             continue;
           }
         }

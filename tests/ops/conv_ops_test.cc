@@ -202,11 +202,15 @@ std::vector<ConvCase> Conv2DCases() {
        {2, 12, 12, 3},
        {3, 3, 3, 33},
        Attrs({1, 1, 2, 1}, "EXPLICIT", {1, 2, 2, 1}, {0, 0, 1, 2, 2, 0, 0, 0})},
-      // 32 or 64 float output channels: the filter gradient in register
-      // tiles of 12 or 6 taps, then the taps left over.
+      // Float output channels in multiples of 32: the forward pass and the
+      // filter gradient in register tiles (of rows, of 12 or 6 taps), 64
+      // channels at a time and then 32, and the rows and taps left over;
+      // the input gradient too where kh * kw * in is a multiple of 32.
       {"FilterTiles32", {2, 9, 9, 5}, {3, 3, 5, 32}, Attrs({1, 1, 1, 1}, "SAME")},
       {"FilterTiles64", {3, 13, 13, 32}, {3, 3, 32, 64}, Attrs({1, 1, 1, 1}, "VALID")},
       {"FilterTiles64PartsOfImages", {1, 64, 40, 8}, {3, 3, 8, 64}, Attrs({1, 2, 1, 1}, "SAME")},
+      {"Tiles96Channels", {2, 7, 6, 32}, {3, 3, 32, 96}, Attrs({1, 1, 1, 1}, "SAME")},
+      {"Tiles160ChannelsPointwise", {2, 5, 5, 64}, {1, 1, 64, 160}, Attrs({1, 1, 1, 1}, "VALID")},
       // Large enough for blocks that are parts of images (the two phases of
       // BackpropInput) and for several partial filter gradients.
       {"PartsOfImages", {2, 40, 40, 16}, {3, 3, 16, 8}, Attrs({1, 1, 1, 1}, "SAME")},
