@@ -93,9 +93,11 @@ struct SessionOptions {
   // the separate ones; off runs every node as built (for comparisons). A
   // MaxPool whose MaxPoolGrad is in the same run also records where each
   // maximum was, so that the gradient (with a ReluGrad through the
-  // pooling's input) need not read the input again. It needs the
-  // registry's _FusedConv2D, _FusedMatMul, _MaxPoolWithTaps and
-  // _MaxPoolGradWithTaps (the standard ops have them).
+  // pooling's input) need not read the input again; a FusedBatchNormGradV3
+  // of that gradient, with windows that cannot overlap, makes the
+  // gradient's rows itself. It needs the registry's _FusedConv2D,
+  // _FusedMatMul, _MaxPoolWithTaps, _MaxPoolGradWithTaps and
+  // _FusedBatchNormGradFromTaps (the standard ops have them).
   bool remapping = true;
 };
 
