@@ -586,11 +586,6 @@ void MaxPoolBlock(const WindowGeometry& pool, const T* conv, int64_t m0, int64_t
   PoolRows<T, true>(pool, conv, oh0, p0, p1, out + n * image_out + p0 * pool.out_w * pool.depth);
 }
 
-// `epilogue` (null: none) is applied to each block once its GEMM is done,
-// while the block is in cache (_FusedConv2D). With `pool` (null: none), the
-// pooling of the convolution's output, `out` is the pooled output, and
-// each block is max-pooled right after its epilogue, so that the
-// convolution's own output only ever exists one block at a time, in cache.
 // out[rows, 0:kWidth] = a[rows, k] * b[k, 0:kWidth], all row-major (b's and
 // out's rows ldb and ldo floats apart): tiles of rows summed in registers
 // (kTile rows x kWidth columns, 24 512-bit accumulators), each over the k
@@ -637,6 +632,11 @@ void TiledProduct(const float* a, int64_t rows, int64_t k, const float* b, int64
   if (c < n) ProductTiles<32>(a, rows, k, b + c, n, out + c, n);
 }
 
+// `epilogue` (null: none) is applied to each block once its GEMM is done,
+// while the block is in cache (_FusedConv2D). With `pool` (null: none), the
+// pooling of the convolution's output, `out` is the pooled output, and
+// each block is max-pooled right after its epilogue, so that the
+// convolution's own output only ever exists one block at a time, in cache.
 template <typename T>
 void Conv2DForward(const WindowGeometry& g, int64_t out_depth, const T* in, const T* filter, T* out,
                    const Epilogue<T>* epilogue = nullptr, const WindowGeometry* pool = nullptr) {
@@ -775,12 +775,12 @@ int64_t GroupCount(int64_t units, int64_t size) {
 // for a [rows, k] block of patches and kOut (32 or 64) float output
 // channels (dout's and sums' rows `ld` floats apart, so that wider layers
 // go kOut channels at a time): what the GEMM computes, but with tiles of
-// taps whose runs of channels stay in registers over the whole block. Eigen's GEMM packs both
-// operands on every call, and with a block's few hundred rows as its depth
-// (the filter gradient of the CNN example's second convolution: 288 taps,
-// 64 channels, 121 rows a block) the packing cost about as much as the
-// multiply-adds (cnn2's filter gradient ran at 0.94x MatMul and 0.73x
-// TensorFlow's oneDNN).
+// taps whose runs of channels stay in registers over the whole block.
+// Eigen's GEMM packs both operands on every call, and with a block's few
+// hundred rows as its depth (the filter gradient of the CNN example's
+// second convolution: 288 taps, 64 channels, 121 rows a block) the packing
+// cost about as much as the multiply-adds (cnn2's filter gradient ran at
+// 0.94x MatMul and 0.73x TensorFlow's oneDNN).
 template <int64_t kOut>
 void FilterGradientTiles(const float* patches, int64_t rows, int64_t k, const float* dout,
                          int64_t ld, bool assign, float* sums) {
