@@ -43,6 +43,31 @@ class GraphTest : public ::testing::Test {
   OpDef source_ = FakeSourceDef();
 };
 
+// A node's attributes: set in any order, found by name, replaced by a
+// second Set, listed in name order (as GraphDef writes them).
+TEST(AttrMapTest, FindsReplacesAndListsByName) {
+  AttrMap attrs;
+  attrs.Set("shape", PartialShape({2}));
+  attrs.Set("dtype", DT_INT32);
+  attrs.Set("shared_name", std::string("v"));
+  attrs.Set("container", std::string());
+  attrs.Set("dtype", DT_FLOAT);
+  std::vector<std::string> names;
+  for (const auto& [name, value] : attrs.all()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"container", "dtype", "shape", "shared_name"}));
+  EXPECT_EQ(attrs.GetOr<DataType>("dtype", DT_INVALID), DT_FLOAT);
+  ASSERT_NE(attrs.GetIf<std::string>("shared_name"), nullptr);
+  EXPECT_EQ(*attrs.GetIf<std::string>("shared_name"), "v");
+  EXPECT_TRUE(attrs.Has("container"));
+  for (const char* absent : {"", "a", "dtypes", "shape_", "z"}) {
+    EXPECT_FALSE(attrs.Has(absent)) << absent;
+    EXPECT_EQ(attrs.Find(absent), nullptr) << absent;
+  }
+  EXPECT_EQ(attrs.GetIf<DataType>("shape"), nullptr);  // another type
+  EXPECT_EQ(attrs.Get<int64_t>("dtype").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(attrs.Get<int64_t>("missing").status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(GraphTest, DefaultNamesAreUniqueWithSuffixes) {
   Scope root = Scope::NewRootScope();
   Output a = Source(root);
