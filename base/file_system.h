@@ -52,6 +52,13 @@ class RandomAccessFile {
   // so that it reads further ahead of the reads (a hint; the default does
   // nothing).
   virtual void AdviseSequential() const {}
+  // Starts reading [offset, offset + n) into the system's cache without
+  // waiting for it, so later reads of it do not wait on the device (a hint;
+  // the default does nothing).
+  virtual void Prefetch(uint64_t offset, uint64_t n) const {
+    (void)offset;
+    (void)n;
+  }
 };
 
 class WritableFile {

@@ -192,6 +192,19 @@ StatusOr<const RandomAccessFile*> BundleReader::DataFile(int shard) const {
   return file.get();
 }
 
+void BundleReader::PrefetchData(uint64_t max_bytes) const {
+  std::vector<const RandomAccessFile*> files;
+  uint64_t bytes = 0;
+  for (int shard = 0; shard < num_shards_; ++shard) {
+    StatusOr<const RandomAccessFile*> file = DataFile(shard);
+    if (!file.ok()) continue;
+    files.push_back(*file);
+    bytes += (*file)->size();
+    if (bytes > max_bytes) return;
+  }
+  for (const RandomAccessFile* file : files) file->Prefetch(0, file->size());
+}
+
 StatusOr<const RandomAccessFile*> BundleReader::EntryFile(const BundleEntry& e) const {
   CKFLOW_RETURN_IF_ERROR(CheckHasData(e));
   StatusOr<const RandomAccessFile*> file = DataFile(e.shard_id);

@@ -117,6 +117,13 @@ class BundleReader {
   const BundleEntry* FindEntry(std::string_view key, int64_t position) const;
   bool Contains(std::string_view key) const { return FindEntry(key) != nullptr; }
 
+  // Starts reading the data files into the system's page cache without
+  // waiting (RandomAccessFile::Prefetch), if they hold at most `max_bytes`
+  // in all. A restore calls it before its matching, so that from a cold
+  // cache the device reads while the CPU matches. A file that does not open
+  // is skipped: the reads report it.
+  void PrefetchData(uint64_t max_bytes) const;
+
   // The tensor saved under `key`: NotFound if there is none; errors above.
   StatusOr<Tensor> Lookup(std::string_view key) const;
 

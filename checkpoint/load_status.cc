@@ -462,6 +462,24 @@ StatusOr<ParsedObjectGraph> ReadObjectGraph(const std::string& path, FileSystem*
   return ObjectGraphOf(*one, path);
 }
 
+// A checkpoint of many small values has its data files prefetched as soon
+// as its index is read: from a cold page cache, the device then reads them
+// while the values are matched to variables (about a microsecond each)
+// instead of after; from a warm cache the hint costs a few system calls.
+// A few values take no time to match; large ones are read in parallel
+// chunks with readahead already; and more than kMaxPrefetchBytes could
+// evict what was prefetched before the reads get there.
+void MaybePrefetch(const BundleReader& reader) {
+  constexpr uint64_t kMaxAverageValueBytes = 64 << 10;
+  constexpr uint64_t kMaxPrefetchBytes = uint64_t{1} << 30;
+  constexpr size_t kMinValues = 1000;
+  const std::vector<BundleEntry>& entries = reader.entries();
+  if (entries.size() < kMinValues) return;
+  uint64_t bytes = 0;
+  for (const BundleEntry& e : entries) bytes += static_cast<uint64_t>(e.size);
+  if (bytes / entries.size() <= kMaxAverageValueBytes) reader.PrefetchData(kMaxPrefetchBytes);
+}
+
 }  // namespace
 
 StatusOr<LoadStatus> RestoreRoot(
@@ -493,6 +511,7 @@ StatusOr<LoadStatus> RestoreRoot(
           StatusOr<std::unique_ptr<BundleReader>> opened =
               BundleReader::Open(*save_path, {.fs = saver->file_system()});
           if (opened.ok()) {
+            MaybePrefetch(**opened);
             reader = std::shared_ptr<const BundleReader>(*std::move(opened));
           } else {
             reader = opened.status();

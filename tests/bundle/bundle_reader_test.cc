@@ -714,7 +714,8 @@ TEST_F(BundleReaderTest, ConcurrentReadsAgree) {
   EXPECT_EQ(failures.load(), 0);
 }
 
-// Counts the AdviseSequential calls on the files it opens.
+// Counts the AdviseSequential calls on the files it opens, and the bytes
+// each is asked to prefetch.
 class AdviceCountingFileSystem final : public FileSystemWrapper {
  public:
   AdviceCountingFileSystem() : FileSystemWrapper(FileSystem::Default()) {}
@@ -722,27 +723,35 @@ class AdviceCountingFileSystem final : public FileSystemWrapper {
       const std::string& path) override {
     CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file,
                             target()->NewRandomAccessFile(path));
-    return std::unique_ptr<RandomAccessFile>(new Advised(std::move(file), &advised_[path]));
+    return std::unique_ptr<RandomAccessFile>(
+        new Advised(std::move(file), &advised_[path], &prefetched_[path]));
   }
   int advised(const std::string& path) { return advised_[path]; }
+  uint64_t prefetched(const std::string& path) { return prefetched_[path]; }
 
  private:
   class Advised final : public RandomAccessFile {
    public:
-    Advised(std::unique_ptr<RandomAccessFile> file, int* count)
-        : file_(std::move(file)), count_(count) {}
+    Advised(std::unique_ptr<RandomAccessFile> file, int* count, uint64_t* prefetched)
+        : file_(std::move(file)), count_(count), prefetched_(prefetched) {}
     Status ReadAt(uint64_t offset, size_t n, char* dst) const override {
       return file_->ReadAt(offset, n, dst);
     }
     uint64_t size() const override { return file_->size(); }
     const std::string& path() const override { return file_->path(); }
     void AdviseSequential() const override { ++*count_; }
+    void Prefetch(uint64_t offset, uint64_t n) const override {
+      EXPECT_EQ(offset, 0u);
+      *prefetched_ += n;
+    }
 
    private:
     std::unique_ptr<RandomAccessFile> file_;
     int* count_;
+    uint64_t* prefetched_;
   };
   std::map<std::string, int> advised_;
+  std::map<std::string, uint64_t> prefetched_;
 };
 
 // A restore reads the data files mostly in order: the reader says so once
@@ -755,6 +764,24 @@ TEST_F(BundleReaderTest, AdvisesSequentialReadsOnceOnEachDataFile) {
   for (const char* key : {"a", "b", "a"}) CKFLOW_ASSERT_OK((*reader)->Lookup(key).status());
   EXPECT_EQ(fs.advised(data_path()), 1);
   EXPECT_EQ(fs.advised(index_path()), 0);
+}
+
+// PrefetchData asks for every data file whole, once, when they hold at most
+// the limit together; above it, for none.
+TEST_F(BundleReaderTest, PrefetchesEveryDataFileWholeWithinTheLimit) {
+  WriteValid();
+  const uint64_t data_bytes = std::filesystem::file_size(data_path());
+  AdviceCountingFileSystem fs;
+  StatusOr<std::unique_ptr<BundleReader>> reader = BundleReader::Open(prefix_, {.fs = &fs});
+  CKFLOW_ASSERT_OK(reader.status());
+  (*reader)->PrefetchData(data_bytes - 1);
+  EXPECT_EQ(fs.prefetched(data_path()), 0u);
+  (*reader)->PrefetchData(data_bytes);
+  EXPECT_EQ(fs.prefetched(data_path()), data_bytes);
+  EXPECT_EQ(fs.prefetched(index_path()), 0u);
+  // The file it opened to prefetch is the one reads use.
+  CKFLOW_ASSERT_OK((*reader)->Lookup("a").status());
+  EXPECT_EQ(fs.advised(data_path()), 1);
 }
 
 }  // namespace

@@ -6,9 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <random>
 
 #include "base/resource.h"
@@ -221,6 +224,70 @@ TEST_F(RestorePathsTest, ManySmallVariablesRestoreExactlyThroughBatches) {
   reserved.Reserve(many.size());
   EXPECT_GE(fresh->resources().size(), many.size());
   EXPECT_EQ(fresh->resources().capacity(), reserved.capacity());
+}
+
+// Counts the bytes each file it opens is asked to prefetch.
+class PrefetchCountingFileSystem final : public FileSystemWrapper {
+ public:
+  PrefetchCountingFileSystem() : FileSystemWrapper(FileSystem::Default()) {}
+  StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& path) override {
+    CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file,
+                            target()->NewRandomAccessFile(path));
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::unique_ptr<RandomAccessFile>(new Counted(std::move(file), &prefetched_[path]));
+  }
+  uint64_t prefetched(const std::string& path) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return prefetched_[path];
+  }
+
+ private:
+  class Counted final : public RandomAccessFile {
+   public:
+    Counted(std::unique_ptr<RandomAccessFile> file, std::atomic<uint64_t>* prefetched)
+        : file_(std::move(file)), prefetched_(prefetched) {}
+    Status ReadAt(uint64_t offset, size_t n, char* dst) const override {
+      return file_->ReadAt(offset, n, dst);
+    }
+    uint64_t size() const override { return file_->size(); }
+    const std::string& path() const override { return file_->path(); }
+    void Prefetch(uint64_t offset, uint64_t n) const override {
+      if (offset == 0 && n == file_->size()) *prefetched_ += n;
+    }
+
+   private:
+    std::unique_ptr<RandomAccessFile> file_;
+    std::atomic<uint64_t>* prefetched_;
+  };
+  std::mutex mu_;
+  std::map<std::string, std::atomic<uint64_t>> prefetched_;
+};
+
+// From a cold page cache, a restore of thousands of small values would wait
+// on the device for each batch after matching them all; Restore starts the
+// reads of the data file first, so they overlap the matching. A checkpoint
+// of a few values is left to the restore's own reads.
+TEST_F(RestorePathsTest, RestorePrefetchesTheDataFileOfManySmallValuesBeforeMatching) {
+  std::mt19937_64 rng(13);
+  std::vector<Case> many;
+  for (int i = 0; i < 1500; ++i) {
+    many.push_back({"v" + std::to_string(i), RandomTensor(DT_FLOAT, 256, rng)});
+  }
+  Program writer(many, /*zeros=*/false);
+  const std::string prefix = writer.checkpoint->Write(dir_ + "/many", *writer.session).value();
+  for (const std::string& checkpoint : {prefix, prefix_}) {
+    const bool small = checkpoint == prefix;
+    Program p(small ? many : cases_, /*zeros=*/true);
+    PrefetchCountingFileSystem fs;
+    Checkpoint reading(p.scope, {{"model", p.model}}, {.file_system = &fs});
+    LoadStatus status = reading.Restore(checkpoint).value();
+    const std::string data = DataFilename(checkpoint, 0, 1);
+    EXPECT_EQ(fs.prefetched(data), small ? std::filesystem::file_size(data) : 0u) << checkpoint;
+    CKFLOW_ASSERT_OK(status.InitializeOrRestore(*p.session));
+    ASSERT_TRUE(SameTensor(ValueOf(*p.session, *p.vars.back()),
+                           small ? many.back().value : cases_.back().value));
+  }
 }
 
 // Restore ops name their variables instead of taking handle inputs: a
