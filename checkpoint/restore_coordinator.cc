@@ -188,7 +188,7 @@ Status RestoreCoordinator::Problems() const {
 
 // ------------------------------------------------------------ matching
 
-void RestoreCoordinator::AddRestoreOps(std::vector<std::pair<int, RestoreItem>> items) {
+void RestoreCoordinator::AddRestoreOps(std::vector<RestoreItem> items) {
   // Each item's entry, checked against its variable: a lookup per value, so
   // thousands of them are checked in parallel; the rare problem is then
   // described in order.
@@ -196,7 +196,7 @@ void RestoreCoordinator::AddRestoreOps(std::vector<std::pair<int, RestoreItem>> 
   std::vector<char> fits(items.size());
   ParallelFor(static_cast<int64_t>(items.size()), 2000, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      RestoreItem& item = items[i].second;
+      RestoreItem& item = items[i];
       entries[i] = reader_->FindEntry(item.key);
       if (entries[i] != nullptr) item.position = entries[i] - reader_->entries().data();
       fits[i] = entries[i] != nullptr &&
@@ -205,15 +205,16 @@ void RestoreCoordinator::AddRestoreOps(std::vector<std::pair<int, RestoreItem>> 
                 item.attribute.saved_shape().IsCompatibleWith(entries[i]->shape);
     }
   });
-  std::vector<RestoreItem> ok_items;
-  ok_items.reserve(items.size());
+  // What fits stays in place (usually all of it: nothing moves).
+  size_t kept = 0;
   for (size_t i = 0; i < items.size(); ++i) {
-    auto& [id, item] = items[i];
+    RestoreItem& item = items[i];
     if (fits[i]) {
-      ok_items.push_back(std::move(item));
+      if (kept != i) items[kept] = std::move(item);
+      ++kept;
       continue;
     }
-    const std::string where = "restoring " + NodeName(id) + " from '" + save_path_ + "'";
+    const std::string where = "restoring " + NodeName(item.node_id) + " from '" + save_path_ + "'";
     const BundleEntry* entry = entries[i];
     if (entry == nullptr) {
       problems_.push_back(NotFoundError(where, ": the checkpoint's object graph names key '",
@@ -231,10 +232,11 @@ void RestoreCoordinator::AddRestoreOps(std::vector<std::pair<int, RestoreItem>> 
           item.attribute.full_name, "' has shape ", item.attribute.saved_shape().ToString()));
     }
   }
-  if (ok_items.empty()) return;
-  restored_values_ += static_cast<int64_t>(ok_items.size());
+  items.resize(kept);
+  if (items.empty()) return;
+  restored_values_ += static_cast<int64_t>(items.size());
   StatusOr<std::vector<Output>> ops =
-      saver_->RestoreOps(std::move(ok_items), save_path_, reader_.get(), options_.cast);
+      saver_->RestoreOps(std::move(items), save_path_, reader_.get(), options_.cast);
   if (!ops.ok()) {
     problems_.push_back(ops.status());
     return;
@@ -253,7 +255,7 @@ void RestoreCoordinator::AddRestoreOps(std::vector<std::pair<int, RestoreItem>> 
 
 void RestoreCoordinator::RestoreFrom(int proto_id, const std::shared_ptr<Trackable>& object) {
   if (!Bind(proto_id, object)) return;
-  std::vector<std::pair<int, RestoreItem>> items;
+  std::vector<RestoreItem> items;
   // From the root, nearly every node has a value: growing the vector would
   // move each item's four strings about twice.
   if (proto_id == 0) items.reserve(proto_.nodes_size());
@@ -274,10 +276,10 @@ void RestoreCoordinator::RestoreFrom(int proto_id, const std::shared_ptr<Trackab
           if (a.name != serialized.name() && EscapeLocalName(a.name) != serialized.name()) continue;
           matched = true;
           // The usual single attribute is moved, not copied.
-          items.push_back(
-              {id, RestoreItem{
-                       serialized.checkpoint_key(),
-                       node.attributes_size() == 1 && attributes.size() == 1 ? std::move(a) : a}});
+          items.push_back(RestoreItem{
+              .key = serialized.checkpoint_key(),
+              .attribute = node.attributes_size() == 1 && attributes.size() == 1 ? std::move(a) : a,
+              .node_id = id});
         }
         if (!matched) unused_attributes_[id].push_back(serialized.name());
       }

@@ -126,7 +126,7 @@ class RestoreCoordinator : public std::enable_shared_from_this<RestoreCoordinato
   bool Bind(int proto_id, const std::shared_ptr<Trackable>& object);
   // Checks `items` against the checkpoint, builds their restore ops and
   // appends them to restore_ops_; what does not fit goes to problems_.
-  void AddRestoreOps(std::vector<std::pair<int, RestoreItem>> items);
+  void AddRestoreOps(std::vector<RestoreItem> items);
 
   // Constant after construction.
   const int64_t uid_;

@@ -32,6 +32,7 @@ struct RestoreItem {
   std::string key;
   SaveableAttribute attribute;
   int64_t position = -1;  // of key among the checkpoint's entries, once found
+  int node_id = -1;       // the object graph's node it came from, if any
 };
 
 class RestorePlanner {

@@ -271,6 +271,29 @@ TEST_F(EagerCheckpointTest, AVariableARestoreWaitsForIsReadNotInitialized) {
   EXPECT_EQ(calls, 2);
 }
 
+// Both variables exist when the restore matches them, the first one
+// matched ("v") with a shape its value does not fit: it keeps its value and
+// the status reports it, while "u", after it, is restored on the spot.
+TEST_F(EagerCheckpointTest, AValueThatDoesNotFitLeavesTheOthersRestored) {
+  const std::string path = SaveModuleWithVAndU();
+  Scope scope = Scope::NewEagerScope();
+  auto module = std::make_shared<workloads::Module>();
+  int calls = 0;
+  std::shared_ptr<Variable> v =
+      Variable::CreateTracked(*module, scope, "v", DT_FLOAT, TensorShape({5}), Counting(&calls, 7));
+  std::shared_ptr<Variable> u =
+      Variable::CreateTracked(*module, scope, "u", DT_FLOAT, TensorShape({4}), Counting(&calls, 7));
+  ASSERT_TRUE(scope.ok()) << scope.status();
+  Checkpoint checkpoint(scope, {{"module", module}});
+  CKFLOW_ASSERT_OK_AND_ASSIGN(LoadStatus status, checkpoint.Restore(path));
+  EXPECT_THAT(status.AssertExistingObjectsMatched(),
+              StatusIs(StatusCode::kInvalidArgument, "has shape [4] but variable 'v'"));
+  EXPECT_TRUE(testing::SameTensor(
+      v->value().value(), testing::MakeTensor(DT_FLOAT, TensorShape({5}), {7, 7, 7, 7, 7})));
+  EXPECT_TRUE(testing::SameTensor(u->value().value(),
+                                  testing::MakeTensor(DT_FLOAT, TensorShape({4}), {3, 3, 3, 3})));
+}
+
 TEST_F(EagerCheckpointTest, EagerCheckpointsRestoreInGraphModeAndBackBitForBit) {
   EagerProgram eager;
   eager.Train(0, 4);
