@@ -104,6 +104,8 @@ run_benchmarks() {
   gbench checkpoint_bench --benchmark_filter='Save/.*durable:1|SaveAsync|RestoreSmall/.*cold:1|RestoreOnCreate|RestoreCast|SaveIncremental'
   bench_run save_200k "$ckflow" bench save --count 200000 --size 200000KiB --repeat 3 \
     --json "$results/save_200k.json"
+  bench_run restore_200k "$ckflow" bench restore --count 200000 --size 200000KiB --repeat 3 \
+    --json "$results/restore_200k.json"
   bench_run save_async_20k "$ckflow" bench save --async --count 20000 --size 20000KiB --repeat 5 \
     --json "$results/save_async_20k.json"
   bench_run memory_async "$ckflow" bench save --async --size 1GiB --count 64 --repeat 1 \
