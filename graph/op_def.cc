@@ -1,10 +1,21 @@
 #include "graph/op_def.h"
 
+#include <algorithm>
+
 namespace ckflow {
 
+void PartialShape::Assign(std::span<const int64_t> dims) {
+  rank_ = static_cast<int>(dims.size());
+  if (rank_ <= kInlineRank) {
+    std::copy(dims.begin(), dims.end(), inline_);
+  } else {
+    heap_.assign(dims.begin(), dims.end());
+  }
+}
+
 bool PartialShape::IsFullyDefined() const {
-  if (!known_rank_) return false;
-  for (int64_t d : dims_) {
+  if (!known_rank()) return false;
+  for (int64_t d : dims()) {
     if (d < 0) return false;
   }
   return true;
@@ -12,18 +23,23 @@ bool PartialShape::IsFullyDefined() const {
 
 TensorShape PartialShape::ToTensorShape() const {
   CKFLOW_CHECK(IsFullyDefined());
-  return TensorShape(dims_);
+  return TensorShape(dims());
 }
 
 bool PartialShape::IsCompatibleWith(const TensorShape& shape) const {
-  return IsCompatibleWith(PartialShape(shape));
+  if (!known_rank()) return true;
+  if (rank_ != shape.rank()) return false;
+  for (int i = 0; i < rank_; ++i) {
+    if (dim(i) >= 0 && dim(i) != shape.dim(i)) return false;
+  }
+  return true;
 }
 
 bool PartialShape::IsCompatibleWith(const PartialShape& other) const {
-  if (!known_rank_ || !other.known_rank_) return true;
-  if (dims_.size() != other.dims_.size()) return false;
-  for (size_t i = 0; i < dims_.size(); ++i) {
-    if (dims_[i] >= 0 && other.dims_[i] >= 0 && dims_[i] != other.dims_[i]) return false;
+  if (!known_rank() || !other.known_rank()) return true;
+  if (rank_ != other.rank_) return false;
+  for (int i = 0; i < rank_; ++i) {
+    if (dim(i) >= 0 && other.dim(i) >= 0 && dim(i) != other.dim(i)) return false;
   }
   return true;
 }
@@ -33,21 +49,21 @@ StatusOr<PartialShape> PartialShape::Merge(const PartialShape& other) const {
     return InvalidArgumentError("shapes ", ToString(), " and ", other.ToString(),
                                 " are incompatible");
   }
-  if (!known_rank_) return other;
-  if (!other.known_rank_) return *this;
-  std::vector<int64_t> dims = dims_;
+  if (!known_rank()) return other;
+  if (!other.known_rank()) return *this;
+  std::vector<int64_t> dims = dim_sizes();
   for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] < 0) dims[i] = other.dims_[i];
+    if (dims[i] < 0) dims[i] = other.dim(static_cast<int>(i));
   }
-  return PartialShape(std::move(dims));
+  return PartialShape(dims);
 }
 
 std::string PartialShape::ToString() const {
-  if (!known_rank_) return "<unknown>";
+  if (!known_rank()) return "<unknown>";
   std::string out = "[";
-  for (size_t i = 0; i < dims_.size(); ++i) {
+  for (int i = 0; i < rank_; ++i) {
     if (i) out += ",";
-    out += dims_[i] < 0 ? "?" : std::to_string(dims_[i]);
+    out += dim(i) < 0 ? "?" : std::to_string(dim(i));
   }
   return out + "]";
 }

@@ -47,21 +47,32 @@ class BundleReader;  // bundle/bundle_reader.h: only passed through to kernels
 class Node;
 
 // A shape known up to some dimensions (-1) or not at all (unknown rank).
+// Up to kInlineRank dimensions are held inline, as TensorShape holds them:
+// every variable, attribute and restore item carries one, and a graph of
+// thousands of variables read once (a restore) paid a cold heap block for
+// each copy's dimensions.
 class PartialShape {
  public:
-  PartialShape() : known_rank_(false) {}             // unknown rank
-  PartialShape(std::initializer_list<int64_t> dims)  // -1 = unknown dim
-      : known_rank_(true), dims_(dims) {}
-  explicit PartialShape(std::vector<int64_t> dims) : known_rank_(true), dims_(std::move(dims)) {}
-  PartialShape(const TensorShape& shape)  // NOLINT: every TensorShape is one
-      : known_rank_(true), dims_(shape.dim_sizes()) {}
+  static constexpr int kInlineRank = 4;
+
+  PartialShape() = default;  // unknown rank
+  // -1 = unknown dim
+  PartialShape(std::initializer_list<int64_t> dims) { Assign({dims.begin(), dims.size()}); }
+  explicit PartialShape(const std::vector<int64_t>& dims) { Assign(dims); }
+  // NOLINTNEXTLINE(google-explicit-constructor): every TensorShape is one
+  PartialShape(const TensorShape& shape) { Assign(shape.dims()); }
   static PartialShape Unknown() { return PartialShape(); }
   static PartialShape Scalar() { return PartialShape(std::vector<int64_t>{}); }
 
-  bool known_rank() const { return known_rank_; }
-  int rank() const { return known_rank_ ? static_cast<int>(dims_.size()) : -1; }
-  int64_t dim(int i) const { return dims_[i]; }  // REQUIRES: known_rank()
-  const std::vector<int64_t>& dims() const { return dims_; }
+  bool known_rank() const { return rank_ >= 0; }
+  int rank() const { return rank_; }
+  int64_t dim(int i) const { return data()[i]; }  // REQUIRES: known_rank()
+  // Empty for an unknown rank.
+  std::span<const int64_t> dims() const {
+    return {data(), static_cast<size_t>(std::max(rank_, 0))};
+  }
+  // A copy of dims() to edit.
+  std::vector<int64_t> dim_sizes() const { return {dims().begin(), dims().end()}; }
   bool IsFullyDefined() const;
   // REQUIRES: IsFullyDefined().
   TensorShape ToTensorShape() const;
@@ -73,12 +84,16 @@ class PartialShape {
   std::string ToString() const;  // "[2,?]", "<unknown>"
 
   friend bool operator==(const PartialShape& a, const PartialShape& b) {
-    return a.known_rank_ == b.known_rank_ && a.dims_ == b.dims_;
+    return a.rank_ == b.rank_ && std::ranges::equal(a.dims(), b.dims());
   }
 
  private:
-  bool known_rank_;
-  std::vector<int64_t> dims_;
+  void Assign(std::span<const int64_t> dims);
+  const int64_t* data() const { return rank_ <= kInlineRank ? inline_ : heap_.data(); }
+
+  int rank_ = -1;                     // -1: unknown
+  int64_t inline_[kInlineRank] = {};  // the dims while rank_ <= kInlineRank
+  std::vector<int64_t> heap_;         // the dims past that
 };
 
 // Attribute values of a node (TensorFlow's AttrValue, as a C++ variant).

@@ -101,7 +101,7 @@ Status PadGrad(const Scope& scope, const Node& op, const std::vector<Output>& dz
     std::vector<int64_t> begin;
     for (size_t i = 0; i < p->size(); i += 2) begin.push_back((*p)[i]);
     (*dx)[0] = ops::Slice(scope, dz[0], ops::Const<int64_t>(scope, begin),
-                          ops::Const<int64_t>(scope, x.shape().dims()));
+                          ops::Const<int64_t>(scope, x.shape().dim_sizes()));
     return OkStatus();
   }
   // The first column of paddings, as a vector.
@@ -125,7 +125,7 @@ Status ConcatGrad(const Scope& scope, const Node& op, const std::vector<Output>&
     if (!d.ok()) return d.status();
     std::vector<int64_t> offset(rank, 0);
     for (int i = 0; i < n; ++i) {
-      const std::vector<int64_t>& dims = op.input(i).shape().dims();
+      const std::vector<int64_t> dims = op.input(i).shape().dim_sizes();
       (*dx)[i] = ops::Slice(scope, dz[0], ops::Const<int64_t>(scope, offset),
                             ops::Const<int64_t>(scope, dims));
       offset[*d] += dims[*d];

@@ -468,7 +468,7 @@ Status OneHotShapeFn(InferenceContext& c) {
   if (axis < -1 || axis > indices.rank()) {
     return InvalidArgumentError("axis is ", axis, ", but must be in [-1, ", indices.rank(), "]");
   }
-  std::vector<int64_t> dims = indices.dims();
+  std::vector<int64_t> dims = indices.dim_sizes();
   dims.insert(dims.begin() + (axis < 0 ? indices.rank() : axis), depth ? (*depth)[0] : -1);
   c.AddOutput(c.input_types[2], PartialShape(std::move(dims)));
   return OkStatus();

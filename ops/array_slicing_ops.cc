@@ -123,7 +123,7 @@ Status SliceShapeFn(InferenceContext& c) {
   CKFLOW_ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> begin, ConstantInts(c, 1, "begin"));
   CKFLOW_ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> size, ConstantInts(c, 2, "size"));
   if (begin && size && in.IsFullyDefined()) {
-    StatusOr<std::vector<int64_t>> extent = SliceExtent(in.dims(), *begin, *size);
+    StatusOr<std::vector<int64_t>> extent = SliceExtent(in.dim_sizes(), *begin, *size);
     if (!extent.ok()) return extent.status().WithContext("input (" + InputName(c, 0) + ")");
     c.AddOutput(c.input_types[0], PartialShape(*std::move(extent)));
     return OkStatus();
@@ -522,7 +522,7 @@ ShapeFn SplitShapeFn(SplitArgs args) {
         c.AddOutput(c.input_types[args.value], PartialShape::Unknown());
         continue;
       }
-      std::vector<int64_t> dims = value.dims();
+      std::vector<int64_t> dims = value.dim_sizes();
       if (!axis_value) {
         c.AddOutput(c.input_types[args.value], PartialShape(std::vector<int64_t>(dims.size(), -1)));
         continue;

@@ -260,7 +260,7 @@ Status ExpandDimsShapeFn(InferenceContext& c) {
     c.AddOutput(c.input_types[0], PartialShape::Unknown());
     return OkStatus();
   }
-  std::vector<int64_t> dims = in.dims();
+  std::vector<int64_t> dims = in.dim_sizes();
   if (!axis) {
     c.AddOutput(c.input_types[0], PartialShape(std::vector<int64_t>(dims.size() + 1, -1)));
     return OkStatus();

@@ -126,7 +126,7 @@ Status ResourceGatherShapeFn(InferenceContext& c) {
     return InvalidArgumentError("the variable is a scalar (", InputName(c, 0),
                                 "); gather needs rank >= 1");
   }
-  std::vector<int64_t> dims = indices.dims();
+  std::vector<int64_t> dims = indices.dim_sizes();
   dims.insert(dims.end(), var.dims().begin() + 1, var.dims().end());
   c.AddOutput(dtype, PartialShape(std::move(dims)));
   return OkStatus();

@@ -54,7 +54,7 @@ std::optional<std::vector<int64_t>> ConstantIntsOf(const Output& o) {
 
 Output ShapeOf(const Scope& scope, Output x) {
   const PartialShape& s = x.shape();
-  if (s.IsFullyDefined()) return ops::Const<int64_t>(scope, s.dims(), {s.rank()});
+  if (s.IsFullyDefined()) return ops::Const<int64_t>(scope, s.dim_sizes(), {s.rank()});
   return ops::Shape(scope, x, DT_INT64);
 }
 

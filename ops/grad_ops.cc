@@ -44,7 +44,7 @@ Status BroadcastToShapeFn(InferenceContext& c) {
                                 InputName(c, 1), ")");
   };
   if (in.rank() > shape.rank()) return mismatch();
-  std::vector<int64_t> dims = shape.dims();
+  std::vector<int64_t> dims = shape.dim_sizes();
   const int offset = shape.rank() - in.rank();
   for (int i = 0; i < in.rank(); ++i) {
     const int64_t id = in.dim(i);

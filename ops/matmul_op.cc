@@ -217,7 +217,7 @@ Status BatchMatMulShapeFn(InferenceContext& c) {
     c.AddOutput(c.input_types[0], PartialShape::Unknown());
     return OkStatus();
   }
-  std::vector<int64_t> dims = batch->dims();
+  std::vector<int64_t> dims = batch->dim_sizes();
   dims.push_back(m);
   dims.push_back(n);
   c.AddOutput(c.input_types[0], PartialShape(std::move(dims)));

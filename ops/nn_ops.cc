@@ -201,7 +201,7 @@ Status BiasAddShapeFn(InferenceContext& c) {
                                   "), but must match the last dimension of value, ", out.ToString(),
                                   " (", InputName(c, 0), ")");
     }
-    std::vector<int64_t> dims = out.dims();
+    std::vector<int64_t> dims = out.dim_sizes();
     if (last < 0) dims.back() = channels;
     out = PartialShape(std::move(dims));
   }
@@ -617,7 +617,7 @@ Output BuildDropout(const Scope& s, Output x, double rate, MakeUniform&& make_un
 Output NoiseShape(const Scope& s, Output x, const std::optional<std::vector<int64_t>>& noise) {
   const PartialShape& xs = x.shape();
   if (!noise) {
-    if (xs.IsFullyDefined()) return Const<int64_t>(s, xs.dims());
+    if (xs.IsFullyDefined()) return Const<int64_t>(s, xs.dim_sizes());
     return Shape(s, x, DT_INT64);
   }
   std::vector<int64_t> dims = *noise;

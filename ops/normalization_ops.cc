@@ -96,7 +96,7 @@ StatusOr<int64_t> CheckBatchNormInputs(const InferenceContext& c, std::span<cons
 // x with its channel dimension pinned to `channels` where known.
 PartialShape WithChannels(const PartialShape& x, int64_t channels) {
   if (!x.known_rank()) return PartialShape({-1, -1, -1, channels});
-  std::vector<int64_t> dims = x.dims();
+  std::vector<int64_t> dims = x.dim_sizes();
   dims[3] = channels;
   return PartialShape(std::move(dims));
 }

@@ -29,7 +29,7 @@ Output KeptShape(const Scope& scope, const Node& op) {
   const Output axes = op.input(1);
   const Tensor* axes_value = ConstantValue(axes);
   if (x.shape().IsFullyDefined() && axes_value != nullptr) {
-    std::vector<int64_t> dims = x.shape().dims();
+    std::vector<int64_t> dims = x.shape().dim_sizes();
     StatusOr<std::vector<int64_t>> ints = IntsFromTensor(*axes_value, "axis");
     bool known = ints.ok();
     for (size_t i = 0; known && i < ints->size(); ++i) {

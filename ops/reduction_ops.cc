@@ -272,7 +272,7 @@ Status ArgShapeFn(InferenceContext& c) {
   } else {
     CKFLOW_ASSIGN_OR_RETURN(
         int d, NormalizeAxis((*axis)[0], in.rank(), "dimension (" + InputName(c, 1) + ")"));
-    std::vector<int64_t> dims = in.dims();
+    std::vector<int64_t> dims = in.dim_sizes();
     if (dims[d] == 0) {
       return InvalidArgumentError("input is ", in.ToString(), " (", InputName(c, 0),
                                   "): dimension ", d, " is empty");

@@ -290,7 +290,7 @@ Status InferSliceShape(InferenceContext& c, const PartialShape& input, int first
     }
   }
   StatusOr<Plan> plan =
-      MakePlan(input.dims(), m, n, values[0] ? &*values[0] : nullptr,
+      MakePlan(input.dim_sizes(), m, n, values[0] ? &*values[0] : nullptr,
                values[1] ? &*values[1] : nullptr, values[2] ? &*values[2] : nullptr);
   if (!plan.ok()) return plan.status().WithContext("input is " + input.ToString());
   c.AddOutput(dtype, PartialShape(plan->output_dims));

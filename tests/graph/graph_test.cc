@@ -68,6 +68,52 @@ TEST(AttrMapTest, FindsReplacesAndListsByName) {
   EXPECT_EQ(attrs.Get<int64_t>("missing").status().code(), StatusCode::kInvalidArgument);
 }
 
+// Shapes up to PartialShape::kInlineRank dimensions are held inline, longer
+// ones on the heap: both copy, compare and merge alike.
+TEST(PartialShapeTest, InlineAndHeapDimensionsBehaveAlike) {
+  for (int rank : {0, 1, PartialShape::kInlineRank, PartialShape::kInlineRank + 1, 7}) {
+    SCOPED_TRACE(rank);
+    std::vector<int64_t> dims, half;
+    for (int i = 0; i < rank; ++i) {
+      dims.push_back(i + 2);
+      half.push_back(i % 2 ? -1 : i + 2);
+    }
+    const PartialShape full(dims), partial(half);
+    PartialShape copy = full;
+    EXPECT_EQ(copy, full);
+    EXPECT_EQ(copy.rank(), rank);
+    EXPECT_EQ(std::vector<int64_t>(copy.dims().begin(), copy.dims().end()), dims);
+    EXPECT_EQ(copy.dim_sizes(), dims);
+    PartialShape moved = std::move(copy);
+    EXPECT_EQ(moved, full);
+    EXPECT_TRUE(full.IsFullyDefined());
+    EXPECT_EQ(partial.IsFullyDefined(), rank < 2);
+    EXPECT_TRUE(partial.IsCompatibleWith(full));
+    EXPECT_TRUE(partial.IsCompatibleWith(full.ToTensorShape()));
+    EXPECT_EQ(partial.Merge(full).value(), full);
+    EXPECT_EQ(PartialShape(full.ToTensorShape()), full);
+    if (rank > 0) {
+      std::vector<int64_t> other = dims;
+      other.back() += 1;
+      EXPECT_FALSE(PartialShape(other) == full);
+      EXPECT_FALSE(full.IsCompatibleWith(PartialShape(other)));
+      EXPECT_FALSE(full.IsCompatibleWith(PartialShape(other).ToTensorShape()));
+      EXPECT_FALSE(full.Merge(PartialShape(other)).ok());
+    }
+    dims.push_back(1);
+    EXPECT_FALSE(PartialShape(dims) == full);  // another rank
+    EXPECT_FALSE(PartialShape(dims).IsCompatibleWith(full));
+  }
+  const PartialShape unknown;
+  EXPECT_FALSE(unknown.known_rank());
+  EXPECT_EQ(unknown.rank(), -1);
+  EXPECT_TRUE(unknown.dims().empty());
+  EXPECT_FALSE(unknown == PartialShape::Scalar());
+  EXPECT_EQ(unknown.ToString(), "<unknown>");
+  EXPECT_EQ(PartialShape({2, -1, 3, 4, 5, -1}).ToString(), "[2,?,3,4,5,?]");
+  EXPECT_EQ(unknown.Merge(PartialShape({1, 2, 3, 4, 5})).value(), PartialShape({1, 2, 3, 4, 5}));
+}
+
 TEST_F(GraphTest, DefaultNamesAreUniqueWithSuffixes) {
   Scope root = Scope::NewRootScope();
   Output a = Source(root);
