@@ -297,8 +297,11 @@ StatusOr<RestoreTarget> LookupTarget(const BundleReader& reader, const std::stri
     CKFLOW_ASSIGN_OR_RETURN(target.slice, SliceToRestore(*entry, shape_and_slice, reader.prefix()));
     target.shape = target.slice->ShapeIn(entry->shape);
   }
-  CKFLOW_RETURN_IF_ERROR(target.variable->CheckAssignable(target.variable->dtype(), target.shape)
-                             .WithContext("restoring key '" + key + "'"));
+  // The context only on failure: it is a string built per variable.
+  if (Status s = target.variable->CheckAssignable(target.variable->dtype(), target.shape);
+      !s.ok()) {
+    return s.WithContext("restoring key '" + key + "'");
+  }
   return target;
 }
 
