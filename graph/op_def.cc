@@ -27,12 +27,7 @@ TensorShape PartialShape::ToTensorShape() const {
 }
 
 bool PartialShape::IsCompatibleWith(const TensorShape& shape) const {
-  if (!known_rank()) return true;
-  if (rank_ != shape.rank()) return false;
-  for (int i = 0; i < rank_; ++i) {
-    if (dim(i) >= 0 && dim(i) != shape.dim(i)) return false;
-  }
-  return true;
+  return IsCompatibleWith(PartialShape(shape));  // inline up to kInlineRank: no allocation
 }
 
 bool PartialShape::IsCompatibleWith(const PartialShape& other) const {
