@@ -13,6 +13,7 @@
 
 #include "base/mutex.h"
 #include "base/tensor_cache_internal.h"
+#include "base/tensor_source_internal.h"
 
 namespace ckflow {
 namespace {
@@ -208,6 +209,11 @@ struct Tensor::Buffer {
   bool cached = false;     // block comes from and goes back to the BlockCache
   void* block = nullptr;   // what malloc returned
   void* data = nullptr;    // block rounded up to kAlignment
+  // Set instead of the rest for a tensor over a source (no bytes here).
+  std::shared_ptr<const internal::TensorSource> source;
+
+  explicit Buffer(std::shared_ptr<const internal::TensorSource> from)
+      : dtype(DT_INVALID), n(0), source(std::move(from)) {}
 
   Buffer(DataType type, int64_t count, size_t bytes) : dtype(type), n(count) {
     // malloc and round up rather than aligned_alloc: glibc's memalign
@@ -282,6 +288,24 @@ StatusOr<Tensor> Tensor::Allocate(DataType dtype, const TensorShape& shape) {
   t.data_ = t.buffer_->data;
   return t;
 }
+
+namespace internal {
+
+Tensor TensorOverSource(DataType dtype, const TensorShape& shape,
+                        std::shared_ptr<const TensorSource> source) {
+  CKFLOW_CHECK(IsSupportedDataType(dtype) && dtype != DT_STRING && dtype != DT_RESOURCE);
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = shape;
+  t.buffer_ = std::make_shared<Tensor::Buffer>(std::move(source));
+  return t;
+}
+
+const TensorSource* SourceOf(const Tensor& tensor) {
+  return tensor.buffer_ != nullptr ? tensor.buffer_->source.get() : nullptr;
+}
+
+}  // namespace internal
 
 Tensor::Tensor(DataType dtype, const TensorShape& shape) {
   StatusOr<Tensor> t = Allocate(dtype, shape);

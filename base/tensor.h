@@ -88,6 +88,14 @@ struct ResourceHandle {
   std::shared_ptr<ResourceBase> resource;
 };
 
+class Tensor;
+namespace internal {
+class TensorSource;
+Tensor TensorOverSource(DataType dtype, const TensorShape& shape,
+                        std::shared_ptr<const TensorSource> source);
+const TensorSource* SourceOf(const Tensor& tensor);
+}  // namespace internal
+
 class Tensor {
  public:
   static constexpr size_t kAlignment = 64;
@@ -168,6 +176,10 @@ class Tensor {
  private:
   struct Buffer;
   void CheckType(DataType expected) const;
+  // base/tensor_source_internal.h: a tensor whose bytes a source gives.
+  friend Tensor internal::TensorOverSource(DataType dtype, const TensorShape& shape,
+                                           std::shared_ptr<const internal::TensorSource> source);
+  friend const internal::TensorSource* internal::SourceOf(const Tensor& tensor);
 
   DataType dtype_ = DT_INVALID;
   TensorShape shape_;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/atomic_file_internal.h"
+#include "base/tensor_source_internal.h"
 #include "bundle/bundle_coding_internal.h"
 #include "bundle/bundle_format.h"
 #include "bundle/bundle_index_internal.h"
@@ -104,10 +105,21 @@ Status BundleWriter::FlushBuffer() {
 }
 
 StatusOr<uint32_t> BundleWriter::AppendData(std::string_view data) {
-  if (data.size() < kBufferSize) {
-    uint32_t crc = crc32c::Value(data);
-    buffer_.append(data);
-    size_ += data.size();
+  return AppendBytes(data.size(),
+                     [data](uint64_t offset, uint64_t length, const Consumer& consume) {
+                       return consume(data.substr(offset, length));
+                     });
+}
+
+StatusOr<uint32_t> BundleWriter::AppendBytes(uint64_t size, const Reader& read) {
+  if (size < kBufferSize) {
+    uint32_t crc = 0;
+    CKFLOW_RETURN_IF_ERROR(read(0, size, [&](std::string_view piece) {
+      crc = crc32c::Extend(crc, piece);
+      buffer_.append(piece);
+      return OkStatus();
+    }));
+    size_ += size;
     if (buffer_.size() >= kBufferSize) CKFLOW_RETURN_IF_ERROR(FlushBuffer());
     return crc;
   }
@@ -116,15 +128,20 @@ StatusOr<uint32_t> BundleWriter::AppendData(std::string_view data) {
   WritableFile* file = data_file_.get();
   CKFLOW_ASSIGN_OR_RETURN(
       uint32_t crc,
-      internal::ParallelChunkedCrc(data.size(), kChunkSize,
-                                   [&](uint64_t offset, uint64_t length) -> StatusOr<uint32_t> {
-                                     std::string_view piece = data.substr(offset, length);
-                                     uint32_t piece_crc = crc32c::Value(piece);
-                                     CKFLOW_RETURN_IF_ERROR(file->WriteAt(base + offset, piece));
-                                     if (options_.sync) file->StartWriteback(base + offset, length);
-                                     return piece_crc;
-                                   }));
-  size_ += data.size();
+      internal::ParallelChunkedCrc(
+          size, kChunkSize, [&](uint64_t offset, uint64_t length) -> StatusOr<uint32_t> {
+            uint32_t piece_crc = 0;
+            uint64_t at = base + offset;
+            CKFLOW_RETURN_IF_ERROR(read(offset, length, [&](std::string_view piece) {
+              piece_crc = crc32c::Extend(piece_crc, piece);
+              CKFLOW_RETURN_IF_ERROR(file->WriteAt(at, piece));
+              at += piece.size();
+              return OkStatus();
+            }));
+            if (options_.sync) file->StartWriteback(base + offset, length);
+            return piece_crc;
+          }));
+  size_ += size;
   return crc;
 }
 
@@ -135,6 +152,23 @@ Status BundleWriter::Add(std::string_view key, const Tensor& tensor) {
   }
   if (tensor.dtype() == DT_RESOURCE) {
     return InvalidArgumentError("key '", key, "': a resource tensor cannot be saved");
+  }
+  if (const internal::TensorSource* source = internal::SourceOf(tensor)) {
+    const uint64_t offset = size_;
+    const uint64_t size = tensor.TotalBytes();
+    StatusOr<uint32_t> crc =
+        AppendBytes(size, [source](uint64_t at, uint64_t length, const Consumer& consume) {
+          return source->Read(at, length, consume);
+        });
+    if (!crc.ok()) {
+      write_error_ = crc.status().WithContext(data_temp_path_);
+      return write_error_;
+    }
+    Entry& e = Insert(key, tensor.dtype(), tensor.shape());
+    e.offset = static_cast<int64_t>(offset);
+    e.size = static_cast<int64_t>(size);
+    e.masked_crc32c = crc32c::Mask(*crc);
+    return OkStatus();
   }
   if (tensor.dtype() != DT_STRING) {
     std::string_view bytes(static_cast<const char*>(tensor.raw_data()), tensor.TotalBytes());

@@ -76,7 +76,9 @@ class BundleWriter {
   // Appends `tensor` to the data file under `key`. Keys may come in any
   // order. Errors: InvalidArgument for key "" (the header's), a key added
   // before, an invalid tensor or a DT_RESOURCE one; FailedPrecondition after
-  // Finish(); a write error, which also fails every later call.
+  // Finish(); a write error, which also fails every later call. A tensor
+  // over a source (base/tensor_source_internal.h) is read from it, once;
+  // its error is a write error.
   Status Add(std::string_view key, const Tensor& tensor);
 
   // Like Add, for a fixed-size dtype (any memcpy-able TensorFlow type,
@@ -137,6 +139,12 @@ class BundleWriter {
   Entry& Insert(std::string_view key, int dtype, const TensorShape& shape);
   // Appends bytes to the data file; returns their CRC32C.
   StatusOr<uint32_t> AppendData(std::string_view data);
+  // Appends `size` bytes that `read(offset, length, consume)` hands to
+  // `consume` in order, a range at a time (ranges of a large value are
+  // read on several threads at once); returns their CRC32C.
+  using Consumer = std::function<Status(std::string_view)>;
+  using Reader = std::function<Status(uint64_t offset, uint64_t length, const Consumer& consume)>;
+  StatusOr<uint32_t> AppendBytes(uint64_t size, const Reader& read);
   Status FlushBuffer();
   Status FinishFiles();
   void DeleteTempFiles();

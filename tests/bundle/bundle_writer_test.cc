@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 #include <tbb/global_control.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
 
+#include "base/tensor_source_internal.h"
 #include "bundle/bundle_format.h"
 #include "bundle/bundle_index_internal.h"
 #include "bundle/bundle_reader.h"
@@ -118,6 +120,59 @@ TEST(BundleWriter, LargeTensorsReadBackUnderEveryParallelism) {
     CKFLOW_ASSERT_OK(reader->ReadInto("big", &into));
     ExpectSameTensor(into, big);
   }
+}
+
+// A tensor over a source (an asynchronous save's snapshot of a large
+// variable) is written as the tensor itself would be: the same bytes and
+// CRC, whether it is buffered or written in parallel chunks. The source is
+// read once, in pieces; its error fails the add and the bundle.
+class StringSource : public internal::TensorSource {
+ public:
+  explicit StringSource(std::string bytes, bool fail = false)
+      : bytes_(std::move(bytes)), fail_(fail) {}
+  Status Read(uint64_t offset, uint64_t length,
+              const std::function<Status(std::string_view)>& consume) const override {
+    if (fail_) return DataLossError("the source broke");
+    read_ += length;
+    // Two pieces, as a source of blocks gives them.
+    const uint64_t half = length / 2;
+    CKFLOW_RETURN_IF_ERROR(consume(std::string_view(bytes_).substr(offset, half)));
+    return consume(std::string_view(bytes_).substr(offset + half, length - half));
+  }
+  uint64_t read() const { return read_; }
+
+ private:
+  std::string bytes_;
+  bool fail_;
+  mutable std::atomic<uint64_t> read_{0};
+};
+
+TEST(BundleWriter, TensorsOverASourceAreWrittenAsTheTensorsThemselves) {
+  const std::string prefix = testing::NewTempDir("source") + "/ckpt";
+  std::mt19937 rng(2);
+  for (int64_t n : {int64_t{1000}, int64_t{(3 << 18) + 1}}) {  // 4 KB; 3 MiB + 4 bytes
+    SCOPED_TRACE(n);
+    Tensor plain(DT_FLOAT, TensorShape({n}));
+    for (float& x : plain.flat<float>()) x = static_cast<float>(rng());
+    auto source = std::make_shared<StringSource>(
+        std::string(static_cast<const char*>(plain.raw_data()), plain.TotalBytes()));
+    CKFLOW_ASSERT_OK(testing::WriteBundle(
+        prefix, {{"a", Tensor::Scalar(1.0f)},
+                 {"b", internal::TensorOverSource(DT_FLOAT, plain.shape(), source)}}));
+    EXPECT_EQ(source->read(), plain.TotalBytes());
+    CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
+    EXPECT_EQ(reader->entries()[1].masked_crc32c,
+              crc32c::Mask(crc32c::Value(plain.raw_data(), plain.TotalBytes())));
+    Tensor into(DT_FLOAT, plain.shape());
+    CKFLOW_ASSERT_OK(reader->ReadInto("b", &into));
+    ExpectSameTensor(into, plain);
+  }
+  auto broken = std::make_shared<StringSource>(std::string(4 << 20, 'x'), /*fail=*/true);
+  EXPECT_THAT(testing::WriteBundle(
+                  prefix + "2",
+                  {{"big", internal::TensorOverSource(DT_FLOAT, TensorShape({1 << 20}), broken)}}),
+              testing::StatusIs(StatusCode::kDataLoss, "the source broke"));
+  EXPECT_FALSE(BundleReader::Open(prefix + "2").ok());
 }
 
 TEST(BundleWriter, KeysMayComeInAnyOrderAndDataKeepsAddOrder) {
