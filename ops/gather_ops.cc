@@ -286,7 +286,7 @@ template <typename T, ScatterOp kOp>
 Status ScatterInto(VariableResource& variable, const Tensor& indices, const Tensor& updates) {
   MutexLock lock(&variable.mu());
   CKFLOW_ASSIGN_OR_RETURN(const Tensor* current, variable.PeekLocked());
-  // A copy: PrepareToUpdateLocked below may move the value to a new buffer.
+  // A copy: PrepareToUpdateRowsLocked below may move the value to a new buffer.
   const TensorShape vs = current->shape();
   if (vs.rank() < 1) {
     return InvalidArgumentError("variable '", variable.name(), "' is a scalar; scatter needs ",
@@ -307,7 +307,7 @@ Status ScatterInto(VariableResource& variable, const Tensor& indices, const Tens
   if (!index.ok()) {
     return index.status().WithContext("variable '" + variable.name() + "' " + vs.ToString());
   }
-  CKFLOW_ASSIGN_OR_RETURN(Tensor * value, variable.PrepareToUpdateLocked());
+  CKFLOW_ASSIGN_OR_RETURN(Tensor * value, variable.PrepareToUpdateRowsLocked(*index));
   const int64_t inner = vs.num_elements() / vs.dim(0);
   T* dst = value->flat<T>().data();
   const T* src = updates.flat<T>().data();

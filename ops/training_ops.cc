@@ -122,7 +122,16 @@ class LockedVariables {
     for (size_t i = 0; i < N; ++i) {
       VariableResource& v = *locked->vars_[i];
       v.mu().AssertHeld();  // by locks_
-      CKFLOW_ASSIGN_OR_RETURN(Tensor * value, v.PrepareToUpdateLocked());
+      // A sparse apply's rows are checked against the shape first, then
+      // prepared (PrepareRows): only theirs are written.
+      const Tensor* value = nullptr;
+      if (sig.sparse()) {
+        CKFLOW_ASSIGN_OR_RETURN(value, v.PeekLocked());
+      } else {
+        CKFLOW_ASSIGN_OR_RETURN(Tensor * updated, v.PrepareToUpdateLocked());
+        locked->data_[i] = updated->flat<T>().data();
+        value = updated;
+      }
       const bool fits =
           i == 0 ? FitsGradient(sig, value->shape(), grad_shape) : value->shape() == locked->shape_;
       if (!fits) {
@@ -133,9 +142,20 @@ class LockedVariables {
             sig.sparse() && i == 0 ? " (its rows must be the variable's rows)" : "");
       }
       if (i == 0) locked->shape_ = value->shape();
-      locked->data_[i] = value->flat<T>().data();
     }
     return locked;
+  }
+
+  // For a sparse apply: makes the variables ready for writes of `rows`
+  // (in range) and points data() at them.
+  Status PrepareRows(std::span<const int64_t> rows) {
+    for (size_t i = 0; i < N; ++i) {
+      VariableResource& v = *vars_[i];
+      v.mu().AssertHeld();  // by locks_
+      CKFLOW_ASSIGN_OR_RETURN(Tensor * value, v.PrepareToUpdateRowsLocked(rows));
+      data_[i] = value->flat<T>().data();
+    }
+    return OkStatus();
   }
 
   const std::array<T*, N>& data() const { return data_; }
@@ -190,6 +210,7 @@ Status RunSparseApply(const KernelContext& ctx, const ApplySignature& sig, int64
   }
   const int64_t n = indices.NumElements();
   if (n == 0) return OkStatus();
+  CKFLOW_RETURN_IF_ERROR(locked->PrepareRows(*index));
   const int64_t inner = grad.NumElements() / n;
   const std::array<T*, N>& vars = locked->data();
   const T* g = grad.flat<T>().data();

@@ -73,7 +73,9 @@ uint64_t VariableResource::NextVersion() {
 }
 
 StatusOr<Tensor*> VariableResource::PrepareToOverwriteLocked(const TensorShape& shape) {
+  FreezeSnapshotLocked();
   version_ = NextVersion();
+  updated_by_rows_ = false;
   if (value_.IsValid() && value_.shape() == shape && IsExclusive(value_)) return &value_;
   CKFLOW_ASSIGN_OR_RETURN(value_, Tensor::Allocate(dtype_, shape));
   return &value_;
@@ -81,7 +83,9 @@ StatusOr<Tensor*> VariableResource::PrepareToOverwriteLocked(const TensorShape& 
 
 StatusOr<Tensor*> VariableResource::PrepareToUpdateLocked() {
   if (!initialized_) return NotInitializedError();
+  FreezeSnapshotLocked();
   version_ = NextVersion();
+  updated_by_rows_ = false;
   if (!IsExclusive(value_)) {
     CKFLOW_ASSIGN_OR_RETURN(Tensor copy, Tensor::Allocate(dtype_, value_.shape()));
     CKFLOW_RETURN_IF_ERROR(copy.CopyFrom(value_));
@@ -97,8 +101,10 @@ Status VariableResource::Assign(const Tensor& value) {
   // a copy, as TensorFlow forwards it. A shared one (a user's fed tensor, a
   // constant) is copied, so a later in-place update cannot reach its owner.
   if (IsExclusive(value)) {
+    FreezeSnapshotLocked();
     value_ = value;
     version_ = NextVersion();
+    updated_by_rows_ = false;
   } else {
     CKFLOW_ASSIGN_OR_RETURN(Tensor * dst, PrepareToOverwriteLocked(value.shape()));
     CKFLOW_RETURN_IF_ERROR(dst->CopyFrom(value));

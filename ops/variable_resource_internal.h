@@ -18,8 +18,11 @@
 #ifndef CKFLOW_OPS_VARIABLE_RESOURCE_INTERNAL_H_
 #define CKFLOW_OPS_VARIABLE_RESOURCE_INTERNAL_H_
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,14 +31,74 @@
 #include "base/resource.h"
 #include "base/status.h"
 #include "base/tensor.h"
+#include "base/tensor_source_internal.h"
 #include "graph/op_def.h"
 
 namespace ckflow::internal {
+
+// What an asynchronous save reads of a large variable the loop updates by
+// rows, instead of a copy of it: the variable's own buffer, in blocks. Until
+// the save has read a block, the variable's row updates copy the block aside
+// before changing it (PrepareToUpdateRowsLocked), and the save reads the
+// copy; any other write to the variable, or its end, hands the whole buffer
+// to the snapshot first (Freeze) and writes a new one. So the save sees the
+// value as it was when the snapshot was taken, while the loop pays a block
+// copy only for the blocks it touches before the save reads them, and the
+// memory is the variable's plus those blocks.
+//
+// Thread safety: Read runs on the saving threads; CopyAside and Freeze on
+// a thread holding the variable's mutex. Each block's hand-over is guarded
+// by one of a few stripe mutexes; its state is also published atomically,
+// so a write to a block already read or set aside takes no lock.
+class RowBlockSnapshot final : public TensorSource {
+ public:
+  // Blocks of this many bytes (the last one shorter): a page. While the
+  // save writes, the loop sets aside every block it touches first, and an
+  // embedding's ids touch rows all over the table, so the block is what
+  // a touched row costs in memory and in copying.
+  static constexpr uint64_t kBlockBytes = 4096;
+  // Read hands on this many bytes at a time.
+  static constexpr uint64_t kStagingBytes = uint64_t{1} << 20;
+
+  // Over `size` bytes at `data`, which the variable keeps alive until Freeze.
+  RowBlockSnapshot(const char* data, uint64_t size);
+  ~RowBlockSnapshot() override;
+
+  Status Read(uint64_t offset, uint64_t length,
+              const std::function<Status(std::string_view)>& consume) const override;
+
+  const char* data() const { return data_; }
+  // Sets aside each block of [begin, end) (bytes) the save has not read.
+  void CopyAside(uint64_t begin, uint64_t end);
+  // The buffer is no longer the variable's to write: `owner` (sharing it)
+  // keeps it as it is for the reads still to come.
+  void Freeze(Tensor owner);
+
+  // Bytes of the blocks set aside so far (tests and benchmarks).
+  uint64_t bytes_set_aside() const { return set_aside_.load(std::memory_order_relaxed); }
+
+ private:
+  enum State : uint8_t { kPending, kAside, kRead };
+  Mutex& StripeOf(uint64_t block) const { return stripes_[block % kStripes]; }
+
+  static constexpr uint64_t kStripes = 64;
+  const char* const data_;
+  const uint64_t size_;
+  const uint64_t num_blocks_;
+  std::unique_ptr<std::atomic<uint8_t>[]> state_;
+  // A block's copy while its state is kAside; freed once read.
+  std::unique_ptr<std::unique_ptr<char[]>[]> aside_;
+  mutable Mutex stripes_[kStripes];
+  std::atomic<uint64_t> set_aside_{0};
+  Tensor owner_;  // set by Freeze under the variable's mutex; read by no one
+};
 
 class VariableResource : public ResourceBase {
  public:
   VariableResource(std::string name, DataType dtype, PartialShape shape)
       : name_(std::move(name)), dtype_(dtype), shape_(std::move(shape)) {}
+  // Hands the buffer to a snapshot still reading it.
+  ~VariableResource() override;
 
   const std::string& name() const { return name_; }  // the shared name
   DataType dtype() const { return dtype_; }
@@ -67,6 +130,20 @@ class VariableResource : public ResourceBase {
   // The value, made safe to update in place (copied to a fresh buffer first
   // if a reader shares it). FailedPrecondition if uninitialized.
   StatusOr<Tensor*> PrepareToUpdateLocked() CKFLOW_REQUIRES(mu_);
+  // PrepareToUpdateLocked for a write of only the given rows (indices into
+  // dimension 0, each checked to be in range): while a snapshot of the
+  // variable is read, only the blocks holding those rows are copied, aside,
+  // and the value stays where it is.
+  StatusOr<Tensor*> PrepareToUpdateRowsLocked(std::span<const int64_t> rows) CKFLOW_REQUIRES(mu_);
+  // Whether the last write was PrepareToUpdateRowsLocked's: a variable the
+  // loop updates by rows (an embedding table, its optimizer's slots).
+  bool updated_by_rows_locked() const CKFLOW_REQUIRES(mu_) { return updated_by_rows_; }
+  // A tensor over the value as it is now that stays so while the variable
+  // is written (see RowBlockSnapshot), for a save to read once. Neither a
+  // copy nor a share of the buffer. FailedPrecondition if uninitialized;
+  // Unimplemented for a dtype that is not fixed-size. Replaces a snapshot
+  // still being read, which keeps its blocks.
+  StatusOr<Tensor> SnapshotByBlocksLocked() CKFLOW_REQUIRES(mu_);
   void set_initialized_locked(bool initialized) CKFLOW_REQUIRES(mu_) { initialized_ = initialized; }
 
   // Assigns a copy of `value` (in place when possible). Errors as
@@ -95,8 +172,15 @@ class VariableResource : public ResourceBase {
   Tensor value_ CKFLOW_GUARDED_BY(mu_);
   bool initialized_ CKFLOW_GUARDED_BY(mu_) = false;
   uint64_t version_ CKFLOW_GUARDED_BY(mu_) = NextVersion();
+  bool updated_by_rows_ CKFLOW_GUARDED_BY(mu_) = false;
+  // The snapshot over value_'s buffer while a save may read it.
+  std::weak_ptr<RowBlockSnapshot> snapshot_ CKFLOW_GUARDED_BY(mu_);
 
   static uint64_t NextVersion();
+  // Before value_'s buffer is written by anything but row updates, or let
+  // go: a snapshot still reading it keeps it (and the write then takes a
+  // new buffer, as for any other holder).
+  void FreezeSnapshotLocked() CKFLOW_REQUIRES(mu_);
 };
 
 // The variable `name` in `resources`, created uninitialized if absent (what
