@@ -1065,10 +1065,11 @@ def topic_recsys(r):
         after.append(f"At its peak the process with saves held {times(memory_saves)} the "
                      f"table (target ≤ 1.1×: "
                      f"{'met' if memory_saves <= RECSYS_MEMORY_TARGET else 'not met'}). Adagrad's "
-                     "accumulator is a second table of the same size, and an async save first "
-                     "copies the table and the accumulator into its snapshot, so a process that "
-                     "saves holds them twice while the save writes; the run without saves "
-                     "makes one too, its final save.")
+                     "accumulator is a second table of the same size, so the two alone are "
+                     "2× the table. An async save copies neither: it reads them a 4 KiB block "
+                     "at a time while the loop goes on, and the loop sets aside only the blocks "
+                     "it changes before the save has read them; what the run with saves holds "
+                     "beyond the run without is those blocks.")
     return Section("A 1 GiB partitioned embedding table", intro, io + "\n\n" + loop,
                    ["sequence_bench", "recsys_saves", "recsys_nosaves"],
                    after=" ".join(after))

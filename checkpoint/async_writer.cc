@@ -5,6 +5,7 @@
 #include "base/copy_internal.h"
 #include "base/logging.h"
 #include "base/parallel.h"
+#include "base/tensor_source_internal.h"
 #include "checkpoint/async_writer_internal.h"
 
 namespace ckflow::internal {
@@ -72,6 +73,12 @@ Status AsyncWriter::Snapshot(const std::vector<Tensor>& values, const std::vecto
   for (size_t i = 0; i < values.size(); ++i) {
     const Tensor& value = values[i];
     Tensor& copy = snapshot_[i];
+    if (SourceOf(value) != nullptr) {
+      // Read by the write as it goes: nothing to copy. Not kept past the
+      // write either (a snapshot alive makes its variable's buffer shared).
+      copy = Tensor();
+      continue;
+    }
     if (!copy.IsValid() || copy.dtype() != value.dtype() || !(copy.shape() == value.shape())) {
       CKFLOW_ASSIGN_OR_RETURN(copy, Tensor::Allocate(value.dtype(), value.shape()));
       snapshot_allocations.fetch_add(1, std::memory_order_relaxed);
@@ -96,7 +103,9 @@ Status AsyncWriter::Snapshot(const std::vector<Tensor>& values, const std::vecto
     for (int64_t i = begin; i < end; ++i)
       internal::StreamingCopy(pieces[i].to, pieces[i].from, pieces[i].size);
   });
-  for (size_t i = 0; i < values.size(); ++i) feeds->emplace_back(reads[i], snapshot_[i]);
+  for (size_t i = 0; i < values.size(); ++i) {
+    feeds->emplace_back(reads[i], SourceOf(values[i]) != nullptr ? values[i] : snapshot_[i]);
+  }
   return OkStatus();
 }
 

@@ -69,7 +69,8 @@ class AsyncWriter {
   // Copies `values` (which may share the variables' buffers) into the
   // snapshot buffers, reusing those of the last save where dtype and shape
   // agree, and appends to *feeds one feed per value: `reads[i]` fed its
-  // copy. REQUIRES: no write running (Wait), reads.size() == values.size().
+  // copy. A tensor over a source (a snapshot by blocks) is fed itself.
+  // REQUIRES: no write running (Wait), reads.size() == values.size().
   Status Snapshot(const std::vector<Tensor>& values, const std::vector<Output>& reads,
                   std::vector<Feed>* feeds);
   // Runs `write` on the writer's thread; its status is what Wait returns.

@@ -24,9 +24,13 @@ struct SaveOptions {
   bool durable = false;
   // Return as soon as the values are copied into host buffers (reused from
   // save to save); write, checksum and sync them on a background thread
-  // while the training loop goes on. The state file (and a
-  // CheckpointManager's bookkeeping) is updated only once the files are
-  // complete, so a crash mid-write leaves the previous checkpoint as the
+  // while the training loop goes on. A large variable the loop updates by
+  // rows (16 MiB or more; an embedding table, its optimizer's slots) is not
+  // copied: the write reads it a block at a time, and until it has, the
+  // loop's row updates copy each block they change aside first, so the
+  // checkpoint holds the values of the moment Save returned. The state file
+  // (and a CheckpointManager's bookkeeping) is updated only once the files
+  // are complete, so a crash mid-write leaves the previous checkpoint as the
   // latest. The next Save or Write waits for this one first and returns its
   // error, if it failed, without saving; Checkpoint::Sync waits explicitly.
   // The session must outlive the write: call Sync before destroying it.

@@ -367,6 +367,14 @@ StatusOr<std::vector<Tensor>> Saver::ReadAll(SaveGraph& save, Session& session) 
     std::shared_ptr<VariableResource> variable = sources.variables[i].lock();
     if (variable == nullptr) return InternalError("a variable left its session's resources");
     MutexLock lock(&variable->mu());
+    if (variable->updated_by_rows_locked() && variable->initialized_locked() &&
+        variable->dtype() != DT_STRING) {
+      CKFLOW_ASSIGN_OR_RETURN(const Tensor* value, variable->PeekLocked());
+      if (value->TotalBytes() >= kMinBlockSnapshotBytes) {
+        CKFLOW_ASSIGN_OR_RETURN(values[i], variable->SnapshotByBlocksLocked());
+        continue;
+      }
+    }
     CKFLOW_ASSIGN_OR_RETURN(values[i], variable->ReadLocked());
   }
   return values;
@@ -374,7 +382,8 @@ StatusOr<std::vector<Tensor>> Saver::ReadAll(SaveGraph& save, Session& session) 
 
 Status Saver::Snapshot(SaveGraph& save, Session& session, std::vector<Feed>* feeds) {
   // The reads share the variables' buffers (no copy); the writer copies
-  // them, and the shares are dropped before the training loop resumes.
+  // them, and the shares are dropped before the training loop resumes. The
+  // snapshots by blocks are fed as they are.
   CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> values, ReadAll(save, session));
   return writer_.Snapshot(values, save.reads, feeds);
 }

@@ -172,9 +172,15 @@ class Saver {
       std::vector<size_t> run_at;  // the read each of runs is
     } sources;
   };
-  // Every value `save` reads, each sharing its variable's buffer, without a
-  // session step for the reads of VarHandleOps' variables.
+  // Every value `save` reads, without a session step for the reads of
+  // VarHandleOps' variables: each sharing its variable's buffer, but a
+  // large variable the loop updates by rows as a snapshot by blocks, which
+  // the write reads while the loop goes on (VariableResource::
+  // SnapshotByBlocksLocked), so the save copies none of it.
   static StatusOr<std::vector<Tensor>> ReadAll(SaveGraph& save, Session& session);
+  // From this size on, a variable updated by rows is snapshotted by blocks:
+  // a copy of it would stall the loop for milliseconds.
+  static constexpr size_t kMinBlockSnapshotBytes = size_t{16} << 20;
   // What a save derives from one object graph.
   struct SavePlan {
     uint64_t generation = 0;
@@ -232,8 +238,9 @@ class Saver {
   Status WritePlan(SavePlan& plan, const std::string& prefix, Session& session,
                    const SaveOptions& options, std::function<Status()> on_written);
 
-  // Copies the values `save` reads into the writer's snapshot buffers and
-  // appends feeds that stand in for the reads.
+  // Copies the values `save` reads into the writer's snapshot buffers (the
+  // large ones updated by rows are snapshotted by blocks instead, see
+  // ReadAll) and appends feeds that stand in for the reads.
   Status Snapshot(SaveGraph& save, Session& session, std::vector<Feed>* feeds);
   // The cached save ops for these value groups; durable ones sync their
   // files (starting writeback while writing). For a save from a snapshot

@@ -6,17 +6,25 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 
 #include "bundle/bundle_format.h"
+#include "bundle/bundle_reader.h"
+#include "checkpoint/async_writer_internal.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_management.h"
 #include "checkpoint/weights.h"
+#include "ops/array_ops.h"
+#include "ops/variable_ops.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
+#include "tests/checkpoint/recording_file_system.h"
 #include "tests/test_util.h"
+#include "workloads/model_program.h"
 
 namespace ckflow {
 namespace {
@@ -85,6 +93,89 @@ TEST(AsyncSaveTest, SavesTheValuesOfTheMomentSaveReturned) {
     EXPECT_TRUE(SameTensor(t, Filled(1 << 18, 7)));
   }
   CKFLOW_EXPECT_OK(p.checkpoint->Sync());  // nothing pending
+}
+
+// A table the loop updates by rows, too large to copy at every save, is
+// saved from its own buffer: the write reads it a block at a time while the
+// loop goes on, the loop sets aside only the blocks it changes before the
+// write has read them, and the checkpoint holds the table as Save found it.
+TEST(AsyncSaveTest, TableUpdatedByRowsIsSavedFromItsOwnBuffer) {
+  constexpr int64_t kRows = 8192;
+  constexpr int64_t kCols = 512;  // 16 MiB: snapshotted by blocks
+  const std::string dir = testing::NewTempDir();
+  testing::RecordingFileSystem files;
+  std::mutex mu;
+  std::condition_variable changed;
+  bool writing = false;
+  bool go = false;
+  // Every write of a data file waits until the loop has run.
+  files.SetHook([&](const testing::FsEvent& event, bool after) {
+    if (after || event.op != testing::FsOp::kWrite ||
+        event.path.find("data-") == std::string::npos) {
+      return;
+    }
+    std::unique_lock<std::mutex> lock(mu);
+    writing = true;
+    changed.notify_all();
+    changed.wait(lock, [&] { return go; });
+  });
+  Scope scope = Scope::NewRootScope();
+  auto model = std::make_shared<workloads::Module>();
+  std::shared_ptr<Variable> table =
+      model->Track("table", CountingVariable(scope, "table", TensorShape({kRows, kCols}), 0));
+  Output ids = ops::Placeholder(scope, DT_INT64, {.shape = {-1}});
+  Output rows = ops::Placeholder(scope, DT_FLOAT, {.shape = {-1, kCols}});
+  Output scatter = ops::ResourceScatterAdd(scope, table->handle(), ids, rows);
+  Checkpoint checkpoint(scope, {{"model", model}}, {.file_system = &files});
+  std::unique_ptr<Session> session = testing::NewSession(scope);
+  testing::RunOrFail(*session, {GlobalVariablesInitializer(scope)});
+  auto add_to_rows = [&](const std::vector<int64_t>& at, float delta) {
+    Tensor updates(DT_FLOAT, TensorShape({static_cast<int64_t>(at.size()), kCols}));
+    for (float& x : updates.flat<float>()) x = delta;
+    CKFLOW_ASSERT_OK(
+        session->Run({{ids, Tensor::FromVector(at)}, {rows, updates}}, {}, {scatter}).status());
+  };
+  add_to_rows({0}, 1);  // a table the loop updates by rows
+  const Tensor before = ValueOf(*session, *table).Clone();
+  const void* buffer = ValueOf(*session, *table).raw_data();
+  const int64_t copies = internal::NumSnapshotAllocations();
+
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::string path,
+                              checkpoint.Save(dir + "/ckpt", *session, {.async = true}));
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    changed.wait(lock, [&] { return writing; });
+  }
+  std::vector<int64_t> every_block;  // a row in each of the 64 blocks, and more
+  for (int64_t r = 0; r < kRows; r += 97) every_block.push_back(r);
+  add_to_rows(every_block, 5);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    go = true;
+  }
+  changed.notify_all();
+  CKFLOW_ASSERT_OK(checkpoint.Sync());
+
+  // One snapshot buffer: save_counter's, not the table's.
+  EXPECT_EQ(internal::NumSnapshotAllocations(), copies + 1);
+  EXPECT_EQ(ValueOf(*session, *table).raw_data(), buffer);  // updated in place
+  EXPECT_EQ(ValueOf(*session, *table).flat<float>()[97 * kCols],
+            before.flat<float>()[97 * kCols] + 5);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(path));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor saved,
+                              reader->Lookup("model/table/.ATTRIBUTES/VARIABLE_VALUE"));
+  EXPECT_TRUE(SameTensor(saved, before));
+
+  // The next save sees the rows changed, and again copies nothing.
+  const Tensor now = ValueOf(*session, *table).Clone();
+  CKFLOW_ASSERT_OK_AND_ASSIGN(path, checkpoint.Save(dir + "/ckpt", *session, {.async = true}));
+  add_to_rows(every_block, -2);
+  CKFLOW_ASSERT_OK(checkpoint.Sync());
+  EXPECT_EQ(internal::NumSnapshotAllocations(), copies + 1);
+  EXPECT_EQ(ValueOf(*session, *table).raw_data(), buffer);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(reader, BundleReader::Open(path));
+  CKFLOW_ASSERT_OK_AND_ASSIGN(saved, reader->Lookup("model/table/.ATTRIBUTES/VARIABLE_VALUE"));
+  EXPECT_TRUE(SameTensor(saved, now));
 }
 
 // A regular file where the save's temp directory goes makes the background
