@@ -104,14 +104,8 @@ Status BundleWriter::FlushBuffer() {
   return s;
 }
 
-StatusOr<uint32_t> BundleWriter::AppendData(std::string_view data) {
-  return AppendBytes(data.size(),
-                     [data](uint64_t offset, uint64_t length, const Consumer& consume) {
-                       return consume(data.substr(offset, length));
-                     });
-}
-
-StatusOr<uint32_t> BundleWriter::AppendBytes(uint64_t size, const Reader& read) {
+template <typename Read>
+StatusOr<uint32_t> BundleWriter::AppendBytes(uint64_t size, const Read& read) {
   if (size < kBufferSize) {
     uint32_t crc = 0;
     CKFLOW_RETURN_IF_ERROR(read(0, size, [&](std::string_view piece) {
@@ -128,21 +122,28 @@ StatusOr<uint32_t> BundleWriter::AppendBytes(uint64_t size, const Reader& read) 
   WritableFile* file = data_file_.get();
   CKFLOW_ASSIGN_OR_RETURN(
       uint32_t crc,
-      internal::ParallelChunkedCrc(
-          size, kChunkSize, [&](uint64_t offset, uint64_t length) -> StatusOr<uint32_t> {
-            uint32_t piece_crc = 0;
-            uint64_t at = base + offset;
-            CKFLOW_RETURN_IF_ERROR(read(offset, length, [&](std::string_view piece) {
-              piece_crc = crc32c::Extend(piece_crc, piece);
-              CKFLOW_RETURN_IF_ERROR(file->WriteAt(at, piece));
-              at += piece.size();
-              return OkStatus();
-            }));
-            if (options_.sync) file->StartWriteback(base + offset, length);
-            return piece_crc;
-          }));
+      internal::ParallelChunkedCrc(size, kChunkSize,
+                                   [&](uint64_t offset, uint64_t length) -> StatusOr<uint32_t> {
+                                     uint32_t piece_crc = 0;
+                                     uint64_t at = base + offset;
+                                     auto write = [&](std::string_view piece) {
+                                       piece_crc = crc32c::Extend(piece_crc, piece);
+                                       Status written = file->WriteAt(at, piece);
+                                       at += piece.size();
+                                       return written;
+                                     };
+                                     CKFLOW_RETURN_IF_ERROR(read(offset, length, write));
+                                     if (options_.sync) file->StartWriteback(base + offset, length);
+                                     return piece_crc;
+                                   }));
   size_ += size;
   return crc;
+}
+
+StatusOr<uint32_t> BundleWriter::AppendData(std::string_view data) {
+  return AppendBytes(data.size(), [data](uint64_t offset, uint64_t length, const auto& consume) {
+    return consume(data.substr(offset, length));
+  });
 }
 
 Status BundleWriter::Add(std::string_view key, const Tensor& tensor) {
@@ -157,7 +158,7 @@ Status BundleWriter::Add(std::string_view key, const Tensor& tensor) {
     const uint64_t offset = size_;
     const uint64_t size = tensor.TotalBytes();
     StatusOr<uint32_t> crc =
-        AppendBytes(size, [source](uint64_t at, uint64_t length, const Consumer& consume) {
+        AppendBytes(size, [source](uint64_t at, uint64_t length, const auto& consume) {
           return source->Read(at, length, consume);
         });
     if (!crc.ok()) {

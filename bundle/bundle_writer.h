@@ -35,7 +35,6 @@
 #define CKFLOW_BUNDLE_BUNDLE_WRITER_H_
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -140,11 +139,12 @@ class BundleWriter {
   // Appends bytes to the data file; returns their CRC32C.
   StatusOr<uint32_t> AppendData(std::string_view data);
   // Appends `size` bytes that `read(offset, length, consume)` hands to
-  // `consume` in order, a range at a time (ranges of a large value are
-  // read on several threads at once); returns their CRC32C.
-  using Consumer = std::function<Status(std::string_view)>;
-  using Reader = std::function<Status(uint64_t offset, uint64_t length, const Consumer& consume)>;
-  StatusOr<uint32_t> AppendBytes(uint64_t size, const Reader& read);
+  // `consume` (a callable taking a std::string_view, returning Status) in
+  // order, a range at a time (ranges of a large value are read on several
+  // threads at once); returns their CRC32C. A template, not a
+  // std::function: a save of many small values calls it for each.
+  template <typename Read>
+  StatusOr<uint32_t> AppendBytes(uint64_t size, const Read& read);
   Status FlushBuffer();
   Status FinishFiles();
   void DeleteTempFiles();
