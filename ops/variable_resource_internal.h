@@ -67,7 +67,6 @@ class RowBlockSnapshot final : public TensorSource {
   Status Read(uint64_t offset, uint64_t length,
               const std::function<Status(std::string_view)>& consume) const override;
 
-  const char* data() const { return data_; }
   // Sets aside each block of [begin, end) (bytes) the save has not read.
   void CopyAside(uint64_t begin, uint64_t end);
   // The buffer is no longer the variable's to write: `owner` (sharing it)
@@ -173,7 +172,8 @@ class VariableResource : public ResourceBase {
   bool initialized_ CKFLOW_GUARDED_BY(mu_) = false;
   uint64_t version_ CKFLOW_GUARDED_BY(mu_) = NextVersion();
   bool updated_by_rows_ CKFLOW_GUARDED_BY(mu_) = false;
-  // The snapshot over value_'s buffer while a save may read it.
+  // The snapshot over value_'s buffer while a save may read it (reset
+  // whenever value_ is replaced: FreezeSnapshotLocked).
   std::weak_ptr<RowBlockSnapshot> snapshot_ CKFLOW_GUARDED_BY(mu_);
 
   static uint64_t NextVersion();

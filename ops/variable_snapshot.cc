@@ -115,7 +115,7 @@ StatusOr<Tensor*> VariableResource::PrepareToUpdateRowsLocked(std::span<const in
   // the snapshot apart: it holds no share, and gets the blocks set aside.
   // ThreadSanitizer cannot see the fence IsExclusive pairs with, but the
   // snapshot's tests never share the value, so this path keeps its check.
-  if (snapshot != nullptr && snapshot->data() == value_.raw_data() && value_.RefCountIsOne()) {
+  if (snapshot != nullptr && value_.RefCountIsOne()) {
     std::atomic_thread_fence(std::memory_order_acquire);
     version_ = NextVersion();
     updated_by_rows_ = true;
