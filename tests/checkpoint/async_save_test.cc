@@ -146,9 +146,10 @@ TEST(AsyncSaveTest, TableUpdatedByRowsIsSavedFromItsOwnBuffer) {
     std::unique_lock<std::mutex> lock(mu);
     changed.wait(lock, [&] { return writing; });
   }
-  std::vector<int64_t> every_block;  // a row in each of the 64 blocks, and more
-  for (int64_t r = 0; r < kRows; r += 97) every_block.push_back(r);
-  add_to_rows(every_block, 5);
+  // A row every 97, all over the table: blocks the write has not read yet.
+  std::vector<int64_t> spread;
+  for (int64_t r = 0; r < kRows; r += 97) spread.push_back(r);
+  add_to_rows(spread, 5);
   {
     std::lock_guard<std::mutex> lock(mu);
     go = true;
@@ -169,7 +170,7 @@ TEST(AsyncSaveTest, TableUpdatedByRowsIsSavedFromItsOwnBuffer) {
   // The next save sees the rows changed, and again copies nothing.
   const Tensor now = ValueOf(*session, *table).Clone();
   CKFLOW_ASSERT_OK_AND_ASSIGN(path, checkpoint.Save(dir + "/ckpt", *session, {.async = true}));
-  add_to_rows(every_block, -2);
+  add_to_rows(spread, -2);
   CKFLOW_ASSERT_OK(checkpoint.Sync());
   EXPECT_EQ(internal::NumSnapshotAllocations(), copies + 1);
   EXPECT_EQ(ValueOf(*session, *table).raw_data(), buffer);
