@@ -8,13 +8,12 @@
 #include "bundle/bundle_format.h"
 #include "bundle/checkpoint_object_graph_internal.h"
 #include "bundle/json_internal.h"
-#include "bundle/protos/trackable_object_graph.pb.h"
 
 namespace ckflow {
 namespace {
 
-using Proto = tensorflow::TrackableObjectGraph;
-using ProtoNode = tensorflow::TrackableObjectGraph::TrackableObject;
+using StoredGraph = internal::StoredObjectGraph;
+using StoredNode = internal::StoredObjectGraph::Node;
 
 constexpr std::string_view kVariableValue = "VARIABLE_VALUE";
 constexpr int kMaxIndent = 40;
@@ -29,16 +28,15 @@ struct Placement {
 };
 
 struct Graph {
-  internal::ParsedObjectGraph parsed;
-  const Proto* proto = nullptr;  // parsed.proto, never null
+  std::unique_ptr<const StoredGraph> stored;  // never null
   std::vector<Placement> placement;
   std::vector<int> unreached;  // shown at the end, as extra roots
 };
 
-int NumItems(const ProtoNode& node) { return node.children_size() + node.slot_variables_size(); }
+int NumItems(const StoredNode node) { return node.children_size() + node.slot_variables_size(); }
 
 // Item i of a node: a child edge or a slot variable. Returns the target.
-int ItemTarget(const ProtoNode& node, int i) {
+int ItemTarget(const StoredNode node, int i) {
   if (i < node.children_size()) return node.children(i).node_id();
   return node.slot_variables(i - node.children_size()).slot_variable_node_id();
 }
@@ -49,9 +47,8 @@ StatusOr<Graph> LoadGraph(const BundleReader& reader) {
                          " (a name-based checkpoint has no object graph)");
   }
   Graph g;
-  CKFLOW_ASSIGN_OR_RETURN(g.parsed, internal::ParseCheckpointObjectGraph(reader));
-  g.proto = g.parsed.proto;
-  const int n = g.proto->nodes_size();
+  CKFLOW_ASSIGN_OR_RETURN(g.stored, internal::ParseCheckpointObjectGraph(reader));
+  const int n = g.stored->nodes_size();
   g.placement.resize(n);
   if (n == 0) return g;
   std::vector<int> order;
@@ -61,7 +58,7 @@ StatusOr<Graph> LoadGraph(const BundleReader& reader) {
     const int u = queue.front();
     queue.pop_front();
     order.push_back(u);
-    const ProtoNode& node = g.proto->nodes(u);
+    const StoredNode node = g.stored->nodes(u);
     for (int i = 0; i < node.children_size(); ++i) {
       Placement& p = g.placement[node.children(i).node_id()];
       if (p.reached) continue;
@@ -70,7 +67,7 @@ StatusOr<Graph> LoadGraph(const BundleReader& reader) {
     }
   }
   for (int u : order) {
-    const ProtoNode& node = g.proto->nodes(u);
+    const StoredNode node = g.stored->nodes(u);
     for (int j = 0; j < node.slot_variables_size(); ++j) {
       const auto& s = node.slot_variables(j);
       Placement& p = g.placement[s.slot_variable_node_id()];
@@ -88,19 +85,21 @@ StatusOr<Graph> LoadGraph(const BundleReader& reader) {
 
 StatusOr<CheckpointObjectGraph> ReadCheckpointObjectGraph(const BundleReader& reader) {
   CKFLOW_ASSIGN_OR_RETURN(Graph g, LoadGraph(reader));
-  const int n = g.proto->nodes_size();
+  const int n = g.stored->nodes_size();
   CheckpointObjectGraph out;
   out.nodes.resize(n);
   for (int u = 0; u < n; ++u) {
-    const ProtoNode& node = g.proto->nodes(u);
+    const StoredNode node = g.stored->nodes(u);
     CheckpointObjectGraph::Node& o = out.nodes[u];
-    for (const auto& c : node.children()) o.children.push_back({c.local_name(), c.node_id()});
+    for (const auto& c : node.children())
+      o.children.push_back({std::string(c.local_name()), c.node_id()});
     for (const auto& a : node.attributes()) {
-      o.attributes.push_back({a.name(), a.full_name(), a.checkpoint_key()});
+      o.attributes.push_back(
+          {std::string(a.name()), std::string(a.full_name()), std::string(a.checkpoint_key())});
     }
     for (const auto& sv : node.slot_variables()) {
-      o.slot_variables.push_back(
-          {sv.original_variable_node_id(), sv.slot_variable_node_id(), sv.slot_name()});
+      o.slot_variables.push_back({sv.original_variable_node_id(), sv.slot_variable_node_id(),
+                                  std::string(sv.slot_name())});
     }
   }
   // Named breadth first along the placements (iteratively: a checkpoint
@@ -110,12 +109,12 @@ StatusOr<CheckpointObjectGraph> ReadCheckpointObjectGraph(const BundleReader& re
   std::vector<int> order = {0};
   for (size_t i = 0; i < order.size(); ++i) {
     const int u = order[i];
-    const ProtoNode& node = g.proto->nodes(u);
+    const StoredNode node = g.stored->nodes(u);
     for (int k = 0; k < node.children_size(); ++k) {
       const int v = node.children(k).node_id();
       const Placement& p = g.placement[v];
       if (v == 0 || p.slot || p.parent != u || p.item != k) continue;
-      out.nodes[v].path = out.nodes[u].path + "." + node.children(k).local_name();
+      out.nodes[v].path = out.nodes[u].path + "." + std::string(node.children(k).local_name());
       order.push_back(v);
     }
   }
@@ -123,13 +122,13 @@ StatusOr<CheckpointObjectGraph> ReadCheckpointObjectGraph(const BundleReader& re
     return out.nodes[u].path.empty() ? "(node " + std::to_string(u) + ")" : out.nodes[u].path;
   };
   for (int u : order) {
-    const ProtoNode& node = g.proto->nodes(u);
+    const StoredNode node = g.stored->nodes(u);
     for (int j = 0; j < node.slot_variables_size(); ++j) {
       const auto& sv = node.slot_variables(j);
       const Placement& p = g.placement[sv.slot_variable_node_id()];
       if (!p.slot || p.parent != u || p.item != node.children_size() + j) continue;
       out.nodes[sv.slot_variable_node_id()].path = out.nodes[u].path + "'s state '" +
-                                                   sv.slot_name() + "' for " +
+                                                   std::string(sv.slot_name()) + "' for " +
                                                    name_of(sv.original_variable_node_id());
     }
   }
@@ -158,14 +157,14 @@ std::vector<Row> Walk(const Graph& g) {
     int next = 0;
   };
   std::vector<int> roots;
-  if (g.proto->nodes_size() > 0) roots.push_back(0);
+  if (g.stored->nodes_size() > 0) roots.push_back(0);
   roots.insert(roots.end(), g.unreached.begin(), g.unreached.end());
   for (int root : roots) {
     rows.push_back({0, root, -1, -1, false});
     std::vector<Frame> stack = {{root, 0}};
     while (!stack.empty()) {
       Frame& f = stack.back();
-      const ProtoNode& node = g.proto->nodes(f.node);
+      const StoredNode node = g.stored->nodes(f.node);
       if (f.next == NumItems(node)) {
         stack.pop_back();
         continue;
@@ -180,11 +179,6 @@ std::vector<Row> Walk(const Graph& g) {
   }
   return rows;
 }
-
-struct Value {
-  const tensorflow::TrackableObjectGraph::TrackableObject::SerializedTensor* attr;
-  const BundleEntry* entry;  // null: not in the bundle
-};
 
 std::string DescribeEntry(const BundleEntry* e) {
   if (e == nullptr) return "(not in checkpoint)";
@@ -206,7 +200,7 @@ std::string PathOf(const Graph& g, int node, int budget = 64) {
       v = 0;
       break;
     }
-    const ProtoNode& parent = g.proto->nodes(p.parent);
+    const StoredNode parent = g.stored->nodes(p.parent);
     if (p.slot) {
       const auto& s = parent.slot_variables(p.item - parent.children_size());
       parts.push_back(PathOf(g, s.original_variable_node_id(), budget / 2) + "/.OPTIMIZER_SLOT/" +
@@ -230,8 +224,8 @@ std::string PathOrRoot(const Graph& g, int node) { return node == 0 ? "(root)" :
 class Renderer {
  public:
   Renderer(const BundleReader& reader, const Graph& g) : reader_(reader), g_(g) {
-    for (const ProtoNode& node : g.proto->nodes()) {
-      for (const auto& a : node.attributes()) {
+    for (int u = 0; u < g.stored->nodes_size(); ++u) {
+      for (const auto& a : g.stored->nodes(u).attributes()) {
         ++values_;
         if (!reader.Contains(a.checkpoint_key())) ++missing_;
       }
@@ -250,7 +244,7 @@ class Renderer {
         out << " -> " << PathOrRoot(g_, row.node) << "\n";
         continue;
       }
-      const ProtoNode& node = g_.proto->nodes(row.node);
+      const StoredNode node = g_.stored->nodes(row.node);
       if (node.has_registered_saver()) {
         out << "  (registered saver '" << node.registered_saver().name() << "')";
       }
@@ -275,7 +269,7 @@ class Renderer {
 
   std::string Json() const {
     std::ostringstream out;
-    out << "{\"objects\":" << g_.proto->nodes_size() << ",\"values\":" << values_
+    out << "{\"objects\":" << g_.stored->nodes_size() << ",\"values\":" << values_
         << ",\"missing_values\":" << missing_ << ",\"roots\":[";
     // Rows come in pre-order with depths: close open objects as depth falls.
     int open = -1;      // depth of the innermost open object
@@ -289,7 +283,7 @@ class Renderer {
       out << (fresh ? "{" : ",{");
       fresh = false;
       if (row.parent >= 0) {
-        const ProtoNode& parent = g_.proto->nodes(row.parent);
+        const StoredNode parent = g_.stored->nodes(row.parent);
         if (row.item < parent.children_size()) {
           out << "\"edge\":" << internal::JsonQuote(parent.children(row.item).local_name()) << ",";
         } else {
@@ -305,7 +299,7 @@ class Renderer {
         continue;
       }
       out << ",\"path\":" << internal::JsonQuote(PathOf(g_, row.node));
-      const ProtoNode& node = g_.proto->nodes(row.node);
+      const StoredNode node = g_.stored->nodes(row.node);
       if (node.has_registered_saver()) {
         out << ",\"registered_saver\":" << internal::JsonQuote(node.registered_saver().name());
       }
@@ -342,32 +336,34 @@ class Renderer {
         << "  rankdir=LR;\n"
         << "  node [shape=box, fontname=\"Helvetica\", fontsize=10];\n"
         << "  edge [fontname=\"Helvetica\", fontsize=9];\n";
-    for (int u = 0; u < g_.proto->nodes_size(); ++u) {
-      const ProtoNode& node = g_.proto->nodes(u);
+    for (int u = 0; u < g_.stored->nodes_size(); ++u) {
+      const StoredNode node = g_.stored->nodes(u);
       std::string label = u == 0 ? "(root)" : NodeName(u);
       std::string style;
       for (const auto& a : node.attributes()) {
         const BundleEntry* e = reader_.FindEntry(a.checkpoint_key());
         label += '\n';
-        if (a.name() != kVariableValue) label += a.name() + ": ";
+        if (a.name() != kVariableValue) label += std::string(a.name()) + ": ";
         label += DescribeEntry(e);
         style = e ? ", shape=ellipse, style=filled, fillcolor=\"#dbe9f6\""
                   : ", shape=ellipse, style=dashed";
       }
       out << "  n" << u << " [label=" << DotQuote(label) << style << "];\n";
     }
-    for (int u = 0; u < g_.proto->nodes_size(); ++u) {
-      const ProtoNode& node = g_.proto->nodes(u);
+    for (int u = 0; u < g_.stored->nodes_size(); ++u) {
+      const StoredNode node = g_.stored->nodes(u);
       for (int i = 0; i < node.children_size(); ++i) {
         const int v = node.children(i).node_id();
         const Placement& p = g_.placement[v];
         const bool tree_edge = p.parent == u && p.item == i;
-        out << "  n" << u << " -> n" << v << " [label=" << DotQuote(node.children(i).local_name())
+        out << "  n" << u << " -> n" << v
+            << " [label=" << DotQuote(std::string(node.children(i).local_name()))
             << (tree_edge ? "" : ", style=dashed") << "];\n";
       }
       for (const auto& s : node.slot_variables()) {
         out << "  n" << u << " -> n" << s.slot_variable_node_id()
-            << " [label=" << DotQuote("slot " + s.slot_name()) << ", color=blue, fontcolor=blue];\n"
+            << " [label=" << DotQuote("slot " + std::string(s.slot_name()))
+            << ", color=blue, fontcolor=blue];\n"
             << "  n" << s.slot_variable_node_id() << " -> n" << s.original_variable_node_id()
             << " [style=dotted, color=blue, arrowhead=none];\n";
       }
@@ -380,10 +376,12 @@ class Renderer {
   std::string Label(const Row& row) const {
     if (row.parent < 0)
       return row.node == 0 ? "(root)" : "(unreachable node " + std::to_string(row.node) + ")";
-    const ProtoNode& parent = g_.proto->nodes(row.parent);
-    if (row.item < parent.children_size()) return parent.children(row.item).local_name();
+    const StoredNode parent = g_.stored->nodes(row.parent);
+    if (row.item < parent.children_size())
+      return std::string(parent.children(row.item).local_name());
     const auto& s = parent.slot_variables(row.item - parent.children_size());
-    return "slot '" + s.slot_name() + "' for " + PathOrRoot(g_, s.original_variable_node_id());
+    return "slot '" + std::string(s.slot_name()) + "' for " +
+           PathOrRoot(g_, s.original_variable_node_id());
   }
 
   // The name a node is shown under in DOT: its placing edge or slot.
@@ -394,7 +392,7 @@ class Renderer {
   }
 
   std::string Summary() const {
-    std::string s = std::to_string(g_.proto->nodes_size()) + " objects, " +
+    std::string s = std::to_string(g_.stored->nodes_size()) + " objects, " +
                     std::to_string(values_) + (values_ == 1 ? " value" : " values");
     if (missing_ > 0) s += " (" + std::to_string(missing_) + " not in the checkpoint)";
     return s;

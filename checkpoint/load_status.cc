@@ -444,18 +444,21 @@ class NameBasedSaverStatusImpl : public LoadStatusImpl,
 };
 
 // The checkpoint's object graph, read through `reader`, parsed and checked
-// (a restore needs the root node); a null proto if the checkpoint has none
+// (a restore needs the root node); null if the checkpoint has none
 // (a name-based one).
-StatusOr<ParsedObjectGraph> ObjectGraphOf(const BundleReader& reader, const std::string& path) {
-  CKFLOW_ASSIGN_OR_RETURN(ParsedObjectGraph parsed, ParseCheckpointObjectGraph(reader));
-  if (parsed.proto != nullptr && parsed.proto->nodes_size() == 0) {
+StatusOr<std::unique_ptr<const StoredObjectGraph>> ObjectGraphOf(const BundleReader& reader,
+                                                                 const std::string& path) {
+  CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<const StoredObjectGraph> parsed,
+                          ParseCheckpointObjectGraph(reader));
+  if (parsed != nullptr && parsed->nodes_size() == 0) {
     return DataLossError(path, ": the object graph has no nodes");
   }
   return parsed;
 }
 
 // ObjectGraphOf the checkpoint at `path`, with one seek into its index.
-StatusOr<ParsedObjectGraph> ReadObjectGraph(const std::string& path, FileSystem* fs) {
+StatusOr<std::unique_ptr<const StoredObjectGraph>> ReadObjectGraph(const std::string& path,
+                                                                   FileSystem* fs) {
   CKFLOW_ASSIGN_OR_RETURN(
       std::unique_ptr<BundleReader> one,
       BundleReader::Open(path, {.fs = fs, .only_key = std::string(kObjectGraphKey)}));
@@ -498,7 +501,7 @@ StatusOr<LoadStatus> RestoreRoot(
   // entry, for matching) are read and parsed on two threads: for thousands
   // of variables each is a large part of Restore.
   StatusOr<std::shared_ptr<const BundleReader>> reader = options.reader;
-  StatusOr<ParsedObjectGraph> graph = ParsedObjectGraph{};
+  StatusOr<std::unique_ptr<const StoredObjectGraph>> graph = nullptr;
   if (options.reader != nullptr) {
     if (options.reader->prefix() != *save_path) {
       return InvalidArgumentError("RestoreOptions::reader was opened for '",
@@ -521,7 +524,7 @@ StatusOr<LoadStatus> RestoreRoot(
   }
   CKFLOW_RETURN_IF_ERROR(reader.status());
   CKFLOW_RETURN_IF_ERROR(graph.status());
-  if (graph->proto == nullptr) {
+  if (*graph == nullptr) {
     auto status =
         std::make_shared<NameBasedSaverStatusImpl>(*save_path, *reader, saver, root, options.cast);
     status->set_eager(eager);
@@ -532,8 +535,8 @@ StatusOr<LoadStatus> RestoreRoot(
     }
     return LoadStatusImpl::Wrap(status);
   }
-  auto coordinator = std::make_shared<RestoreCoordinator>(
-      *save_path, *std::move(reader), std::move(graph->arena), graph->proto, saver, options);
+  auto coordinator = std::make_shared<RestoreCoordinator>(*save_path, *std::move(reader),
+                                                          *std::move(graph), saver, options);
   coordinator->RestoreFrom(0, root);
   // After the first walk: what exists now is restored by the caller's own
   // RunRestoreOps.

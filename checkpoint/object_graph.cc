@@ -206,8 +206,8 @@ tensorflow::TrackableObjectGraph ToProto(const ObjectGraph& graph) {
   return proto;
 }
 
-std::vector<std::string> ProtoNodeNames(const tensorflow::TrackableObjectGraph& proto) {
-  const int n = proto.nodes_size();
+std::vector<std::string> CheckpointNodeNames(const StoredObjectGraph& graph) {
+  const int n = graph.nodes_size();
   std::vector<std::string> names(n);
   if (n == 0) return names;
   std::vector<bool> seen(n, false);
@@ -217,20 +217,20 @@ std::vector<std::string> ProtoNodeNames(const tensorflow::TrackableObjectGraph& 
   while (!queue.empty()) {
     int id = queue.front();
     queue.pop_front();
-    for (const auto& child : proto.nodes(id).children()) {
+    for (const auto& child : graph.nodes(id).children()) {
       int c = child.node_id();
       if (c < 0 || c >= n || seen[c]) continue;
       seen[c] = true;
-      names[c] = names[id] + "." + child.local_name();
+      names[c] = names[id] + "." + std::string(child.local_name());
       queue.push_back(c);
     }
   }
   for (int id = 0; id < n; ++id) {
-    for (const auto& slot : proto.nodes(id).slot_variables()) {
+    for (const auto& slot : graph.nodes(id).slot_variables()) {
       int s = slot.slot_variable_node_id();
       int v = slot.original_variable_node_id();
       if (s < 0 || s >= n || v < 0 || v >= n) continue;
-      names[s] = names[id] + "'s state '" + slot.slot_name() + "' for " + names[v];
+      names[s] = names[id] + "'s state '" + std::string(slot.slot_name()) + "' for " + names[v];
     }
   }
   for (int id = 0; id < n; ++id) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "bundle/bundle_format.h"
+#include "bundle/checkpoint_object_graph_internal.h"
 #include "bundle/protos/trackable_object_graph.pb.h"
 #include "graph/trackable.h"
 
@@ -93,10 +94,10 @@ int64_t NumFullObjectGraphBuilds();
 // has_checkpoint_values set on every node.
 tensorflow::TrackableObjectGraph ToProto(const ObjectGraph& graph);
 
-// "(root).a.b" names of proto nodes (BFS over the proto's children from node
-// 0, slots named "<optimizer>'s state '<slot>' for <variable>"), as
+// "(root).a.b" names of a checkpoint's nodes (BFS over the children from
+// node 0, slots named "<optimizer>'s state '<slot>' for <variable>"), as
 // TensorFlow names them in warnings.
-std::vector<std::string> ProtoNodeNames(const tensorflow::TrackableObjectGraph& proto);
+std::vector<std::string> CheckpointNodeNames(const StoredObjectGraph& graph);
 
 }  // namespace ckflow::internal
 

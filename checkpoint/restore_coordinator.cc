@@ -12,8 +12,8 @@ namespace {
 
 // Whether a proto node, or anything below it, holds values (TensorFlow's
 // has_checkpoint_values, with its fallback for older checkpoints).
-bool NodeHasValues(const tensorflow::TrackableObjectGraph::TrackableObject& node) {
-  if (node.has_has_checkpoint_values()) return node.has_checkpoint_values().value();
+bool NodeHasValues(const StoredObjectGraph::Node& node) {
+  if (std::optional<bool> has = node.has_checkpoint_values()) return *has;
   return node.children_size() > 0 || node.attributes_size() > 0 || node.slot_variables_size() > 0 ||
          node.has_registered_saver();
 }
@@ -27,24 +27,22 @@ int64_t NewRestoreUid() {
 
 RestoreCoordinator::RestoreCoordinator(std::string save_path,
                                        std::shared_ptr<const BundleReader> reader,
-                                       std::unique_ptr<google::protobuf::Arena> arena,
-                                       const tensorflow::TrackableObjectGraph* proto,
+                                       std::unique_ptr<const StoredObjectGraph> graph,
                                        std::shared_ptr<Saver> saver, const RestoreOptions& options)
     : uid_(NewRestoreUid()),
       save_path_(std::move(save_path)),
       reader_(std::move(reader)),
-      arena_(std::move(arena)),
-      proto_(*proto),
+      graph_(std::move(graph)),
       saver_(std::move(saver)),
       options_(options),
-      object_by_proto_id_(proto_.nodes_size()),
-      bound_(proto_.nodes_size(), false),
-      matched_(proto_.nodes_size(), false) {
+      object_by_proto_id_(graph_->nodes_size()),
+      bound_(graph_->nodes_size(), false),
+      matched_(graph_->nodes_size(), false) {
   if (options_.skip_slot_variables) return;
-  for (int id = 0; id < proto_.nodes_size(); ++id) {
-    for (const auto& slot : proto_.nodes(id).slot_variables()) {
+  for (int id = 0; id < graph_->nodes_size(); ++id) {
+    for (const auto& slot : graph_->nodes(id).slot_variables()) {
       slot_restorations_[slot.original_variable_node_id()].push_back(
-          {id, slot.slot_variable_node_id(), slot.slot_name()});
+          {id, slot.slot_variable_node_id(), std::string(slot.slot_name())});
     }
   }
 }
@@ -53,11 +51,11 @@ RestoreCoordinator::~RestoreCoordinator() {
   if (expect_partial_) return;
   const std::vector<bool> skipped = SkippedSlotNodes();
   std::vector<std::string> lines;
-  for (int id = 0; id < proto_.nodes_size(); ++id) {
-    if (proto_.nodes(id).attributes_size() > 0 && !matched_[id] && !skipped[id]) {
+  for (int id = 0; id < graph_->nodes_size(); ++id) {
+    if (graph_->nodes(id).attributes_size() > 0 && !matched_[id] && !skipped[id]) {
       lines.push_back(
           "Value in checkpoint could not be found in the restored object: " + NodeName(id) +
-          " (key '" + proto_.nodes(id).attributes(0).checkpoint_key() + "')");
+          " (key '" + std::string(graph_->nodes(id).attributes(0).checkpoint_key()) + "')");
     }
   }
   for (const auto& [id, names] : unused_attributes_) {
@@ -79,10 +77,12 @@ RestoreCoordinator::~RestoreCoordinator() {
 }
 
 std::vector<bool> RestoreCoordinator::SkippedSlotNodes() const {
-  std::vector<bool> skipped(proto_.nodes_size(), false);
+  std::vector<bool> skipped(graph_->nodes_size(), false);
   if (options_.skip_slot_variables) {
-    for (const auto& node : proto_.nodes()) {
-      for (const auto& slot : node.slot_variables()) skipped[slot.slot_variable_node_id()] = true;
+    for (int id = 0; id < graph_->nodes_size(); ++id) {
+      for (const auto& slot : graph_->nodes(id).slot_variables()) {
+        skipped[slot.slot_variable_node_id()] = true;
+      }
     }
   }
   return skipped;
@@ -107,7 +107,7 @@ bool RestoreCoordinator::Bind(int proto_id, const std::shared_ptr<Trackable>& ob
 }
 
 const std::string& RestoreCoordinator::NodeName(int proto_id) const {
-  std::call_once(node_names_once_, [&] { node_names_ = ProtoNodeNames(proto_); });
+  std::call_once(node_names_once_, [&] { node_names_ = CheckpointNodeNames(*graph_); });
   return node_names_[proto_id];
 }
 
@@ -140,11 +140,12 @@ std::unordered_set<const Trackable*> RestoreCoordinator::BoundObjects() const {
 std::vector<std::string> RestoreCoordinator::UnresolvedValues() const {
   const std::vector<bool> skipped = SkippedSlotNodes();
   std::vector<std::string> unresolved;
-  for (int id = 0; id < proto_.nodes_size(); ++id) {
-    const auto& node = proto_.nodes(id);
+  for (int id = 0; id < graph_->nodes_size(); ++id) {
+    const StoredObjectGraph::Node node = graph_->nodes(id);
     if (node.attributes_size() == 0 || skipped[id]) continue;
     if (bound_[id] && !object_by_proto_id_[id].expired()) continue;
-    unresolved.push_back(NodeName(id) + " (key '" + node.attributes(0).checkpoint_key() + "')");
+    unresolved.push_back(NodeName(id) + " (key '" +
+                         std::string(node.attributes(0).checkpoint_key()) + "')");
   }
   return unresolved;
 }
@@ -258,12 +259,12 @@ void RestoreCoordinator::RestoreFrom(int proto_id, const std::shared_ptr<Trackab
   std::vector<RestoreItem> items;
   // From the root, nearly every node has a value: growing the vector would
   // move each item's four strings about twice.
-  if (proto_id == 0) items.reserve(proto_.nodes_size());
+  if (proto_id == 0) items.reserve(graph_->nodes_size());
   std::deque<std::pair<int, std::shared_ptr<Trackable>>> queue{{proto_id, object}};
   while (!queue.empty()) {
     auto [id, obj] = std::move(queue.front());
     queue.pop_front();
-    const auto& node = proto_.nodes(id);
+    const StoredObjectGraph::Node node = graph_->nodes(id);
 
     // This object's own values, unless a newer restore already set them.
     if (uid_ > obj->update_uid()) {
@@ -277,11 +278,11 @@ void RestoreCoordinator::RestoreFrom(int proto_id, const std::shared_ptr<Trackab
           matched = true;
           // The usual single attribute is moved, not copied.
           items.push_back(RestoreItem{
-              .key = serialized.checkpoint_key(),
+              .key = std::string(serialized.checkpoint_key()),
               .attribute = node.attributes_size() == 1 && attributes.size() == 1 ? std::move(a) : a,
               .node_id = id});
         }
-        if (!matched) unused_attributes_[id].push_back(serialized.name());
+        if (!matched) unused_attributes_[id].emplace_back(serialized.name());
       }
       obj->set_update_uid(uid_);
     }
@@ -290,9 +291,10 @@ void RestoreCoordinator::RestoreFrom(int proto_id, const std::shared_ptr<Trackab
       const auto& child = node.children(k);
       std::shared_ptr<Trackable> local = obj->LookupChild(child.local_name(), k);
       if (local == nullptr) {
-        if (NodeHasValues(proto_.nodes(child.node_id()))) {
-          obj->AddDeferredRestore(child.local_name(), std::make_shared<CheckpointPosition>(
-                                                          shared_from_this(), child.node_id()));
+        if (NodeHasValues(graph_->nodes(child.node_id()))) {
+          obj->AddDeferredRestore(
+              std::string(child.local_name()),
+              std::make_shared<CheckpointPosition>(shared_from_this(), child.node_id()));
         }
         continue;
       }

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "bundle/bundle_reader.h"
+#include "bundle/checkpoint_object_graph_internal.h"
 #include "checkpoint/checkpoint_options.h"
 #include "checkpoint/object_graph_internal.h"
 #include "checkpoint/saver_internal.h"
@@ -43,12 +44,10 @@ int64_t NewRestoreUid();
 
 class RestoreCoordinator : public std::enable_shared_from_this<RestoreCoordinator> {
  public:
-  // `proto` lives in `arena` (one allocation for tens of thousands of
-  // nodes, and no per-node teardown) and has been validated (every node id
-  // in range); `reader` is the same checkpoint's index.
+  // `graph` has been validated (every node id in range,
+  // ParseCheckpointObjectGraph); `reader` is the same checkpoint's index.
   RestoreCoordinator(std::string save_path, std::shared_ptr<const BundleReader> reader,
-                     std::unique_ptr<google::protobuf::Arena> arena,
-                     const tensorflow::TrackableObjectGraph* proto, std::shared_ptr<Saver> saver,
+                     std::unique_ptr<const StoredObjectGraph> graph, std::shared_ptr<Saver> saver,
                      const RestoreOptions& options);
   ~RestoreCoordinator();
 
@@ -132,8 +131,7 @@ class RestoreCoordinator : public std::enable_shared_from_this<RestoreCoordinato
   const int64_t uid_;
   const std::string save_path_;
   const std::shared_ptr<const BundleReader> reader_;
-  const std::unique_ptr<google::protobuf::Arena> arena_;
-  const tensorflow::TrackableObjectGraph& proto_;
+  const std::unique_ptr<const StoredObjectGraph> graph_;
   const std::shared_ptr<Saver> saver_;
   const RestoreOptions options_;
 
