@@ -27,17 +27,61 @@ int64_t ApproxBytes(const SaveableAttribute& a) {
   return n;
 }
 
-// The same items restored under another cast rule need another op.
+// Each (key, variable) pair, every string after its length so no two lists
+// read alike; the variable by its shared name where the attribute gives it
+// (a graph's variables have distinct ones), else by its handle's node,
+// which is then read. The same items restored under another cast rule need
+// another op.
 std::string Signature(const std::vector<RestoreItem>& items, size_t begin, size_t end,
                       CastRule cast) {
+  auto append_int = [](std::string& sig, uint32_t n) {
+    sig.append(reinterpret_cast<const char*>(&n), sizeof(n));
+  };
   std::string sig(1, static_cast<char>(cast));
   for (size_t i = begin; i < end; ++i) {
-    const int id = items[i].attribute.handle.node()->id();
+    const SaveableAttribute& a = items[i].attribute;
+    append_int(sig, static_cast<uint32_t>(items[i].key.size()));
     sig.append(items[i].key);
-    sig.push_back('\0');
-    sig.append(reinterpret_cast<const char*>(&id), sizeof(id));
+    if (!a.shared_name.empty()) {
+      append_int(sig, static_cast<uint32_t>(a.shared_name.size()));
+      sig.append(a.shared_name);
+    } else {
+      append_int(sig, 0);
+      append_int(sig, static_cast<uint32_t>(a.handle.node()->id()));
+    }
   }
   return sig;
+}
+
+// The variables of items [begin, end) as their attributes declare them,
+// read off their handles' nodes only where an attribute has no shared_name.
+// Takes the shared names and shapes out of the items.
+StatusOr<ops::VariableDeclarations> TakeDeclarations(std::vector<RestoreItem>& items, size_t begin,
+                                                     size_t end) {
+  ops::VariableDeclarations d;
+  d.shared_names.reserve(end - begin);
+  d.dtypes.reserve(end - begin);
+  d.shapes.reserve(end - begin);
+  std::vector<Output> unnamed;
+  std::vector<size_t> unnamed_at;
+  for (size_t i = begin; i < end; ++i) {
+    SaveableAttribute& a = items[i].attribute;
+    if (a.shared_name.empty()) {
+      unnamed.push_back(a.handle);
+      unnamed_at.push_back(i - begin);
+    }
+    d.shared_names.push_back(std::move(a.shared_name));
+    d.dtypes.push_back(a.dtype);
+    d.shapes.push_back(std::move(a.shape));
+  }
+  if (unnamed.empty()) return d;
+  CKFLOW_ASSIGN_OR_RETURN(ops::VariableDeclarations read, ops::DeclarationsOf(unnamed));
+  for (size_t k = 0; k < unnamed.size(); ++k) {
+    d.shared_names[unnamed_at[k]] = std::move(read.shared_names[k]);
+    d.dtypes[unnamed_at[k]] = read.dtypes[k];
+    d.shapes[unnamed_at[k]] = std::move(read.shapes[k]);
+  }
+  return d;
 }
 
 }  // namespace
@@ -99,11 +143,10 @@ StatusOr<std::vector<Output>> RestorePlanner::RestoreOps(std::vector<RestoreItem
     }
     groups.push_back(Group{begin, end});
   }
-  // Each group's signature and, for a new op, its variables' declarations
-  // read off their handle nodes: both touch every handle node, cold in
-  // cache, and only read the graph and the cache of ops (nothing is added
-  // to either until below). So they run for all groups in parallel, one
-  // group's nodes read twice while they are still in cache.
+  // Each group's signature and, for a new op, its variables' declarations:
+  // both touch every handle node, cold in cache, and only read the graph
+  // and the cache of ops (nothing is added to either until below). So they
+  // run for all groups in parallel.
   ParallelFor(static_cast<int64_t>(groups.size()), 100000, [&](int64_t first, int64_t last) {
     for (int64_t b = first; b < last; ++b) {
       Group& g = groups[b];
@@ -112,10 +155,7 @@ StatusOr<std::vector<Output>> RestorePlanner::RestoreOps(std::vector<RestoreItem
         g.op = it->second;
         continue;
       }
-      std::vector<Output> handles;
-      handles.reserve(g.end - g.begin);
-      for (size_t i = g.begin; i < g.end; ++i) handles.push_back(items[i].attribute.handle);
-      g.variables = ops::DeclarationsOf(handles);
+      g.variables = TakeDeclarations(items, g.begin, g.end);
     }
   });
   const Output prefix = restore_prefix();

@@ -258,6 +258,7 @@ std::vector<SaveableAttribute> Variable::Attributes() const {
   a.handle = handle_;
   a.dtype = dtype_;
   a.shape = shape_;
+  a.shared_name = name_;
   a.device = options_.device;
   return attributes;
 }

@@ -303,6 +303,51 @@ TEST_F(RestorePathsTest, RestoreOpsTakeNoHandleInputsAndFeedTheProgramsHandles) 
   EXPECT_TRUE(SameTensor(ValueOf(*p.session, *p.vars[0]), cases_[0].value));
 }
 
+// A user's Trackable whose attribute is built by hand: it gives its
+// variable's handle, dtype and shape, but no shared_name.
+class HandBuiltAttribute final : public Trackable {
+ public:
+  explicit HandBuiltAttribute(std::shared_ptr<Variable> variable)
+      : variable_(std::move(variable)) {}
+  std::vector<SaveableAttribute> Attributes() const override {
+    std::vector<SaveableAttribute> attributes = variable_->Attributes();
+    attributes[0].shared_name.clear();
+    return attributes;
+  }
+  Output initializer() const override { return variable_->initializer(); }
+
+ private:
+  std::shared_ptr<Variable> variable_;
+};
+
+// A restore op names each variable by the shared name its attribute gives,
+// or by the one on its handle's node where the attribute gives none; one op
+// mixes both, each value going to its own variable.
+TEST_F(RestorePathsTest, AttributesWithoutASharedNameAreNamedByTheirHandles) {
+  Scope scope = Scope::NewRootScope();
+  auto model = std::make_shared<testing::Module>();
+  std::vector<std::shared_ptr<Variable>> vars;
+  for (size_t i = 0; i < cases_.size(); ++i) {
+    const Case& c = cases_[i];
+    Tensor zeros = Tensor::Allocate(c.value.dtype(), c.value.shape()).value();
+    std::memset(zeros.raw_data(), 0, zeros.TotalBytes());
+    vars.push_back(Variable::Create(scope, c.name, ops::Const(scope, zeros)));
+    if (i % 2 == 1) {
+      model->Track(c.name, std::make_shared<HandBuiltAttribute>(vars.back()));
+    } else {
+      model->Track(c.name, vars.back());
+    }
+  }
+  Checkpoint checkpoint(scope, {{"model", model}});
+  std::unique_ptr<Session> session = Session::Create(scope.graph()).value();
+  LoadStatus status = checkpoint.Restore(prefix_).value();
+  CKFLOW_ASSERT_OK(status.InitializeOrRestore(*session));
+  ASSERT_GE(cases_.size(), 4u);
+  for (size_t i = 0; i < cases_.size(); ++i) {
+    EXPECT_TRUE(SameTensor(ValueOf(*session, *vars[i]), cases_[i].value)) << cases_[i].name;
+  }
+}
+
 TEST_F(RestorePathsTest, RestoreIntoAVariableDeclaredOtherwiseIsInvalidArgument) {
   Program p(cases_, /*zeros=*/true);
   // In a new session, another handle creates the variable first, as int32.
