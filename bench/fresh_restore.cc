@@ -44,6 +44,7 @@
 
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -101,10 +102,10 @@ std::string Prefix(const std::string& dir, const Case& c) { return dir + "/" + c
 // ------------------------------------------------------------- children
 
 int ChildCkflow(const std::string& dir, const Case& c) {
-  StatusOr<double> seconds =
+  StatusOr<workloads::TimedRestore> timed =
       workloads::TimeRestoreIntoNewModel(Prefix(dir, c), c.count, c.elements);
-  Check(seconds.status());
-  workloads::PrintChildResult(*seconds);
+  Check(timed.status());
+  workloads::PrintChildResult(timed->seconds, timed->page_faults);
   return 0;
 }
 
@@ -296,18 +297,24 @@ int Driver(const std::string& self, Options o) {
       return s;
     }());
     for (const Contender& who : contenders) {
-      std::vector<double> seconds, rss;
+      std::vector<double> seconds, rss, faults;
       for (const workloads::ChildResult& r : results[{c->name, who.name}]) {
         seconds.push_back(r.seconds);
         rss.push_back(static_cast<double>(r.peak_rss));
+        if (r.page_faults >= 0) faults.push_back(static_cast<double>(r.page_faults));
       }
       if (seconds.empty()) continue;
       const double s = Median(seconds);
       std::printf("  %-13s %8.4f s  %7.3f GB/s  peak RSS %7.1f MiB  ckflow speed / this = %.2fx\n",
                   who.name.c_str(), s, static_cast<double>(c->bytes()) / s / 1e9,
                   Median(rss) / (1 << 20), s / ckflow);
-      json_case.Set(who.name,
-                    workloads::JsonObject().Set("seconds", s).Set("peak_rss_bytes", Median(rss)));
+      workloads::JsonObject json_who;
+      json_who.Set("seconds", s).Set("peak_rss_bytes", Median(rss));
+      // What the timed part first touched: its page faults, in bytes.
+      if (!faults.empty()) {
+        json_who.Set("first_touched_bytes", Median(faults) * static_cast<double>(::getpagesize()));
+      }
+      json_case.Set(who.name, json_who);
     }
     json_cases.Add(json_case);
   }

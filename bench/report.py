@@ -673,6 +673,14 @@ def topic_cold(r):
                      f"{num(best)} s, so it is bound by its work per variable (the topic "
                      f"\"Many small variables\"), of which the cold reads add "
                      f"{num(max(ck - warm, 0) * 1e3)} ms.")
+            touched = get(c, "ckflow", "first_touched_bytes")
+            if touched:
+                # A new process faults in every page it writes first.
+                line += (f" In its new process the restore first touches {num(touched / MIB)} MiB "
+                         f"({num(touched / c['bytes'])}× the values' {num(c['bytes'] / MIB)} "
+                         f"MiB), a page fault per 4 KiB page: the values' own pages, and the "
+                         f"rest the restore's records (index entries, matched items, restore "
+                         f"ops, the variables' records).")
         after.append(line)
     return Section("Restore from a cold cache", intro, table(["", *groups], rows),
                    ["cold_restore"], after="\n".join("- " + a for a in after))

@@ -23,7 +23,7 @@ SAMPLE = os.path.join(HERE, "testdata", "results")
 sys.path.insert(0, HERE)
 import report  # noqa: E402
 
-KIB, GIB = 1 << 10, 1 << 30
+KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 
 
 # Topics whose benchmarks are newer than the sample: the sample of the next
@@ -118,7 +118,8 @@ class PageTest(unittest.TestCase):
              "ckflow": {"seconds": 1.0}, "ckflow_warm": {"seconds": 0.8},
              **{k: {"seconds": 1.2} for k in ceilings}},
             {"name": "small", "count": 20000, "bytes": 20000 * KIB,
-             "ckflow": {"seconds": 0.15}, "ckflow_warm": {"seconds": small_warm_s},
+             "ckflow": {"seconds": 0.15, "first_touched_bytes": 60 * MIB},
+             "ckflow_warm": {"seconds": small_warm_s},
              **{k: {"seconds": v} for k, v in ceilings.items()}}]}
         with open(os.path.join(results, "cold_restore.json"), "w") as f:
             json.dump(data, f)
@@ -135,6 +136,7 @@ class PageTest(unittest.TestCase):
                       "(target ≥ 0.9×: not met)", cold)
         self.assertIn("the same restore takes 0.120 s, 4.29× the cold ceiling's 0.0280 s", cold)
         self.assertIn("the cold reads add 30.0 ms", cold)
+        self.assertIn("the restore first touches 60.0 MiB (3.07× the values' 19.5 MiB)", cold)
 
     def test_the_cold_topic_blames_nothing_when_warm_is_within_the_ceiling(self):
         cold = self.cold_results(small_warm_s=0.02)

@@ -4,6 +4,7 @@
 //
 //   seconds <s>
 //   peak_rss <bytes>
+//   page_faults <n>      (where the child counted them)
 //
 // on stdout (PrintChildResult), and the parent reads them back (RunChild).
 // The environment reaches the child unchanged. Shared by
@@ -35,7 +36,8 @@ namespace ckflow::workloads {
 
 struct ChildResult {
   double seconds = -1;
-  int64_t peak_rss = -1;  // -1 if the child did not say
+  int64_t peak_rss = -1;     // -1 if the child did not say
+  int64_t page_faults = -1;  // over what it timed; -1 if the child did not say
 };
 
 // This program's own path, to spawn it again.
@@ -44,10 +46,12 @@ inline std::string SelfPath() {
   return std::filesystem::read_symlink("/proc/self/exe", ec).string();
 }
 
-// What a child prints last: `seconds` and its peak resident set.
-inline void PrintChildResult(double seconds) {
+// What a child prints last: `seconds`, its peak resident set and, if
+// counted (>= 0), the page faults taken over `seconds`.
+inline void PrintChildResult(double seconds, int64_t page_faults = -1) {
   std::printf("seconds %.6f\npeak_rss %lld\n", seconds,
               static_cast<long long>(ReadMemoryUse().peak));
+  if (page_faults >= 0) std::printf("page_faults %lld\n", static_cast<long long>(page_faults));
   std::fflush(stdout);
 }
 
@@ -93,6 +97,11 @@ inline StatusOr<ChildResult> RunChild(const std::vector<std::string>& args) {
     return InternalError("no time from ", command, ": ", text);
   }
   if (peak != nullptr && std::sscanf(peak, "peak_rss %lld", &rss) == 1) r.peak_rss = rss;
+  long long faults = 0;
+  const char* fault_line = std::strstr(text.c_str(), "page_faults ");
+  if (fault_line != nullptr && std::sscanf(fault_line, "page_faults %lld", &faults) == 1) {
+    r.page_faults = faults;
+  }
   return r;
 }
 

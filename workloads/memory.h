@@ -7,6 +7,8 @@
 #ifndef CKFLOW_WORKLOADS_MEMORY_H_
 #define CKFLOW_WORKLOADS_MEMORY_H_
 
+#include <sys/resource.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -30,6 +32,15 @@ inline MemoryUse ReadMemoryUse() {
   }
   std::fclose(f);
   return use;
+}
+
+// Page faults the process has taken without I/O (its first touch of a
+// page of new memory, mostly): a new process's restore pays for every page
+// it writes for the first time. -1 if unknown.
+inline int64_t MinorPageFaults() {
+  struct rusage usage;
+  if (::getrusage(RUSAGE_SELF, &usage) != 0) return -1;
+  return static_cast<int64_t>(usage.ru_minflt);
 }
 
 // Sets the peak to the current resident size (writing 5 to

@@ -8,6 +8,7 @@
 #include "bundle/bundle_format.h"
 #include "bundle/bundle_reader.h"
 #include "ops/array_ops.h"
+#include "workloads/memory.h"
 
 namespace ckflow::workloads {
 
@@ -58,14 +59,16 @@ StatusOr<ValueLayout> LayoutOf(const std::string& prefix) {
   return layout;
 }
 
-StatusOr<double> TimeRestoreIntoNewModel(const std::string& prefix, int64_t count,
-                                         int64_t elements) {
+StatusOr<TimedRestore> TimeRestoreIntoNewModel(const std::string& prefix, int64_t count,
+                                               int64_t elements) {
   CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<ModelProgram> p,
                           ModelProgram::Synthetic(count, elements, -1.0f, /*initialize=*/false));
+  const int64_t faults = MinorPageFaults();
   const auto start = std::chrono::steady_clock::now();
   CKFLOW_ASSIGN_OR_RETURN(LoadStatus status, p->checkpoint->Restore(prefix));
   CKFLOW_RETURN_IF_ERROR(status.InitializeOrRestore(*p->session));
-  const double seconds = SecondsSince(start);
+  const TimedRestore timed{.seconds = SecondsSince(start),
+                           .page_faults = faults < 0 ? -1 : MinorPageFaults() - faults};
   CKFLOW_ASSIGN_OR_RETURN(std::vector<Tensor> got, p->session->Run({}, {p->vars.back()->value()}));
   const float expected = static_cast<float>(count - 1);
   for (float v : got[0].flat<float>()) {
@@ -74,7 +77,7 @@ StatusOr<double> TimeRestoreIntoNewModel(const std::string& prefix, int64_t coun
                            " after the restore, expected ", expected);
     }
   }
-  return seconds;
+  return timed;
 }
 
 }  // namespace ckflow::workloads

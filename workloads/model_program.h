@@ -65,9 +65,13 @@ StatusOr<ValueLayout> LayoutOf(const std::string& prefix);
 // `elements` (variables not initialized, their pages never touched), then
 // times Checkpoint::Restore(prefix) + LoadStatus::InitializeOrRestore (every
 // CRC checked) and checks that the last variable holds what
-// Synthetic(count, elements, 0.0f, ...) gave it. Returns the seconds.
-StatusOr<double> TimeRestoreIntoNewModel(const std::string& prefix, int64_t count,
-                                         int64_t elements);
+// Synthetic(count, elements, 0.0f, ...) gave it.
+struct TimedRestore {
+  double seconds = 0;
+  int64_t page_faults = -1;  // minor page faults taken meanwhile (MinorPageFaults)
+};
+StatusOr<TimedRestore> TimeRestoreIntoNewModel(const std::string& prefix, int64_t count,
+                                               int64_t elements);
 
 }  // namespace ckflow::workloads
 

@@ -408,6 +408,10 @@ TEST(CliBenchCold, RestoresInANewProcessBesideEveryBaseline) {
   EXPECT_NE(json.find("\"cold\": true"), std::string::npos) << json;
   EXPECT_NE(json.find("\"baselines\": [{"), std::string::npos) << json;
   EXPECT_NEAR(JsonNumber(json, "ratio"), r.ratio, 0.006) << json << output;
+  // The child counted its page faults: it wrote every value into memory it
+  // had never touched, so at least the 4 MiB of values.
+  EXPECT_NE(output.find("MiB first touched"), std::string::npos) << output;
+  EXPECT_GE(JsonNumber(json, "ckflow_first_touched_bytes"), 4 << 20) << json;
   EXPECT_EQ(testing::ListDir(dir), std::vector<std::string>{}) << "left behind in " << dir;
 }
 
