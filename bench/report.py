@@ -678,7 +678,7 @@ def topic_cold(r):
                 # A new process faults in every page it writes first.
                 line += (f" In its new process the restore first touches {num(touched / MIB)} MiB "
                          f"({num(touched / c['bytes'])}× the values' {num(c['bytes'] / MIB)} "
-                         f"MiB), a page fault per 4 KiB page: the values' own pages, and the "
+                         f"MiB), a page fault for each page: the values' own pages, and the "
                          f"rest the restore's records (index entries, matched items, restore "
                          f"ops, the variables' records).")
         after.append(line)

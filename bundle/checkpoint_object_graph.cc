@@ -1,6 +1,7 @@
 #include <google/protobuf/io/coded_stream.h>
 
 #include <climits>
+#include <initializer_list>
 
 #include "bundle/bundle_format.h"
 #include "bundle/checkpoint_object_graph_internal.h"
@@ -111,7 +112,10 @@ class StoredObjectGraph::Parser {
         case Tag(1, kBytes):
           return Nested([&] { return Child(g_.children_.emplace_back()); });
         case Tag(2, kBytes):
-          return Nested([&] { return Attribute(g_.attributes_.emplace_back()); });
+          return Nested([&] {
+            StoredObjectGraph::Attribute& a = g_.attributes_.emplace_back();
+            return Strings({&a.name_, &a.full_name_, &a.checkpoint_key_});
+          });
         case Tag(3, kBytes):
           return Nested([&] { return Slot(g_.slots_.emplace_back()); });
         case Tag(4, kBytes):
@@ -119,7 +123,10 @@ class StoredObjectGraph::Parser {
             record.saver = static_cast<int32_t>(g_.savers_.size());
             g_.savers_.emplace_back();
           }
-          return Nested([&] { return Saver(g_.savers_[record.saver]); });
+          return Nested([&] {
+            RegisteredSaver& s = g_.savers_[record.saver];
+            return Strings({&s.name_, &s.object_name_});
+          });
         case Tag(5, kBytes):
           if (record.has_values < 0) record.has_values = 0;
           return Nested([&] { return BoolValue(record.has_values); });
@@ -146,18 +153,13 @@ class StoredObjectGraph::Parser {
     });
   }
 
-  bool Attribute(StoredObjectGraph::Attribute& a) {
+  // A message of bytes fields only, numbered 1, 2, ...: field k into
+  // fields[k - 1] (SerializedTensor's names, RegisteredSaver).
+  bool Strings(std::initializer_list<std::string_view*> fields) {
     return Message([&](uint32_t tag) {
-      switch (tag) {
-        case Tag(1, kBytes):
-          return Bytes(a.name_);
-        case Tag(2, kBytes):
-          return Bytes(a.full_name_);
-        case Tag(3, kBytes):
-          return Bytes(a.checkpoint_key_);
-        default:
-          return Skip(tag);
-      }
+      const uint32_t k = tag >> 3;
+      if ((tag & 7) != kBytes || k > fields.size()) return Skip(tag);
+      return Bytes(*fields.begin()[k - 1]);
     });
   }
 
@@ -170,19 +172,6 @@ class StoredObjectGraph::Parser {
           return Bytes(s.slot_name_);
         case Tag(3, kVarint):
           return Int32(s.slot_variable_node_id_);
-        default:
-          return Skip(tag);
-      }
-    });
-  }
-
-  bool Saver(RegisteredSaver& s) {
-    return Message([&](uint32_t tag) {
-      switch (tag) {
-        case Tag(1, kBytes):
-          return Bytes(s.name_);
-        case Tag(2, kBytes):
-          return Bytes(s.object_name_);
         default:
           return Skip(tag);
       }

@@ -356,8 +356,7 @@ class Renderer {
         const int v = node.children(i).node_id();
         const Placement& p = g_.placement[v];
         const bool tree_edge = p.parent == u && p.item == i;
-        out << "  n" << u << " -> n" << v
-            << " [label=" << DotQuote(std::string(node.children(i).local_name()))
+        out << "  n" << u << " -> n" << v << " [label=" << DotQuote(node.children(i).local_name())
             << (tree_edge ? "" : ", style=dashed") << "];\n";
       }
       for (const auto& s : node.slot_variables()) {
@@ -398,7 +397,7 @@ class Renderer {
     return s;
   }
 
-  static std::string DotQuote(const std::string& s) {
+  static std::string DotQuote(std::string_view s) {
     std::string out = "\"";
     for (char c : s) {
       if (c == '"' || c == '\\') {
