@@ -318,8 +318,9 @@ case "$cmd" in
     "$CMAKE" --build build/release -j "$JOBS" --target interop_ckflow interop_ops interop_sparse \
       interop_layers interop_transformer interop_cnn ckflow_cli regress fashion_mnist \
       char_transformer embedding_recsys
+    # A passed test's temporary files go at once: some are GiBs of checkpoint.
     CKFLOW_BUILD="$ROOT/build/release" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
-      interop "$@"
+      -o tmp_path_retention_policy=failed interop "$@"
     if [ "$long" = 1 ]; then
       logs=build/release/differential
       mkdir -p "$logs"

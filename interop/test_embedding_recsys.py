@@ -14,6 +14,7 @@ CKFLOW_RECSYS_ROWS sets fewer) in 8 parts, trained by sparse Adagrad.
 
 import os
 import re
+import shutil
 import subprocess
 
 import numpy as np
@@ -29,11 +30,11 @@ ACCUMULATOR = (
 OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 
-def run_example(ckflow, directory, steps, partitions):
+def run_example(ckflow, directory, steps, partitions, save_every=2):
     out = subprocess.run(
         [ckflow.recsys_program, "--rows", str(ROWS), "--dir", str(directory), "--steps",
-         str(steps), "--partitions", str(partitions), "--batch", "64", "--save-every", "2",
-         "--eval-every", "2", "--threads", "2"],
+         str(steps), "--partitions", str(partitions), "--batch", "64", "--save-every",
+         str(save_every), "--eval-every", "2", "--threads", "2"],
         capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     return out.stdout
@@ -94,12 +95,19 @@ def losses(out):
 @pytest.fixture(scope="module")
 def saved(ckflow, tmp_path_factory):
     """ckflow's checkpoint after two steps in 8 parts, and the losses of an
-    unbroken run of four."""
+    unbroken run of four. Each checkpoint here is 2 GiB: a run keeps on disk
+    only what a later step reads, and the module leaves nothing behind, so
+    the suite fits a machine with a few GiB free."""
     base = tmp_path_factory.mktemp("recsys")
-    unbroken = run_example(ckflow, base / "unbroken", 4, 8)
-    first = run_example(ckflow, base / "first", 2, 8)
-    assert "in 8 parts" in first
-    return tf.train.latest_checkpoint(str(base / "first")), losses(unbroken), base
+    try:
+        # Only its losses are read: one checkpoint, at the end, not two.
+        unbroken = run_example(ckflow, base / "unbroken", 4, 8, save_every=0)
+        shutil.rmtree(base / "unbroken")
+        first = run_example(ckflow, base / "first", 2, 8)
+        assert "in 8 parts" in first
+        yield tf.train.latest_checkpoint(str(base / "first")), losses(unbroken), base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.mark.parametrize("key", [TABLE, ACCUMULATOR])
@@ -123,10 +131,13 @@ def test_tensorflow_restores_the_8_parts_into_8_3_and_1(saved, key):
 def test_tensorflows_5_part_save_restores_into_3_and_trains_on(saved, ckflow, tmp_path):
     path, unbroken, _ = saved
     directory = tmp_path / "tf"
-    rewrite_with_tensorflow(path, str(directory / "ckpt-1"), 5)
-    assert tf.train.latest_checkpoint(str(directory)).endswith("ckpt-1")
-    reader = tf.train.load_checkpoint(str(directory / "ckpt-1"))
-    assert TABLE in reader.get_variable_to_shape_map()
-    resumed = run_example(ckflow, directory, 4, 3)
+    try:
+        rewrite_with_tensorflow(path, str(directory / "ckpt-1"), 5)
+        assert tf.train.latest_checkpoint(str(directory)).endswith("ckpt-1")
+        reader = tf.train.load_checkpoint(str(directory / "ckpt-1"))
+        assert TABLE in reader.get_variable_to_shape_map()
+        resumed = run_example(ckflow, directory, 4, 3)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
     assert re.search(r"in 3 parts\nrestored \S*ckpt-1 at step 2\n", resumed), resumed
     assert losses(resumed)[-1] == unbroken[-1], (resumed, unbroken)
