@@ -986,6 +986,38 @@ def met(value, limit):
     return NOT_RUN if value is None else ("met" if value <= limit else "**not met**")
 
 
+def recsys_save_arithmetic(p50, nosaves, save_gbps, raw_gbps):
+    """Why a save every 100 steps moves the median step, where it does: the
+    sentences that set the time a save takes (from the table's own save
+    rate in this run) beside the time between two saves."""
+    if p50 is None or p50 <= RECSYS_P50_TARGET:
+        return []
+    step_ms, table_mib = nosaves["p50_ms"], nosaves["table_mib"]
+    if None in (step_ms, table_mib, save_gbps):
+        return []
+    # A checkpoint holds the table and Adagrad's accumulator, of its size;
+    # the dense layers are a few KiB.
+    save_gb = 2 * table_mib * (1 << 20) / 1e9
+    save_ms = save_gb / save_gbps * 1e3
+    between_ms = 100 * step_ms
+    # Half the steps free of a save: each save done within 50 steps.
+    needed_gbps = save_gb / (50 * step_ms / 1e3)
+    out = [f"What stands in the way is the work itself. Without saves, 100 steps last "
+           f"{duration(between_ms)}; a save writes the table and its accumulator, "
+           f"{num(save_gb)} GB, which at this run's `Checkpoint::Write` rate "
+           f"({with_unit(save_gbps, 'GB/s')}, the machine to itself) takes "
+           f"{duration(save_ms)}, {times(save_ms / between_ms)} the time between two saves."]
+    if save_ms > between_ms:
+        out.append("So the saves run back to back, each `Save` waiting for the write before "
+                   "it (as TensorFlow's async checkpoint waits), and every step of the loop "
+                   "shares the cores and the memory bandwidth with a write.")
+    out.append(f"A median within 2% needs half the steps free of a save, so each save "
+               f"written within 50 steps: {with_unit(needed_gbps, 'GB/s')}"
+               + (f", {times(needed_gbps / raw_gbps)} this machine's raw `pwrite`."
+                  if raw_gbps else "."))
+    return out
+
+
 def topic_recsys(r):
     intro = (
         "The embedding table of `examples/embedding_recsys`, 2²¹ rows × 128 float32 (1 GiB) "
@@ -1069,6 +1101,8 @@ def topic_recsys(r):
                      f"{'met' if p50 <= RECSYS_P50_TARGET else 'not met'}) and its p99 by "
                      f"{times(p99)} (target ≤ 1.5×: "
                      f"{'met' if p99 <= RECSYS_P99_TARGET else 'not met'}).")
+        after.extend(recsys_save_arithmetic(p50, nosaves, gbps("BM_PartitionedTableSave"),
+                                            raw_write))
     if memory_saves is not None:
         after.append(f"At its peak the process with saves held {times(memory_saves)} the "
                      f"table (target ≤ 1.1×: "
@@ -1078,6 +1112,10 @@ def topic_recsys(r):
                      "at a time while the loop goes on, and the loop sets aside only the blocks "
                      "it changes before the save has read them; what the run with saves holds "
                      "beyond the run without is those blocks.")
+        if memory_nosaves is not None:
+            after.append(f"Against the table and its accumulator together, the run without "
+                         f"saves holds {times(memory_nosaves / 2)} and the run with saves "
+                         f"{times(memory_saves / 2)}.")
     return Section("A 1 GiB partitioned embedding table", intro, io + "\n\n" + loop,
                    ["sequence_bench", "recsys_saves", "recsys_nosaves"],
                    after=" ".join(after))

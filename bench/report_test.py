@@ -239,6 +239,29 @@ class SequenceTopicsTest(unittest.TestCase):
                       recsys)
         self.assertIn("the loop's median step by +1.0% (target within 2%: met)", recsys)
         self.assertIn("held 2.54× the table (target ≤ 1.1×: not met)", recsys)
+        self.assertIn("Against the table and its accumulator together, the run without saves "
+                      "holds 1.27× and the run with saves 1.27×.", recsys)
+        # Met: no sentence on what stands in its way.
+        self.assertNotIn("What stands in the way", recsys)
+
+    def test_an_unmet_median_is_set_beside_the_time_a_save_takes(self):
+        nosaves = report.recsys_log(RECSYS_LOG.format(p50="10.00", p99="12.00", peak="2100"))
+        # 2 GiB (the table and its accumulator) at 2.0 GB/s: 1.07 s, beside
+        # 100 steps of 10 ms; half the steps free needs 2.15 GB in 500 ms.
+        said = " ".join(report.recsys_save_arithmetic(2.0, nosaves, 2.0, 2.2))
+        self.assertIn("100 steps last 1,000 ms; a save writes the table and its accumulator, "
+                      "2.15 GB, which at this run's `Checkpoint::Write` rate (2.00 GB/s, the "
+                      "machine to itself) takes 1,074 ms, 1.07× the time between two saves.",
+                      said)
+        self.assertIn("So the saves run back to back", said)
+        self.assertIn("each save written within 50 steps: 4.29 GB/s, 1.95× this machine's raw "
+                      "`pwrite`.", said)
+        # A save shorter than the time between two: not back to back.
+        short = " ".join(report.recsys_save_arithmetic(2.0, nosaves, 4.0, 2.2))
+        self.assertIn("takes 537 ms, 0.537× the time between two saves.", short)
+        self.assertNotIn("back to back", short)
+        self.assertEqual(report.recsys_save_arithmetic(1.01, nosaves, 2.0, 2.2), [])
+        self.assertEqual(report.recsys_save_arithmetic(2.0, nosaves, None, 2.2), [])
 
 
 class ReliabilityTest(unittest.TestCase):
