@@ -518,10 +518,41 @@ def topic_small(r):
                   f"Restoring {get(restore200, 'count'):,} variables takes {num(ck_200k)} µs per "
                   f"variable, {num(ck_200k / ck_small)}× the per-variable time of "
                   f"{c['count']:,} (target: no worse).")
+        phases = restore_phases(get(c, "ckflow", "restore"), restore200)
+        if phases:
+            after += " " + phases
     return Section("Many small variables", intro, table(headers, rows),
                    ["peers", "restore_200k", "save_200k", "checkpoint_bench"],
                    ("small_variables.png", draw) if c
                    else None, after)
+
+
+def restore_phases(small, large):
+    """Where the time per variable goes at two sizes: `ckflow bench
+    restore`'s two phases (its JSON objects `small` and `large`), each
+    beside the other size's, with the page faults each phase took (first
+    touches of memory the allocator did not reuse from the last restore)."""
+    def phase(result, name):
+        seconds, count = get(result, f"{name}_phase_s"), get(result, "count")
+        if seconds is None or not count:
+            return None, None
+        faults = get(result, f"{name}_phase_page_faults")
+        return seconds / count * 1e6, faults
+
+    parts = []
+    for name, label, does in (("restore", "`Restore`", "the index, object matching, restore ops"),
+                              ("initialize", "`InitializeOrRestore`", "running them: the reads")):
+        (small_us, small_faults), (large_us, large_faults) = phase(small, name), phase(large, name)
+        if small_us is None or large_us is None:
+            return ""
+        faults = ""
+        if small_faults is not None and large_faults is not None:
+            faults = (f", with {whole(large_faults)} page faults a restore against "
+                      f"{whole(small_faults)}")
+        parts.append(f"{label} ({does}) {num(large_us)} µs against {num(small_us)} µs, "
+                     f"{times(large_us / small_us)}{faults}")
+    return (f"Per variable at {get(large, 'count'):,} against {get(small, 'count'):,}: "
+            + "; ".join(parts) + ".")
 
 
 def per_var_of(result, key):

@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 #include <sys/vfs.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bundle/checkpoint_state.h"
@@ -282,19 +285,30 @@ double JsonNumber(const std::string& json, const std::string& key) {
   return at == std::string::npos ? NAN : std::strtod(json.c_str() + at + key.size() + 4, nullptr);
 }
 
+// Runs `ckflow bench ARGS` with --dir and --json in new directories: what
+// it printed, and in *json what it wrote (empty if it failed). It leaves
+// nothing behind in its --dir.
+std::string RunBenchWithJson(const std::string& args, std::string* json) {
+  const std::string dir = testing::NewTempDir("bench");
+  const std::string json_path = testing::NewTempDir("bench_json") + "/bench.json";
+  std::string output;
+  json->clear();
+  if (testing::RunCommand(std::string(CKFLOW_CLI) + " bench " + args + " --dir " + dir +
+                              " --json " + json_path + " 2>&1",
+                          &output) == 0) {
+    *json = testing::ReadFileOrDie(json_path);
+  }
+  EXPECT_EQ(testing::ListDir(dir), std::vector<std::string>{}) << "left behind in " << dir;
+  return output;
+}
+
 // --json writes what the lines say, for bench/report.py.
 TEST(CliBench, WritesTheFiguresItPrintsAsJson) {
-  const std::string dir = testing::NewTempDir("bench");
-  const std::string json_path = testing::NewTempDir("bench_json") + "/save.json";
-  std::string output;
-  ASSERT_EQ(testing::RunCommand(std::string(CKFLOW_CLI) +
-                                    " bench save --async --size 4MiB --count 4 --repeat 1 --dir " +
-                                    dir + " --json " + json_path + " 2>&1",
-                                &output),
-            0)
-      << output;
+  std::string json;
+  const std::string output =
+      RunBenchWithJson("save --async --size 4MiB --count 4 --repeat 1", &json);
+  ASSERT_FALSE(json.empty()) << output;
   const BenchRates r = ParseBenchOutput(output);
-  const std::string json = testing::ReadFileOrDie(json_path);
   EXPECT_NE(json.find("\"command\": \"bench save\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"async\": true"), std::string::npos) << json;
   EXPECT_EQ(JsonNumber(json, "bytes"), 4 << 20) << json;
@@ -303,7 +317,40 @@ TEST(CliBench, WritesTheFiguresItPrintsAsJson) {
   EXPECT_NEAR(JsonNumber(json, "ratio"), r.ratio, 0.006) << json << output;
   EXPECT_NEAR(JsonNumber(json, "ckflow_GB/s"), r.ckflow, 0.0006) << json << output;
   EXPECT_NEAR(JsonNumber(json, "stall_vs_sync"), r.stall, 0.0006) << json << output;
-  EXPECT_EQ(testing::ListDir(dir), std::vector<std::string>{}) << "left behind in " << dir;
+}
+
+// A warm restore's time split between its two calls: the line says it and
+// the JSON has it, and with one run the two add up to the whole.
+TEST(CliBench, RestoreSplitsItsTimeBetweenRestoreAndInitializeOrRestore) {
+  std::string json;
+  const std::string output = RunBenchWithJson("restore --size 64KiB --count 16 --repeat 1", &json);
+  ASSERT_FALSE(json.empty()) << output;
+  // "phase   Restore: 0.0010 s, 64.663 us per variable, 85 page faults"
+  std::map<std::string, std::array<double, 3>> phases;
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);) {
+    char name[32];
+    std::array<double, 3> f;
+    if (std::sscanf(line.c_str(), "phase %31[A-Za-z]: %lf s, %lf us per variable, %lf page faults",
+                    name, &f[0], &f[1], &f[2]) == 4) {
+      phases[name] = f;
+    }
+  }
+  ASSERT_EQ(phases.size(), 2u) << output;
+  for (const auto& [name, key] : {std::pair{"Restore", "restore_phase"},
+                                  std::pair{"InitializeOrRestore", "initialize_phase"}}) {
+    const auto& [seconds, us, faults] = phases[name];
+    const double json_s = JsonNumber(json, std::string(key) + "_s");
+    EXPECT_GT(json_s, 0) << json;
+    EXPECT_NEAR(seconds, json_s, 0.00006) << name << "\n" << output << json;
+    EXPECT_NEAR(us, json_s / 16 * 1e6, 0.0006) << name << "\n" << output << json;
+    EXPECT_GE(faults, 0) << name << "\n" << output;
+    EXPECT_EQ(JsonNumber(json, std::string(key) + "_page_faults"), faults) << json << output;
+  }
+  const double whole = JsonNumber(json, "ckflow_s");
+  EXPECT_NEAR(JsonNumber(json, "restore_phase_s") + JsonNumber(json, "initialize_phase_s"), whole,
+              whole * 1e-8)
+      << json;
 }
 
 struct BadBenchArgs {
