@@ -256,10 +256,21 @@ void RestoreCoordinator::AddRestoreOps(std::vector<RestoreItem> items) {
 
 void RestoreCoordinator::RestoreFrom(int proto_id, const std::shared_ptr<Trackable>& object) {
   if (!Bind(proto_id, object)) return;
+  // The walk hands its items on a batch at a time. One vector of them all
+  // (over 300 bytes an item) was, past about 100,000 variables, larger than
+  // the allocator keeps for reuse (glibc maps anything over 32 MiB afresh
+  // and unmaps it when freed): every restore then paid a page fault per
+  // 4 KiB of it. A batch is reused from the heap.
   std::vector<RestoreItem> items;
-  // From the root, nearly every node has a value: growing the vector would
-  // move each item's four strings about twice.
-  if (proto_id == 0) items.reserve(graph_->nodes_size());
+  auto start_batch = [&]() {
+    items.clear();
+    // From the root, nearly every node has a value: growing the vector
+    // would move each item's strings about twice.
+    if (proto_id == 0) {
+      items.reserve(std::min(static_cast<size_t>(graph_->nodes_size()), kRestoreItemsPerBatch));
+    }
+  };
+  start_batch();
   std::deque<std::pair<int, std::shared_ptr<Trackable>>> queue{{proto_id, object}};
   while (!queue.empty()) {
     auto [id, obj] = std::move(queue.front());
@@ -285,6 +296,10 @@ void RestoreCoordinator::RestoreFrom(int proto_id, const std::shared_ptr<Trackab
         if (!matched) unused_attributes_[id].emplace_back(serialized.name());
       }
       obj->set_update_uid(uid_);
+      if (items.size() >= kRestoreItemsPerBatch) {
+        AddRestoreOps(std::move(items));
+        start_batch();
+      }
     }
 
     for (int k = 0; k < node.children_size(); ++k) {

@@ -10,10 +10,7 @@
 namespace ckflow::internal {
 namespace {
 
-// Restore ops are split so the session can run them in parallel: each group
-// holds at most this many values or bytes (large tensors are also read in
-// parallel chunks inside one op).
-constexpr size_t kMaxValuesPerRestoreOp = 512;
+// The bytes a restore op takes at most (kMaxValuesPerRestoreOp).
 constexpr int64_t kMaxBytesPerRestoreOp = int64_t{64} << 20;
 
 int64_t ApproxBytes(const SaveableAttribute& a) {

@@ -10,6 +10,7 @@
 #ifndef CKFLOW_CHECKPOINT_RESTORE_PLANNER_INTERNAL_H_
 #define CKFLOW_CHECKPOINT_RESTORE_PLANNER_INTERNAL_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -26,6 +27,16 @@
 #include "graph/trackable.h"
 
 namespace ckflow::internal {
+
+// Restore ops are split so the session can run them in parallel: each takes
+// at most this many values (or 64 MiB; large tensors are also read in
+// parallel chunks inside one op).
+inline constexpr size_t kMaxValuesPerRestoreOp = 512;
+
+// How many matched values a restore's walk gathers before it builds their
+// restore ops (RestoreCoordinator::RestoreFrom): a multiple of the above, so
+// small values are grouped into ops as if gathered all at once.
+inline constexpr size_t kRestoreItemsPerBatch = 8 * kMaxValuesPerRestoreOp;
 
 // One value to restore: its checkpoint key and the attribute to assign.
 struct RestoreItem {

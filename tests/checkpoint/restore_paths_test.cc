@@ -18,6 +18,7 @@
 #include "bundle/bundle_format.h"
 #include "bundle/bundle_reader.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/restore_planner_internal.h"
 #include "ops/array_ops.h"
 #include "ops/checkpoint_ops.h"
 #include "ops/variable_ops.h"
@@ -192,10 +193,11 @@ TEST_F(RestorePathsTest, CorruptionInsideABatchedSmallTensorIsDataLoss) {
 }
 
 TEST_F(RestorePathsTest, ManySmallVariablesRestoreExactlyThroughBatches) {
-  // Thousands of neighbours: several 4 MiB batch ranges and restore ops.
+  // Thousands of neighbours: several 4 MiB batch ranges and restore ops,
+  // and more values than the walk hands on at once (a batch and a part).
   std::mt19937_64 rng(11);
   std::vector<Case> many;
-  for (int i = 0; i < 3000; ++i) {
+  for (int i = 0; i < static_cast<int>(internal::kRestoreItemsPerBatch) + 1000; ++i) {
     many.push_back({"v" + std::to_string(i),
                     RandomTensor(i % 3 ? DT_FLOAT : DT_INT8, 1024 + 4 * (i % 7), rng)});
   }
