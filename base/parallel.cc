@@ -7,6 +7,7 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include "base/denormal_internal.h"
@@ -88,6 +89,93 @@ void ParallelInvoke(const std::function<void()>& a, const std::function<void()>&
   });
 }
 
+// Whoever moves `stage` off kPending runs fn: a thread of the scheduler
+// that takes the task, or the waiter that gets there first. The call and
+// its task (if any) each hold a reference, so a task that runs after its
+// waiter (and finds fn taken) touches nothing else. The count is the
+// state's own, not a shared_ptr's: a task's memory then holds one plain
+// pointer, which the suppressions below cover when libtbb recycles it.
+struct BackgroundCall::State {
+  enum Stage { kPending, kRunning, kDone };
+  State(std::function<void()> f, bool flush, int references)
+      : fn(std::move(f)), flush_denormals(flush), refs(references) {}
+  bool Claim() {
+    int expected = kPending;
+    return stage.compare_exchange_strong(expected, kRunning, std::memory_order_acq_rel);
+  }
+  void Run() {
+    const internal::ScopedDenormals denormals(flush_denormals);
+    fn();
+    stage.store(kDone, std::memory_order_release);
+    stage.notify_all();
+  }
+  void Unref() {
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+  const std::function<void()> fn;
+  const bool flush_denormals;  // the caller's mode, whichever thread runs fn
+  std::atomic<int> stage{kPending};
+  std::atomic<int> refs;
+};
+
+namespace {
+
+// What libtbb runs: offers the call's fn, then drops the task's reference.
+// libtbb builds the task in its memory and hands it to a worker out of
+// TSan's sight: as ParallelForBody does, each copy states its construction
+// for whoever reads it next, and the state was released for the task
+// before it was enqueued (tsan_internal.h).
+class BackgroundTask {
+ public:
+  explicit BackgroundTask(BackgroundCall::State* state) : state_(state) {
+    internal::TsanRelease(this);
+  }
+  BackgroundTask(const BackgroundTask& other)
+      : state_((internal::TsanAcquire(&other), other.state_)) {
+    internal::TsanRelease(this);
+  }
+  BackgroundTask& operator=(const BackgroundTask&) = delete;
+
+  void operator()() const {
+    internal::TsanAcquire(this);
+    BackgroundCall::State* state = state_;
+    internal::TsanAcquire(state);
+    if (state->Claim()) state->Run();
+    state->Unref();
+  }
+
+ private:
+  BackgroundCall::State* state_;
+};
+
+}  // namespace
+
+BackgroundCall::BackgroundCall() = default;
+BackgroundCall::~BackgroundCall() { Wait(); }
+
+void BackgroundCall::Start(std::function<void()> fn) {
+  Wait();
+  const bool offered = intra_op_threads != 1 && MaxParallelism() > 1;
+  state_ = new State(std::move(fn), internal::FlushesDenormals(), offered ? 2 : 1);
+  if (offered) {
+    internal::TsanRelease(state_);
+    tbb::this_task_arena::enqueue(BackgroundTask(state_));
+  }
+}
+
+void BackgroundCall::Wait() {
+  if (state_ == nullptr) return;
+  if (state_->Claim()) {
+    state_->Run();
+  } else {
+    for (int stage = state_->stage.load(std::memory_order_acquire); stage != State::kDone;
+         stage = state_->stage.load(std::memory_order_acquire)) {
+      state_->stage.wait(stage, std::memory_order_acquire);
+    }
+  }
+  std::exchange(state_, nullptr)->Unref();
+}
+
 #ifdef CKFLOW_TSAN
 namespace internal {
 extern "C" void __tsan_acquire(void* addr);
@@ -99,8 +187,9 @@ void TsanAcquire(const void* addr) { __tsan_acquire(const_cast<void*>(addr)); }
 // What oneTBB synchronizes inside the uninstrumented libtbb TSan cannot
 // see: its header code on its own task, range and partitioner objects
 // (fold_tree's atomic loads on recycled tree nodes show up under a
-// libstdc++ frame), our NodeTask and ParallelForBody built into task memory
-// its allocator recycled from another thread, and that allocator's memsets.
+// libstdc++ frame), our NodeTask, ParallelForBody and BackgroundTask built
+// into task memory its allocator recycled from another thread, and that
+// allocator's memsets.
 // None is a ckflow race; a race with ckflow code on top is still reported.
 extern "C" const char* __tsan_default_suppressions() {
   return "race_top:/oneapi/tbb/\n"
@@ -115,6 +204,7 @@ extern "C" const char* __tsan_default_suppressions() {
          "race_top:ckflow::internal::Executor::Spawn\n"
          "race:check_being_stolen\n"
          "race_top:ParallelForBody\n"
+         "race_top:BackgroundTask\n"
          "called_from_lib:libtbb.so\n";
 }
 #endif

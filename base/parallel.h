@@ -25,6 +25,30 @@ void ParallelFor(int64_t n, int64_t cost_per_unit, const std::function<void(int6
 // least tens of microseconds).
 void ParallelInvoke(const std::function<void()>& a, const std::function<void()>& b);
 
+// One piece of work the caller overlaps with its own (a write-behind, say):
+// Start(fn) hands fn to a free thread of the scheduler and returns; Wait()
+// returns once fn has run. If no thread has taken fn by then, Wait() runs
+// it on the caller's: a waiter runs its own fn and nothing else (it does
+// not pick up the scheduler's other tasks), so it may wait while holding a
+// lock. With one thread allowed (MaxParallelism() or the op's), fn runs in
+// Wait(). Not thread-safe: one owner starts and waits.
+class BackgroundCall {
+ public:
+  BackgroundCall();
+  ~BackgroundCall();  // waits
+  BackgroundCall(const BackgroundCall&) = delete;
+  BackgroundCall& operator=(const BackgroundCall&) = delete;
+
+  // Waits for the previous fn, then starts this one.
+  void Start(std::function<void()> fn);
+  void Wait();
+
+  struct State;  // parallel.cc's: shared with the task that may run fn
+
+ private:
+  State* state_ = nullptr;  // a reference; null: nothing started, or waited for
+};
+
 // The number of threads oneTBB may use right now (honours
 // tbb::global_control set by the caller).
 int MaxParallelism();

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/atomic_file_internal.h"
+#include "base/parallel.h"
 #include "base/tensor_source_internal.h"
 #include "bundle/bundle_coding_internal.h"
 #include "bundle/bundle_format.h"
@@ -41,7 +42,8 @@ BundleWriter::BundleWriter(std::string prefix, const Options& options, std::stri
       fs_(options.fs ? options.fs : FileSystem::Default()),
       data_temp_path_(std::move(data_temp_path)),
       index_temp_path_(IndexFilename(prefix_) + internal::TempStateSuffix()),
-      data_file_(std::move(data_file)) {
+      data_file_(std::move(data_file)),
+      write_(std::make_unique<BackgroundCall>()) {
   buffer_.reserve(kBufferSize);
 }
 
@@ -50,6 +52,7 @@ BundleWriter::~BundleWriter() {
 }
 
 void BundleWriter::DeleteTempFiles() {
+  write_->Wait();
   if (data_file_) {
     data_file_->Close().IgnoreError();
     data_file_.reset();
@@ -95,13 +98,24 @@ BundleWriter::Entry& BundleWriter::Insert(std::string_view key, int dtype,
 }
 
 Status BundleWriter::FlushBuffer() {
+  CKFLOW_RETURN_IF_ERROR(WaitForWrite());
   if (buffer_.empty()) return OkStatus();
-  Status s = data_file_->WriteAt(size_ - buffer_.size(), buffer_);
-  // A synced bundle starts writeback as it goes, so the final fsync
-  // overlaps with the writing instead of following all of it.
-  if (options_.sync) data_file_->StartWriteback(size_ - buffer_.size(), buffer_.size());
+  in_flight_.swap(buffer_);
   buffer_.clear();
-  return s;
+  if (buffer_.capacity() < kBufferSize) buffer_.reserve(kBufferSize);
+  const uint64_t offset = size_ - in_flight_.size();
+  write_->Start([this, offset] {
+    in_flight_status_ = data_file_->WriteAt(offset, in_flight_);
+    // A synced bundle starts writeback as it goes, so the final fsync
+    // overlaps with the writing instead of following all of it.
+    if (options_.sync) data_file_->StartWriteback(offset, in_flight_.size());
+  });
+  return OkStatus();
+}
+
+Status BundleWriter::WaitForWrite() {
+  write_->Wait();
+  return std::exchange(in_flight_status_, OkStatus());
 }
 
 template <typename Read>
@@ -117,7 +131,10 @@ StatusOr<uint32_t> BundleWriter::AppendBytes(uint64_t size, const Read& read) {
     if (buffer_.size() >= kBufferSize) CKFLOW_RETURN_IF_ERROR(FlushBuffer());
     return crc;
   }
+  // The chunks below are written on several threads: none while the
+  // buffer's write is still going.
   CKFLOW_RETURN_IF_ERROR(FlushBuffer());
+  CKFLOW_RETURN_IF_ERROR(WaitForWrite());
   const uint64_t base = size_;
   WritableFile* file = data_file_.get();
   CKFLOW_ASSIGN_OR_RETURN(
@@ -254,6 +271,7 @@ Status BundleWriter::AddSlice(std::string_view full_key, const TensorShape& full
 Status BundleWriter::FinishFiles() {
   CKFLOW_RETURN_IF_ERROR(write_error_);
   CKFLOW_RETURN_IF_ERROR(FlushBuffer());
+  CKFLOW_RETURN_IF_ERROR(WaitForWrite());
   if (options_.sync) CKFLOW_RETURN_IF_ERROR(data_file_->Sync());
   CKFLOW_RETURN_IF_ERROR(data_file_->Close());
   data_file_.reset();

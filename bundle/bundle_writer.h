@@ -49,6 +49,8 @@
 
 namespace ckflow {
 
+class BackgroundCall;
+
 class BundleWriter {
  public:
   struct Options {
@@ -145,7 +147,11 @@ class BundleWriter {
   // std::function: a save of many small values calls it for each.
   template <typename Read>
   StatusOr<uint32_t> AppendBytes(uint64_t size, const Read& read);
+  // Hands the buffered bytes to a background write (after the previous
+  // one has finished) and starts a new buffer.
   Status FlushBuffer();
+  // Waits for the background write; its error, if it failed.
+  Status WaitForWrite();
   Status FinishFiles();
   void DeleteTempFiles();
 
@@ -157,7 +163,14 @@ class BundleWriter {
   const std::string index_temp_path_;
 
   std::unique_ptr<WritableFile> data_file_;
-  std::string buffer_;          // data not yet written, ending at size_
+  std::string buffer_;  // data not yet written, ending at size_
+  // The buffer before it, which write_ is writing to the data file (the
+  // small values of a save are copied and checksummed on the caller's
+  // thread while the previous megabyte goes to the file on another), and
+  // that write's result, which WaitForWrite() collects.
+  std::string in_flight_;
+  std::unique_ptr<BackgroundCall> write_;
+  Status in_flight_status_;
   uint64_t size_ = 0;           // logical size of the data file
   std::vector<Entry> entries_;  // in Add() order
   std::string keys_;            // every entry's key, back to back

@@ -1,7 +1,8 @@
 // ParallelFor: every index is visited once, the caller's writes are seen by
 // every chunk and the chunks' writes by the caller (which `./run.sh tsan`
 // checks), under several oneTBB parallelism limits; every chunk runs in the
-// caller's denormal mode.
+// caller's denormal mode. BackgroundCall: each function runs once, on
+// another thread when one is free and in Wait() when none is.
 #include "base/parallel.h"
 
 #include <gtest/gtest.h>
@@ -9,8 +10,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/denormal_internal.h"
@@ -84,6 +87,75 @@ TEST_P(ParallelForTest, ChunksRunInTheCallersDenormalMode) {
     const float want = flush ? 0.0f : 1e-20f * 1e-20f;
     EXPECT_EQ(std::count(out.begin(), out.end(), want), kN) << "flush " << flush;
   }
+}
+
+TEST_P(ParallelForTest, BackgroundCallRunsEachFunctionOnceAndPublishesItsWrites) {
+  constexpr int kCalls = 200;
+  std::vector<int> in(kCalls);
+  std::vector<int> out(kCalls, -1);
+  std::vector<std::atomic<int>> runs(kCalls);
+  {
+    BackgroundCall call;
+    for (int i = 0; i < kCalls; ++i) {
+      in[i] = 7 * i;  // written before Start, read by fn
+      call.Start([&, i] {
+        runs[i].fetch_add(1, std::memory_order_relaxed);
+        out[i] = in[i] + 1;
+      });
+      // Start waits for the previous call; every third one is waited for
+      // here, and the last by the destructor.
+      if (i % 3 == 0) {
+        call.Wait();
+        EXPECT_EQ(out[i], 7 * i + 1);
+      }
+    }
+  }
+  for (int i = 0; i < kCalls; ++i) {
+    EXPECT_EQ(runs[i].load(), 1) << i;
+    EXPECT_EQ(out[i], 7 * i + 1) << i;
+  }
+}
+
+// Returns once `flag` is set or a minute has passed: a liveness bound for a
+// call no one waits for, not a timing.
+bool AwaitFlag(const std::atomic<bool>& flag) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!flag.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::yield();
+  }
+  return flag.load(std::memory_order_acquire);
+}
+
+// Overlap is the point: with a second thread allowed, fn runs while the
+// caller goes on and never waits for it, in the caller's denormal mode.
+TEST(BackgroundCallTest, RunsOnAnotherThreadWhileTheCallerGoesOn) {
+  tbb::global_control limit(tbb::global_control::max_allowed_parallelism, 2);
+  if (MaxParallelism() < 2) GTEST_SKIP() << "one thread only";
+  for (bool flush : {true, false}) {
+    internal::ScopedDenormals mode(flush);
+    std::atomic<bool> ran{false};
+    std::thread::id ran_on;
+    bool flushed = !flush;
+    BackgroundCall call;
+    call.Start([&] {
+      ran_on = std::this_thread::get_id();
+      flushed = internal::FlushesDenormals();
+      ran.store(true, std::memory_order_release);
+    });
+    ASSERT_TRUE(AwaitFlag(ran));
+    EXPECT_NE(ran_on, std::this_thread::get_id());
+    EXPECT_EQ(flushed, flush);
+    call.Wait();
+  }
+}
+
+TEST(BackgroundCallTest, WaitRunsTheFunctionWhenNoOtherThreadMay) {
+  tbb::global_control limit(tbb::global_control::max_allowed_parallelism, 1);
+  std::thread::id ran_on;
+  BackgroundCall call;
+  call.Start([&] { ran_on = std::this_thread::get_id(); });
+  call.Wait();
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
 }
 
 TEST(ScopedDenormalsTest, NestedScopesRestoreTheModeTheyFound) {
