@@ -56,8 +56,10 @@ std::vector<Output> Initializers(const std::shared_ptr<Trackable>& root,
                                  const std::function<bool(const Trackable&)>& skip) {
   std::vector<Output> initializers;
   for (const std::shared_ptr<Trackable>& object : ReachableObjects(root)) {
+    // The cheap test first: after a full restore every object is skipped.
+    if (skip(*object)) continue;
     Output init = object->initializer();
-    if (init.valid() && !skip(*object)) initializers.push_back(init);
+    if (init.valid()) initializers.push_back(init);
   }
   return initializers;
 }

@@ -1,7 +1,8 @@
 #include <atomic>
+#include <cstdint>
 #include <deque>
 #include <limits>
-#include <unordered_set>
+#include <vector>
 
 #include "bundle/bundle_format.h"
 #include "checkpoint/object_graph_internal.h"
@@ -26,6 +27,46 @@ int64_t DeclaredBytes(const SaveableAttribute& a) {
 namespace {
 
 std::atomic<int64_t> full_builds{0};
+
+// The objects a walk has reached, by address: open addressing in one
+// array, so a walk of many objects allocates a few times, not once per
+// object as a node-based set does.
+class PointerSet {
+ public:
+  // Whether `p` was not in the set (and is now).
+  bool Insert(const void* p) {
+    if (2 * (size_ + 1) > slots_.size()) Grow();
+    for (size_t i = Slot(p);; i = (i + 1) & (slots_.size() - 1)) {
+      if (slots_[i] == p) return false;
+      if (slots_[i] == nullptr) {
+        slots_[i] = p;
+        ++size_;
+        return true;
+      }
+    }
+  }
+
+ private:
+  size_t Slot(const void* p) const {
+    // Fibonacci hashing: the top bits of the product mix every bit of the
+    // address, whose low bits are alignment zeros.
+    return static_cast<size_t>((reinterpret_cast<uintptr_t>(p) * 0x9E3779B97F4A7C15ull) >>
+                               (64 - bits_));
+  }
+  void Grow() {
+    std::vector<const void*> old = std::move(slots_);
+    bits_ = bits_ == 0 ? 6 : bits_ + 1;
+    slots_.assign(size_t{1} << bits_, nullptr);
+    size_ = 0;
+    for (const void* p : old) {
+      if (p != nullptr) Insert(p);
+    }
+  }
+
+  std::vector<const void*> slots_;
+  size_t size_ = 0;
+  int bits_ = 0;
+};
 
 std::string JoinPath(const std::string& parent, std::string_view escaped) {
   if (parent.empty()) return std::string(escaped);
@@ -113,13 +154,13 @@ ObjectGraph BuildObjectGraph(const std::shared_ptr<Trackable>& root, ObjectGraph
 
 std::vector<std::shared_ptr<Trackable>> ReachableObjects(const std::shared_ptr<Trackable>& root) {
   std::vector<std::shared_ptr<Trackable>> objects{root};
-  std::unordered_set<const Trackable*> seen{root.get()};
+  PointerSet seen;
+  seen.Insert(root.get());
   for (size_t i = 0; i < objects.size(); ++i) {
-    const std::shared_ptr<Trackable> object = objects[i];  // push_back below may move it
-    auto children = object->Children();
-    seen.reserve(seen.size() + children.size());
+    // Taken before any push_back can move objects[i].
+    auto children = objects[i]->Children();
     for (auto& [name, child] : children) {
-      if (seen.insert(child.get()).second) objects.push_back(std::move(child));
+      if (seen.Insert(child.get())) objects.push_back(std::move(child));
     }
   }
   const size_t num_ordinary = objects.size();
@@ -129,7 +170,7 @@ std::vector<std::shared_ptr<Trackable>> ReachableObjects(const std::shared_ptr<T
     for (const std::string& slot_name : owner->SlotNames()) {
       for (size_t var = 0; var < num_ordinary; ++var) {
         std::shared_ptr<Trackable> slot = owner->GetSlot(*objects[var], slot_name);
-        if (slot && seen.insert(slot.get()).second) objects.push_back(std::move(slot));
+        if (slot && seen.Insert(slot.get())) objects.push_back(std::move(slot));
       }
     }
   }

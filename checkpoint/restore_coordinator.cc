@@ -52,7 +52,9 @@ RestoreCoordinator::~RestoreCoordinator() {
   const std::vector<bool> skipped = SkippedSlotNodes();
   std::vector<std::string> lines;
   for (int id = 0; id < graph_->nodes_size(); ++id) {
-    if (graph_->nodes(id).attributes_size() > 0 && !matched_[id] && !skipped[id]) {
+    // The bits first: reading a node parses it, and after a full match
+    // no node needs reading.
+    if (!matched_[id] && !skipped[id] && graph_->nodes(id).attributes_size() > 0) {
       lines.push_back(
           "Value in checkpoint could not be found in the restored object: " + NodeName(id) +
           " (key '" + std::string(graph_->nodes(id).attributes(0).checkpoint_key()) + "')");

@@ -81,13 +81,23 @@ struct Program : testing::ModelProgram {
 
 // ReachableObjects, the walk InitializeOrRestore makes for the initializers
 // a restore leaves, reaches the object graph's objects in its order: a
-// module reached by two edges, a reference back to the model, a slot.
+// module reached by two edges, a reference back to the model, a slot, and
+// hundreds of modules, each also referring back to the model and to the
+// one before it.
 TEST(SavePlanTest, ReachableObjectsAreTheObjectGraphsObjects) {
   Program p;
   auto optimizer = std::make_shared<testing::MirrorOptimizer>();
   p.inner->Track("optimizer", optimizer);
   p.model->Track("inner_again", p.inner);
   p.inner->TrackReference("up", p.model);
+  std::shared_ptr<Module> previous = p.inner;
+  for (int i = 0; i < 500; ++i) {
+    auto module = std::make_shared<Module>();
+    p.inner->Track("m" + std::to_string(i), module);
+    module->TrackReference("model", p.model);
+    module->TrackReference("previous", previous);
+    previous = module;
+  }
   p.AddSlot(*optimizer);
   const std::shared_ptr<Trackable> root = p.checkpoint->root();
   std::vector<const Trackable*> want;
@@ -95,8 +105,9 @@ TEST(SavePlanTest, ReachableObjectsAreTheObjectGraphsObjects) {
   std::vector<const Trackable*> got;
   for (const auto& object : internal::ReachableObjects(root)) got.push_back(object.get());
   EXPECT_EQ(got, want);
-  // The root, model, v, inner, w, the optimizer and its slot at least.
-  EXPECT_GE(got.size(), 7u);
+  // The root, model, v, inner, w, the optimizer, the modules and the slot
+  // at least.
+  EXPECT_GE(got.size(), 507u);
   EXPECT_EQ(got.back(), optimizer->slot_by_key.begin()->second.get());
 }
 
