@@ -68,8 +68,18 @@ bool IsExclusive(const Tensor& t) {
 }  // namespace
 
 uint64_t VariableResource::NextVersion() {
+  // Versions are compared for equality only, so each thread takes them a
+  // block at a time: restore ops on several threads, each moving thousands
+  // of versions, no longer bump one shared counter per variable.
+  constexpr uint64_t kBlock = 1024;
   static std::atomic<uint64_t> next{1};
-  return next.fetch_add(1, std::memory_order_relaxed);
+  thread_local uint64_t at = 0;
+  thread_local uint64_t end = 0;
+  if (at == end) {
+    at = next.fetch_add(kBlock, std::memory_order_relaxed);
+    end = at + kBlock;
+  }
+  return at++;
 }
 
 StatusOr<Tensor*> VariableResource::PrepareToOverwriteLocked(const TensorShape& shape) {

@@ -156,8 +156,9 @@ class VariableResource : public ResourceBase {
   // Moves on whenever the value may have changed: every Prepare*Locked and
   // Assign, so every kernel that writes the variable (an assignment, an
   // optimizer's update, a restore). Drawn from one counter for all
-  // variables, so a version is never reused, not even by a variable that
-  // replaces this one under its name. An incremental save (SaveOptions::
+  // variables (in blocks per thread), so a version is never reused, not
+  // even by a variable that replaces this one under its name; versions are
+  // unique, not ordered. An incremental save (SaveOptions::
   // incremental) skips a variable whose version equals the one it saved:
   // no hashing of unchanged bytes. Never 0.
   uint64_t version_locked() const CKFLOW_REQUIRES(mu_) { return version_; }

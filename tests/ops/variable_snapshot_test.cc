@@ -3,12 +3,15 @@
 // was when it was taken, whatever the variable does after; row updates set
 // aside only the blocks not read yet and stay in place; any other write, a
 // reader sharing the value, or the variable's end hands the buffer over.
+// And the versions every write moves: never reused, whichever thread
+// writes.
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -257,6 +260,38 @@ TEST(RowBlockSnapshotConcurrencyTest, ReadersAndRowUpdatesRace) {
     }
   }
   EXPECT_NE(BytesOf(Copy(*v)), BytesOf(before));
+}
+
+// Versions are drawn a block per thread: writes on four threads at once,
+// thousands each (several blocks), and the variables created meanwhile,
+// never see one version twice, nor 0.
+TEST(VariableVersionTest, WritesOnManyThreadsNeverShareAVersion) {
+  constexpr int kThreads = 4;
+  constexpr int kWrites = 3000;
+  std::vector<std::vector<uint64_t>> seen(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&seen, t] {
+      auto v =
+          std::make_shared<VariableResource>("v" + std::to_string(t), DT_FLOAT, PartialShape({2}));
+      for (int i = 0; i < kWrites; ++i) {
+        MutexLock lock(&v->mu());
+        seen[t].push_back(v->version_locked());
+        CKFLOW_ASSERT_OK(v->PrepareToOverwriteLocked(TensorShape({2})).status());
+      }
+      MutexLock lock(&v->mu());
+      seen[t].push_back(v->version_locked());
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  std::set<uint64_t> all;
+  for (const std::vector<uint64_t>& versions : seen) {
+    for (uint64_t version : versions) {
+      EXPECT_NE(version, 0u);
+      EXPECT_TRUE(all.insert(version).second) << "version " << version << " seen twice";
+    }
+  }
+  EXPECT_EQ(all.size(), static_cast<size_t>(kThreads * (kWrites + 1)));
 }
 
 }  // namespace
