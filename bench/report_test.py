@@ -157,6 +157,25 @@ class PageTest(unittest.TestCase):
         self.assertEqual(record["env"], {"CKFLOW_X": "1"})
         self.assertEqual(report.command_of(record), "CKFLOW_X=1 sh -c 'test \"$CKFLOW_X\" = 1'")
 
+    def test_a_restores_phases_are_set_beside_each_other_at_two_sizes(self):
+        small = {"count": 20000, "restore_phase_s": 0.012, "restore_phase_page_faults": 150,
+                 "initialize_phase_s": 0.010, "initialize_phase_page_faults": 0}
+        large = {"count": 200000, "restore_phase_s": 0.18, "restore_phase_page_faults": 28000,
+                 "initialize_phase_s": 0.11, "initialize_phase_page_faults": 70}
+        self.assertEqual(
+            report.restore_phases(small, large),
+            "Per variable at 200,000 against 20,000: `Restore` (the index, object matching, "
+            "restore ops) 0.900 µs against 0.600 µs, 1.50×, with 28,000 page faults a restore "
+            "against 150; `InitializeOrRestore` (running them: the reads) 0.550 µs against "
+            "0.500 µs, 1.10×, with 70 page faults a restore against 0.")
+        # Faults unknown: the times alone. A run without the phases: nothing.
+        del small["restore_phase_page_faults"]
+        self.assertIn("0.900 µs against 0.600 µs, 1.50×; `InitializeOrRestore`",
+                      report.restore_phases(small, large))
+        del large["initialize_phase_s"]
+        self.assertEqual(report.restore_phases(small, large), "")
+        self.assertEqual(report.restore_phases(None, large), "")
+
 
 def gbench_median(name, real_time, time_unit="ms", **counters):
     """A Google Benchmark median aggregate, as --benchmark_report_aggregates_only writes it."""
@@ -243,25 +262,6 @@ class SequenceTopicsTest(unittest.TestCase):
                       "holds 1.27× and the run with saves 1.27×.", recsys)
         # Met: no sentence on what stands in its way.
         self.assertNotIn("What stands in the way", recsys)
-
-    def test_a_restores_phases_are_set_beside_each_other_at_two_sizes(self):
-        small = {"count": 20000, "restore_phase_s": 0.012, "restore_phase_page_faults": 150,
-                 "initialize_phase_s": 0.010, "initialize_phase_page_faults": 0}
-        large = {"count": 200000, "restore_phase_s": 0.18, "restore_phase_page_faults": 28000,
-                 "initialize_phase_s": 0.11, "initialize_phase_page_faults": 70}
-        self.assertEqual(
-            report.restore_phases(small, large),
-            "Per variable at 200,000 against 20,000: `Restore` (the index, object matching, "
-            "restore ops) 0.900 µs against 0.600 µs, 1.50×, with 28,000 page faults a restore "
-            "against 150; `InitializeOrRestore` (running them: the reads) 0.550 µs against "
-            "0.500 µs, 1.10×, with 70 page faults a restore against 0.")
-        # Faults unknown: the times alone. A run without the phases: nothing.
-        del small["restore_phase_page_faults"]
-        self.assertIn("0.900 µs against 0.600 µs, 1.50×; `InitializeOrRestore`",
-                      report.restore_phases(small, large))
-        del large["initialize_phase_s"]
-        self.assertEqual(report.restore_phases(small, large), "")
-        self.assertEqual(report.restore_phases(None, large), "")
 
     def test_an_unmet_median_is_set_beside_the_time_a_save_takes(self):
         nosaves = report.recsys_log(RECSYS_LOG.format(p50="10.00", p99="12.00", peak="2100"))
