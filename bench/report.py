@@ -521,6 +521,9 @@ def topic_small(r):
         phases = restore_phases(get(c, "ckflow", "restore"), restore200)
         if phases:
             after += " " + phases
+    budget = restore_budget(get(c, "ckflow", "restore"))
+    if budget:
+        after += (" " if after else "") + budget
     return Section("Many small variables", intro, table(headers, rows),
                    ["peers", "restore_200k", "save_200k", "checkpoint_bench"],
                    ("small_variables.png", draw) if c
@@ -553,6 +556,36 @@ def restore_phases(small, large):
                      f"{times(large_us / small_us)}{faults}")
     return (f"Per variable at {get(large, 'count'):,} against {get(small, 'count'):,}: "
             + "; ".join(parts) + ".")
+
+
+def restore_budget(small, target=0.8):
+    """What stands in the way of a warm restore at `target` × its ceiling
+    (`ckflow bench restore`'s JSON object `small`): the time per variable
+    the target allows, against what each phase takes of it. "" when the
+    target is met or the phases are missing."""
+    count = get(small, "count")
+    raw, total = get(small, "raw_s"), get(small, "ckflow_s")
+    restore, initialize = get(small, "restore_phase_s"), get(small, "initialize_phase_s")
+    if not count or None in (raw, total, restore, initialize) or raw / total >= target:
+        return ""
+
+    def us(seconds):
+        return seconds / count * 1e6
+
+    budget = us(raw) / target
+    left = budget - us(initialize)
+    said = (f"What stands in the way of {num(target, 2)}× at {count:,} variables: it allows "
+            f"{num(budget)} µs per variable (the ceiling's {num(us(raw))} µs over "
+            f"{num(target, 2)}). Running the restore ops (`InitializeOrRestore`: each value "
+            f"read, checksummed and copied into its variable) takes {num(us(initialize))} µs "
+            f"of it, {times(us(initialize) / budget)}")
+    if left <= 0:
+        return said + ("; that leaves nothing for matching the checkpoint to the objects "
+                       f"(`Restore`), which takes {num(us(restore))} µs.")
+    return said + (f"; that leaves {num(left)} µs for matching the checkpoint to the objects "
+                   f"(`Restore`: the index parsed, the object graph read and walked, the "
+                   f"restore ops planned), which takes {num(us(restore))} µs, "
+                   f"{times(us(restore) / left)} as much.")
 
 
 def per_var_of(result, key):
@@ -1734,8 +1767,10 @@ def sample(directory, out):
         for case in (get(data, "cases") or []) if name == "peers.json" else []:
             for side in ("restore", "save"):
                 full = case["ckflow"].get(side) or {}
-                case["ckflow"][side] = {k: full[k] for k in ("count", "bytes", "ckflow_s", "raw_s",
-                                                             "peak_rss_added_bytes") if k in full}
+                case["ckflow"][side] = {k: full[k] for k in (
+                    "count", "bytes", "ckflow_s", "raw_s", "peak_rss_added_bytes",
+                    "restore_phase_s", "restore_phase_page_faults", "initialize_phase_s",
+                    "initialize_phase_page_faults") if k in full}
         with open(os.path.join(out, name), "w") as f:
             json.dump(data, f, separators=(",", ":"))
             f.write("\n")

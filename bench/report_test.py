@@ -157,6 +157,27 @@ class PageTest(unittest.TestCase):
         self.assertEqual(record["env"], {"CKFLOW_X": "1"})
         self.assertEqual(report.command_of(record), "CKFLOW_X=1 sh -c 'test \"$CKFLOW_X\" = 1'")
 
+    def test_an_unmet_warm_restore_says_what_each_phase_takes_of_its_budget(self):
+        # 0.5 µs of ceiling per variable: 0.625 µs at 0.8×; the reads take
+        # 0.4 µs of it, matching 0.6 µs against the 0.225 µs left.
+        small = {"count": 20000, "raw_s": 0.010, "ckflow_s": 0.020,
+                 "restore_phase_s": 0.012, "initialize_phase_s": 0.008}
+        self.assertEqual(
+            report.restore_budget(small),
+            "What stands in the way of 0.80× at 20,000 variables: it allows 0.625 µs per "
+            "variable (the ceiling's 0.500 µs over 0.80). Running the restore ops "
+            "(`InitializeOrRestore`: each value read, checksummed and copied into its variable) "
+            "takes 0.400 µs of it, 0.640×; that leaves 0.225 µs for matching the checkpoint to "
+            "the objects (`Restore`: the index parsed, the object graph read and walked, the "
+            "restore ops planned), which takes 0.600 µs, 2.67× as much.")
+        # The reads alone over the budget; the target met; phases missing.
+        slow_reads = dict(small, initialize_phase_s=0.014)
+        self.assertIn("that leaves nothing for matching the checkpoint to the objects "
+                      "(`Restore`), which takes 0.600 µs.", report.restore_budget(slow_reads))
+        self.assertEqual(report.restore_budget(dict(small, ckflow_s=0.012)), "")
+        self.assertEqual(report.restore_budget(dict(small, restore_phase_s=None)), "")
+        self.assertEqual(report.restore_budget(None), "")
+
     def test_a_restores_phases_are_set_beside_each_other_at_two_sizes(self):
         small = {"count": 20000, "restore_phase_s": 0.012, "restore_phase_page_faults": 150,
                  "initialize_phase_s": 0.010, "initialize_phase_page_faults": 0}
