@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "base/denormal_internal.h"
+#include "base/mutex.h"
 #include "base/parallel_internal.h"
 #include "base/tsan_internal.h"
 
@@ -95,6 +96,8 @@ void ParallelInvoke(const std::function<void()>& a, const std::function<void()>&
 // waiter (and finds fn taken) touches nothing else. The count is the
 // state's own, not a shared_ptr's: a task's memory then holds one plain
 // pointer, which the suppressions below cover when libtbb recycles it.
+// A state with a task stays on a list (ListPending) until its last
+// reference goes.
 struct BackgroundCall::State {
   enum Stage { kPending, kRunning, kDone };
   State(std::function<void()> f, bool flush, int references)
@@ -106,17 +109,72 @@ struct BackgroundCall::State {
   void Run() {
     const internal::ScopedDenormals denormals(flush_denormals);
     fn();
+    fn = nullptr;  // what it holds goes now, not when a late task comes by
     stage.store(kDone, std::memory_order_release);
     stage.notify_all();
   }
-  void Unref() {
-    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
-  }
-  const std::function<void()> fn;
+  void Unref();
+
+  std::function<void()> fn;    // only its claimer touches it
   const bool flush_denormals;  // the caller's mode, whichever thread runs fn
   std::atomic<int> stage{kPending};
   std::atomic<int> refs;
+  State* prev = nullptr;  // on the pending list (guarded by its mutex)
+  State* next = nullptr;
+  bool listed = false;
 };
+
+namespace {
+
+// The states whose task has not run yet. A waiter that ran fn itself
+// leaves its task queued, holding the state, until a thread takes it;
+// libtbb keeps queued tasks in memory LeakSanitizer does not scan and
+// drops them, unrun, at exit. Listed here, such a state stays reachable
+// from a global until its task runs, and is freed then.
+struct PendingStates {
+  Mutex mu;
+  BackgroundCall::State* head CKFLOW_GUARDED_BY(mu) = nullptr;
+  int64_t count CKFLOW_GUARDED_BY(mu) = 0;
+};
+
+PendingStates& Pending() {
+  static PendingStates* pending = new PendingStates;  // never destroyed: tasks outlive exit
+  return *pending;
+}
+
+void ListPending(BackgroundCall::State* state) {
+  PendingStates& p = Pending();
+  MutexLock lock(&p.mu);
+  state->next = p.head;
+  if (p.head != nullptr) p.head->prev = state;
+  p.head = state;
+  state->listed = true;
+  ++p.count;
+}
+
+void Unlist(BackgroundCall::State* state) {
+  PendingStates& p = Pending();
+  MutexLock lock(&p.mu);
+  (state->prev != nullptr ? state->prev->next : p.head) = state->next;
+  if (state->next != nullptr) state->next->prev = state->prev;
+  --p.count;
+}
+
+}  // namespace
+
+void BackgroundCall::State::Unref() {
+  if (refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  if (listed) Unlist(this);
+  delete this;
+}
+
+namespace internal {
+int64_t PendingBackgroundCalls() {
+  PendingStates& p = Pending();
+  MutexLock lock(&p.mu);
+  return p.count;
+}
+}  // namespace internal
 
 namespace {
 
@@ -158,6 +216,7 @@ void BackgroundCall::Start(std::function<void()> fn) {
   const bool offered = intra_op_threads != 1 && MaxParallelism() > 1;
   state_ = new State(std::move(fn), internal::FlushesDenormals(), offered ? 2 : 1);
   if (offered) {
+    ListPending(state_);
     internal::TsanRelease(state_);
     tbb::this_task_arena::enqueue(BackgroundTask(state_));
   }

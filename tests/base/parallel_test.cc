@@ -12,11 +12,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "base/denormal_internal.h"
+#include "base/parallel_internal.h"
 
 namespace ckflow {
 namespace {
@@ -116,14 +118,16 @@ TEST_P(ParallelForTest, BackgroundCallRunsEachFunctionOnceAndPublishesItsWrites)
   }
 }
 
-// Returns once `flag` is set or a minute has passed: a liveness bound for a
-// call no one waits for, not a timing.
-bool AwaitFlag(const std::atomic<bool>& flag) {
+// Returns once `condition()` holds or a minute has passed: a liveness
+// bound for a call no one waits for, not a timing.
+bool Eventually(const std::function<bool()>& condition) {
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!flag.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < give_up) {
-    std::this_thread::yield();
-  }
-  return flag.load(std::memory_order_acquire);
+  while (!condition() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+  return condition();
+}
+
+bool AwaitFlag(const std::atomic<bool>& flag) {
+  return Eventually([&] { return flag.load(std::memory_order_acquire); });
 }
 
 // Overlap is the point: with a second thread allowed, fn runs while the
@@ -147,6 +151,36 @@ TEST(BackgroundCallTest, RunsOnAnotherThreadWhileTheCallerGoesOn) {
     EXPECT_EQ(flushed, flush);
     call.Wait();
   }
+}
+
+// A waiter that finds no thread free runs fn itself and leaves its task
+// queued, holding the call's state until a thread takes it. The state is
+// kept meanwhile (listed, so a task libtbb drops unrun at exit is no leak)
+// and freed once that task has run.
+TEST(BackgroundCallTest, ATaskItsWaiterOvertookIsFreedWhenItRuns) {
+  tbb::global_control limit(tbb::global_control::max_allowed_parallelism, 2);
+  if (MaxParallelism() < 2) GTEST_SKIP() << "one thread only";
+  // The one worker is held by a call until the test lets it go.
+  std::atomic<bool> started{false};
+  std::atomic<bool> release{false};
+  BackgroundCall busy;
+  busy.Start([&] {
+    started.store(true, std::memory_order_release);
+    while (!release.load(std::memory_order_acquire)) std::this_thread::yield();
+  });
+  ASSERT_TRUE(AwaitFlag(started));
+  const int64_t before = internal::PendingBackgroundCalls();
+  std::thread::id ran_on;
+  {
+    BackgroundCall call;
+    call.Start([&] { ran_on = std::this_thread::get_id(); });
+    call.Wait();
+  }
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+  EXPECT_EQ(internal::PendingBackgroundCalls(), before + 1);  // its task, still queued
+  release.store(true, std::memory_order_release);
+  busy.Wait();
+  EXPECT_TRUE(Eventually([] { return internal::PendingBackgroundCalls() == 0; }));
 }
 
 TEST(BackgroundCallTest, WaitRunsTheFunctionWhenNoOtherThreadMay) {
