@@ -639,11 +639,16 @@ def test_mismatched_structure_gets_the_same_verdicts(tmp_path, ckflow, caplog, c
 
 # (2) The same numbers after every one of 100 steps of each optimizer, from
 # the same start and batches: every variable within 1e-5 of its scale (its
-# largest magnitude over the run). Measured against the value of the step
-# instead, a slot passing through zero (the momentum of the output bias as
-# its gradient changes sign) differs by up to 2e-4 relative, and TensorFlow's
-# own two CPU kernels (oneDNN and Eigen) differ from each other by as much:
-# summation order, not a different definition (checkpoint/NOTES.md).
+# largest magnitude over the run), 1e-4 under Adam. Measured against the
+# value of the step instead, a slot passing through zero (the momentum of the
+# output bias as its gradient changes sign) differs by up to 2e-4 relative,
+# and TensorFlow's own two CPU kernels (oneDNN and Eigen) differ from each
+# other by as much: summation order, not a different definition
+# (checkpoint/NOTES.md). Adam divides each step by the root of the squared
+# gradients' average, so a rounding difference in a small gradient moves the
+# variable by a step's fraction, not a gradient's, and such differences add
+# up over 100 steps: 5e-7 here on every CPU kind oneDNN can be limited to,
+# but 1.8e-5 (the input layer's bias) on one CI machine.
 @pytest.mark.parametrize("optimizer", ["sgd", "momentum", "adam"])
 def test_hundred_training_steps_agree(tmp_path, ckflow, optimizer):
     data_file = tmp_path / "data"
@@ -670,8 +675,9 @@ def test_hundred_training_steps_agree(tmp_path, ckflow, optimizer):
             difference[key] = max(difference.get(key, 0.0), float(np.max(np.abs(a - b))))
             scale[key] = max(scale.get(key, 0.0), float(np.max(np.abs(b))))
     relative = {k: difference[k] / scale[k] if scale[k] else difference[k] for k in difference}
-    bad = {k: v for k, v in relative.items() if v > 1e-5}
-    assert not bad, f"relative differences over 1e-5: {bad}"
+    bound = 1e-4 if optimizer == "adam" else 1e-5
+    bad = {k: v for k, v in relative.items() if v > bound}
+    assert not bad, f"relative differences over {bound}: {bad}"
     assert tf_run["trained"] != tf_run["restored"]  # it trained
 
 
