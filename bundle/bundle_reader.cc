@@ -147,6 +147,7 @@ StatusOr<std::unique_ptr<BundleReader>> BundleReader::Open(const std::string& pr
           }));
   const int num_shards = header.num_shards();
   const bool big_endian = header.endianness() == tensorflow::BundleHeaderProto::BIG;
+  entries.shrink_to_fit();
   return std::unique_ptr<BundleReader>(
       new BundleReader(prefix, fs, num_shards, big_endian, std::move(entries)));
 }

@@ -199,6 +199,11 @@ std::unique_ptr<StoredObjectGraph> StoredObjectGraph::Parse(std::string bytes) {
   std::unique_ptr<StoredObjectGraph> g(new StoredObjectGraph);
   g->bytes_ = std::move(bytes);
   if (!Parser(*g).Graph()) return nullptr;
+  // The arrays grew by doubling; the graph lives as long as its restore.
+  g->nodes_.shrink_to_fit();
+  g->children_.shrink_to_fit();
+  g->attributes_.shrink_to_fit();
+  g->slots_.shrink_to_fit();
   return g;
 }
 

@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <functional>
+#include <string_view>
 
 #include "base/parallel.h"
 #include "checkpoint/object_graph_internal.h"
@@ -24,30 +26,26 @@ int64_t ApproxBytes(const SaveableAttribute& a) {
   return n;
 }
 
-// Each (key, variable) pair, every string after its length so no two lists
-// read alike; the variable by its shared name where the attribute gives it
-// (a graph's variables have distinct ones), else by its handle's node,
-// which is then read. The same items restored under another cast rule need
-// another op.
-std::string Signature(const std::vector<RestoreItem>& items, size_t begin, size_t end,
-                      CastRule cast) {
-  auto append_int = [](std::string& sig, uint32_t n) {
-    sig.append(reinterpret_cast<const char*>(&n), sizeof(n));
+// A digest of the (key, variable) pairs of items [begin, end) and the cast
+// rule: the variable by its shared name where the attribute gives it (a
+// graph's variables have distinct ones), else by its handle's node. It
+// finds a cached op; RestoreOpRestores then confirms it (a digest is not unique), so
+// the cache keeps 8 bytes per op, not a copy of every key and name.
+uint64_t Digest(const std::vector<RestoreItem>& items, size_t begin, size_t end, CastRule cast) {
+  // Each string's hash is mixed in after the ones before it, so no two
+  // lists (or orders) mix alike but by chance.
+  uint64_t digest = static_cast<uint64_t>(cast) + 1;
+  auto mix = [&digest](uint64_t value) {
+    digest = (digest ^ value) * 0x9e3779b97f4a7c15u;
+    digest ^= digest >> 29;
   };
-  std::string sig(1, static_cast<char>(cast));
+  const std::hash<std::string_view> hash;
   for (size_t i = begin; i < end; ++i) {
     const SaveableAttribute& a = items[i].attribute;
-    append_int(sig, static_cast<uint32_t>(items[i].key.size()));
-    sig.append(items[i].key);
-    if (!a.shared_name.empty()) {
-      append_int(sig, static_cast<uint32_t>(a.shared_name.size()));
-      sig.append(a.shared_name);
-    } else {
-      append_int(sig, 0);
-      append_int(sig, static_cast<uint32_t>(a.handle.node()->id()));
-    }
+    mix(hash(items[i].key));
+    mix(a.shared_name.empty() ? static_cast<uint64_t>(a.handle.node()->id()) : hash(a.shared_name));
   }
-  return sig;
+  return digest;
 }
 
 // The variables of items [begin, end) as their attributes declare them,
@@ -82,6 +80,34 @@ StatusOr<ops::VariableDeclarations> TakeDeclarations(std::vector<RestoreItem>& i
 }
 
 }  // namespace
+
+bool RestoreOpRestores(const Output& op, const std::vector<RestoreItem>& items, size_t begin,
+                       size_t end, CastRule cast) {
+  const AttrMap& attrs = op.node()->attrs();
+  const auto* keys = attrs.GetIf<std::vector<std::string>>("keys");
+  const auto* names = attrs.GetIf<std::vector<std::string>>("shared_names");
+  const auto* cast_name = attrs.GetIf<std::string>("cast");
+  if (keys == nullptr || names == nullptr || keys->size() != end - begin ||
+      (cast_name != nullptr ? *cast_name : CastRuleName(CastRule::kNone)) != CastRuleName(cast)) {
+    return false;
+  }
+  for (size_t i = begin; i < end; ++i) {
+    // The op's strings lie all over the heap: ask for them a few ahead.
+    constexpr size_t kAhead = 4;
+    if (i + kAhead < end) {
+      __builtin_prefetch((*keys)[i + kAhead - begin].data());
+      __builtin_prefetch((*names)[i + kAhead - begin].data());
+    }
+    const SaveableAttribute& a = items[i].attribute;
+    const std::string* name = &a.shared_name;
+    if (name->empty()) {
+      name = a.handle.node()->attrs().GetIf<std::string>("shared_name");
+      if (name == nullptr) return false;
+    }
+    if ((*keys)[i - begin] != items[i].key || (*names)[i - begin] != *name) return false;
+  }
+  return true;
+}
 
 RestorePlanner::RestorePlanner(const Scope& scope, std::weak_ptr<Graph> graph, FileSystem* fs,
                                const GroupOptions& group, Owners& owners)
@@ -126,7 +152,7 @@ StatusOr<std::vector<Output>> RestorePlanner::RestoreOps(std::vector<RestoreItem
   if (scope_.eager()) return RestoreNow(std::move(items), save_path, reader, cast);
   struct Group {
     size_t begin, end;
-    std::string signature;
+    uint64_t digest = 0;
     Output op;  // cached, or built below
     StatusOr<ops::VariableDeclarations> variables = ops::VariableDeclarations{};
   };
@@ -140,15 +166,16 @@ StatusOr<std::vector<Output>> RestorePlanner::RestoreOps(std::vector<RestoreItem
     }
     groups.push_back(Group{begin, end});
   }
-  // Each group's signature and, for a new op, its variables' declarations:
+  // Each group's cached op or, for a new op, its variables' declarations:
   // both touch every handle node, cold in cache, and only read the graph
   // and the cache of ops (nothing is added to either until below). So they
   // run for all groups in parallel.
   ParallelFor(static_cast<int64_t>(groups.size()), 100000, [&](int64_t first, int64_t last) {
     for (int64_t b = first; b < last; ++b) {
       Group& g = groups[b];
-      g.signature = Signature(items, g.begin, g.end, cast);
-      if (auto it = restore_ops_.find(g.signature); it != restore_ops_.end()) {
+      g.digest = Digest(items, g.begin, g.end, cast);
+      if (auto it = restore_ops_.find(g.digest);
+          it != restore_ops_.end() && RestoreOpRestores(it->second, items, g.begin, g.end, cast)) {
         g.op = it->second;
         continue;
       }
@@ -174,7 +201,8 @@ StatusOr<std::vector<Output>> RestorePlanner::RestoreOps(std::vector<RestoreItem
                                  *std::move(g.variables), std::move(positions), std::move(slices),
                                  cast);
     if (!g.op.valid()) return scope_.status().WithContext("building restore ops");
-    restore_ops_.emplace(std::move(g.signature), g.op);
+    restore_ops_.insert_or_assign(g.digest, g.op);  // another list of the same digest goes
+    ++built_;
   }
   std::vector<Output> result;
   result.reserve(groups.size());

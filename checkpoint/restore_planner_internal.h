@@ -46,6 +46,12 @@ struct RestoreItem {
   int node_id = -1;       // the object graph's node it came from, if any
 };
 
+// Whether `op`, a RestoreVariables op, restores exactly items [begin, end)
+// under `cast`: the same keys into the same variables, in order. A cached
+// op is found by a digest of its items and confirmed by this.
+bool RestoreOpRestores(const Output& op, const std::vector<RestoreItem>& items, size_t begin,
+                       size_t end, CastRule cast);
+
 class RestorePlanner {
  public:
   // Builds in `scope` (Unowned: see Saver) while `graph` lives; `owners`
@@ -64,7 +70,7 @@ class RestorePlanner {
                                            const std::string& save_path, const BundleReader* reader,
                                            CastRule cast);
   // For tests: how many restore ops were ever built.
-  int num_restore_ops_built() const { return static_cast<int>(restore_ops_.size()); }
+  int num_restore_ops_built() const { return built_; }
 
  private:
   // RestoreOps in an eager scope.
@@ -78,7 +84,8 @@ class RestorePlanner {
   const GroupOptions& group_;
   Owners& owners_;
   Output restore_prefix_;
-  std::unordered_map<std::string, Output> restore_ops_;  // by item signature
+  std::unordered_map<uint64_t, Output> restore_ops_;  // by Digest of their items
+  int built_ = 0;
 };
 
 }  // namespace ckflow::internal

@@ -422,6 +422,46 @@ TEST_F(RestorePathsTest, WrongPositionsStillRestoreEachKeysOwnValue) {
   }
 }
 
+// A repeated restore finds its cached ops by a digest of their (key,
+// variable) lists; whether a found op is reused rests on this check, which
+// must refuse every way two lists can differ.
+TEST(RestoreOpRestoresTest, ConfirmsOnlyTheSameKeysIntoTheSameVariablesInOrder) {
+  Scope scope = Scope::NewRootScope();
+  const Output prefix = ops::Placeholder(scope, DT_STRING);
+  auto handle = [&](const std::string& name) {
+    return ops::VarHandleOp(scope.WithOpName(name), DT_FLOAT, {2}, name);
+  };
+  const Output a = handle("a"), b = handle("b"), c = handle("c");
+  auto item = [](std::string key, Output variable, std::string shared_name) {
+    internal::RestoreItem made;
+    made.key = std::move(key);
+    made.attribute.handle = variable;
+    made.attribute.dtype = DT_FLOAT;
+    made.attribute.shape = PartialShape({2});
+    made.attribute.shared_name = std::move(shared_name);
+    return made;
+  };
+  const Output op = ops::RestoreVariables(scope, prefix, {"a/key", "b/key"}, {a, b});
+  CKFLOW_ASSERT_OK(scope.status());
+  auto restores = [&](const std::vector<internal::RestoreItem>& items, size_t begin,
+                      CastRule cast = CastRule::kNone) {
+    return internal::RestoreOpRestores(op, items, begin, items.size(), cast);
+  };
+
+  EXPECT_TRUE(restores({item("a/key", a, "a"), item("b/key", b, "b")}, 0));
+  // Where an attribute has no shared name, its handle's node names the variable.
+  EXPECT_TRUE(restores({item("a/key", a, "a"), item("b/key", b, "")}, 0));
+  EXPECT_TRUE(restores({item("x/key", c, "c"), item("a/key", a, "a"), item("b/key", b, "b")}, 1));
+
+  EXPECT_FALSE(restores({item("a/key", a, "a"), item("b/key", b, "b")}, 0, CastRule::kWidening));
+  EXPECT_FALSE(restores({item("a/key", a, "a")}, 0));
+  EXPECT_FALSE(restores({item("a/key", a, "a"), item("b/key", b, "b"), item("c/key", c, "c")}, 0));
+  EXPECT_FALSE(restores({item("b/key", b, "b"), item("a/key", a, "a")}, 0));
+  EXPECT_FALSE(restores({item("a/key", a, "a"), item("c/key", b, "b")}, 0));
+  EXPECT_FALSE(restores({item("a/key", a, "a"), item("b/key", c, "c")}, 0));
+  EXPECT_FALSE(restores({item("a/key", a, "a"), item("b/key", c, "")}, 0));
+}
+
 // A restore op keeps the positions of the checkpoint it was built for and
 // is reused for later checkpoints of the same variables, which may hold
 // the keys elsewhere: here one more variable sorts before all of them.
