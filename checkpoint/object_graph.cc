@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -101,9 +102,17 @@ ObjectGraph BuildObjectGraph(const std::shared_ptr<Trackable>& root, ObjectGraph
     }
     auto children = object->Children();
     // A module of thousands of variables would otherwise rehash and move
-    // the whole table many times over.
-    graph.nodes.reserve(graph.nodes.size() + children.size());
-    graph.id_of.reserve(graph.nodes.size() + children.size());
+    // the whole table many times over. The room grows geometrically: room
+    // for just each module's children would move every node and rehash
+    // every id once per module of a deep model.
+    const size_t needed = graph.nodes.size() + children.size();
+    if (needed > graph.nodes.capacity()) {
+      graph.nodes.reserve(std::max(needed, 2 * graph.nodes.capacity()));
+    }
+    if (static_cast<float>(needed) >
+        static_cast<float>(graph.id_of.bucket_count()) * graph.id_of.max_load_factor()) {
+      graph.id_of.reserve(std::max(needed, 2 * graph.id_of.size()));
+    }
     for (auto& [name, child] : children) {
       auto [it, inserted] = graph.id_of.emplace(child.get(), static_cast<int>(graph.nodes.size()));
       if (inserted) {
