@@ -101,7 +101,7 @@ run_benchmarks() {
   "$PYTHON" bench/report.py machine "$results" --build build/release
   bench_run peers "$py" bench/tf_side_by_side.py --ckflow "$ckflow" \
     --torch-baseline "$bin/torch_baseline" --repeat 3 --json "$results/peers.json"
-  gbench checkpoint_bench --benchmark_filter='Save/.*durable:1|SaveAsync|RestoreSmall/.*cold:1|RestoreOnCreate|RestoreCast|SaveIncremental'
+  gbench checkpoint_bench --benchmark_filter='Save/.*durable:1|SaveAsync|RestoreSmall/.*cold:1|RestoreOnCreate|RestoreCast|SaveIncremental|DeepModel'
   bench_run save_200k "$ckflow" bench save --count 200000 --size 200000KiB --repeat 3 \
     --json "$results/save_200k.json"
   bench_run restore_200k "$ckflow" bench restore --count 200000 --size 200000KiB --repeat 3 \

@@ -21,6 +21,9 @@
 //   SaveAsync     the stall of Write({.async = true}) vs a synchronous
 //                 Write with the same durability, and its snapshot vs
 //                 memcpy of the same bytes.
+//   DeepModel     a program's first save and first restore of the small
+//                 variables spread over many modules (layers of 10) vs the
+//                 same variables in one module.
 //   SaveIncremental  fine-tuning: a frozen base and a trainable head, the
 //                 head changed before each CheckpointManager save (5 kept).
 //                 SaveOptions::incremental (the base's files linked) vs the
@@ -76,9 +79,10 @@ int64_t EnvInt(const char* name, int64_t fallback) {
 }
 
 // A failure to build the synthetic model is a bug in the bench.
-std::unique_ptr<workloads::ModelProgram> Model(int64_t count, int64_t elements, bool initialize) {
+std::unique_ptr<workloads::ModelProgram> Model(int64_t count, int64_t elements, bool initialize,
+                                               int64_t layers = 1) {
   StatusOr<std::unique_ptr<workloads::ModelProgram>> m =
-      workloads::ModelProgram::Synthetic(count, elements, 0.0f, initialize);
+      workloads::ModelProgram::Synthetic(count, elements, 0.0f, initialize, layers);
   CKFLOW_CHECK(m.ok());
   return std::move(m).value();
 }
@@ -345,6 +349,57 @@ void BM_RestoreSmall(benchmark::State& state) {
       static_cast<double>(faults) / static_cast<double>(state.iterations() * count);
 }
 
+// args: variables (1 KiB each), layers. A deep model: the variables spread
+// over `layers` modules, against the same variables as one module's
+// children, each program built anew (untimed) for its first save and,
+// into another new program, its first restore. So the object walk, the
+// save plan and ops, matching and restore-op creation are all in the time,
+// as in a program's first save and first restore. The two shapes take
+// turns; counters: each one's µs per variable, and deep / flat (1: the
+// layering costs nothing).
+void BM_DeepModel(benchmark::State& state) {
+  const int64_t count = state.range(0);
+  const int64_t layers = state.range(1);
+  double save_s[2] = {0, 0}, restore_s[2] = {0, 0};  // [flat, deep]
+  int64_t iteration = 0;
+  for (auto _ : state) {
+    double deep_s = 0;
+    for (int64_t turn = 0; turn < 2; ++turn) {
+      const int deep = static_cast<int>((turn + iteration) % 2);
+      const std::string prefix = BenchDir() + (deep ? "/deep" : "/flat");
+      RemoveCheckpoint(prefix);
+      auto writer = Model(count, 256, true, deep ? layers : 1);
+      auto start = Clock::now();
+      StatusOr<std::string> path = writer->checkpoint->Write(prefix, *writer->session);
+      const double saved = SecondsSince(start);
+      writer.reset();
+      auto reader = Model(count, 256, false, deep ? layers : 1);
+      start = Clock::now();
+      StatusOr<LoadStatus> status =
+          path.ok() ? reader->checkpoint->Restore(*path) : StatusOr<LoadStatus>(path.status());
+      Status s = status.ok() ? status->InitializeOrRestore(*reader->session) : status.status();
+      const double restored = SecondsSince(start);
+      if (s.ok()) s = status->AssertConsumed();
+      if (!s.ok()) {
+        state.SkipWithError(s.ToString().c_str());
+        return;
+      }
+      save_s[deep] += saved;
+      restore_s[deep] += restored;
+      if (deep) deep_s = saved + restored;
+    }
+    state.SetIterationTime(deep_s);
+    ++iteration;
+  }
+  const double per_variable = 1e6 / static_cast<double>(state.iterations() * count);
+  state.counters["deep_save_us_per_variable"] = save_s[1] * per_variable;
+  state.counters["flat_save_us_per_variable"] = save_s[0] * per_variable;
+  state.counters["deep_vs_flat_save"] = save_s[1] / save_s[0];
+  state.counters["deep_restore_us_per_variable"] = restore_s[1] * per_variable;
+  state.counters["flat_restore_us_per_variable"] = restore_s[0] * per_variable;
+  state.counters["deep_vs_flat_restore"] = restore_s[1] / restore_s[0];
+}
+
 // args: variables (1 KiB each). Restore-on-create in an eager program:
 // Restore before anything exists, then each variable created by its owner
 // (Variable::CreateTracked, as a layer's weights and an optimizer's slots
@@ -363,7 +418,10 @@ void BM_RestoreOnCreate(benchmark::State& state) {
     path = writer->checkpoint->Write(BenchDir() + "/on_create", *writer->session).value();
   }
   std::vector<std::string> names;
-  for (int64_t i = 0; i < count; ++i) names.push_back("v" + std::to_string(i));
+  for (int64_t i = 0; i < count; ++i) {
+    names.emplace_back("v");  // not "v" + to_string: GCC 12 warns falsely (-Wrestrict)
+    names.back() += std::to_string(i);
+  }
   // One eager program: Restore, then `create(scope, module, name)` for each.
   auto eager = [&](const auto& create) {
     const auto start = Clock::now();
@@ -736,6 +794,10 @@ void Register() {
       ->UseManualTime()
       ->Iterations(5)
       ->Unit(benchmark::kMillisecond);
+  // 2,000 layers of 10 at the default count: a deep network's shape.
+  auto* deep = benchmark::RegisterBenchmark("DeepModel", BM_DeepModel);
+  for (int64_t n : smalls) deep->Args({n, std::max<int64_t>(1, n / 10)});
+  deep->ArgNames({"vars", "layers"})->UseManualTime()->Unit(benchmark::kMillisecond);
   auto* on_create = benchmark::RegisterBenchmark("RestoreOnCreate", BM_RestoreOnCreate);
   for (int64_t n : smalls) on_create->Args({n});
   on_create->ArgNames({"vars"})->UseManualTime()->Unit(benchmark::kMillisecond);

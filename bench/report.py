@@ -524,10 +524,30 @@ def topic_small(r):
     budget = restore_budget(get(c, "ckflow", "restore"))
     if budget:
         after += (" " if after else "") + budget
+    n = c["count"] if c else 20000
+    deep = deep_model(g.get(f"DeepModel/vars:{n}/layers:{n // 10}"))
+    if deep:
+        after += (" " if after else "") + deep
     return Section("Many small variables", intro, table(headers, rows),
                    ["peers", "restore_200k", "save_200k", "checkpoint_bench"],
                    ("small_variables.png", draw) if c
                    else None, after)
+
+
+def deep_model(result):
+    """A deep model's first save and first restore against a flat one of
+    the same variables (`checkpoint_bench`'s DeepModel record, or None)."""
+    if not result or result.get("deep_vs_flat_save") is None:
+        return ""
+    n = re.search(r"vars:(\d+)/layers:(\d+)", result.get("run_name", result.get("name", "")))
+    shape = (f"{int(n[1]):,} variables in {int(n[2]):,} modules of {int(n[1]) // int(n[2]):,}"
+             if n else "the variables spread over many modules")
+    return (f"A program's first save of {shape}, as a deep network holds them, takes "
+            f"{num(result['deep_save_us_per_variable'])} µs per variable, "
+            f"{times(result['deep_vs_flat_save'])} the same variables in one module, and its "
+            f"first restore into a new program {num(result['deep_restore_us_per_variable'])} µs, "
+            f"{times(result['deep_vs_flat_restore'])} (`checkpoint_bench`, `DeepModel`; both "
+            "include the object walk, the plan and the ops built on first use).")
 
 
 def restore_phases(small, large):

@@ -25,15 +25,27 @@ Status ModelProgram::Finish(bool initialize) {
 }
 
 StatusOr<std::unique_ptr<ModelProgram>> ModelProgram::Synthetic(int64_t count, int64_t elements,
-                                                                float first, bool initialize) {
+                                                                float first, bool initialize,
+                                                                int64_t layers) {
   auto m = std::make_unique<ModelProgram>();
   m->vars.reserve(static_cast<size_t>(count));
+  std::vector<std::shared_ptr<Module>> modules;
+  for (int64_t k = 0; layers > 1 && k < layers; ++k) {
+    char name[32];  // not "layer" + to_string: GCC 12 warns falsely (-Wrestrict)
+    std::snprintf(name, sizeof(name), "layer%lld", static_cast<long long>(k));
+    modules.push_back(m->model->Track(name, std::make_shared<Module>()));
+  }
   Output shape = ops::Const(m->scope, std::vector<int64_t>{elements}, {1});
   for (int64_t i = 0; i < count; ++i) {
-    char name[32];  // not "v" + to_string: GCC 12 warns falsely (-Wrestrict)
+    char name[32];
     std::snprintf(name, sizeof(name), "v%lld", static_cast<long long>(i));
     Output value = ops::Fill(m->scope, shape, ops::Const(m->scope, first + static_cast<float>(i)));
-    m->Add(name, Variable::Create(m->scope, name, value));
+    std::shared_ptr<Variable> variable = Variable::Create(m->scope, name, value);
+    if (modules.empty()) {
+      m->Add(name, std::move(variable));
+    } else {
+      m->vars.push_back(modules[i * layers / count]->Track(name, std::move(variable)));
+    }
   }
   CKFLOW_RETURN_IF_ERROR(m->Finish(/*initialize=*/false));
   if (initialize) {

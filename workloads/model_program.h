@@ -49,8 +49,12 @@ struct ModelProgram {
   // holding `first + i` once initialized. With `initialize` the program is
   // as one that has saved once: initialized through an empty restore, so it
   // has save_counter and a restore from its files can AssertConsumed.
+  // With `layers` > 1 the variables are not the model's own children but
+  // spread in order over that many modules model/layer<k>, as a deep
+  // model's are.
   static StatusOr<std::unique_ptr<ModelProgram>> Synthetic(int64_t count, int64_t elements,
-                                                           float first, bool initialize);
+                                                           float first, bool initialize,
+                                                           int64_t layers = 1);
 };
 
 // Where a checkpoint of the model holds its variables' values (save_counter
