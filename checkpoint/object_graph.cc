@@ -1,3 +1,6 @@
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -74,12 +77,23 @@ std::string JoinPath(const std::string& parent, std::string_view escaped) {
   return parent + "/" + std::string(escaped);
 }
 
-void AddAttributes(ObjectGraph& graph, int id) {
-  ObjectGraphNode& node = graph.nodes[id];
-  node.attributes = node.object->Attributes();
-  for (const SaveableAttribute& attr : node.attributes) {
-    node.keys.push_back(AttributeKey(node.path, attr.name));
-    graph.values.push_back({node.keys.back(), attr, id});
+// Every node's attributes, their keys and the graph's values. The values
+// are counted first: a save plan keeps them (Saver::PlanOf), so they must
+// not keep the slack of a vector grown by doubling.
+void AddAttributes(ObjectGraph& graph) {
+  size_t count = 0;
+  for (ObjectGraphNode& node : graph.nodes) {
+    node.attributes = node.object->Attributes();
+    count += node.attributes.size();
+  }
+  graph.values.reserve(count);
+  for (size_t id = 0; id < graph.nodes.size(); ++id) {
+    ObjectGraphNode& node = graph.nodes[id];
+    node.keys.reserve(node.attributes.size());
+    for (const SaveableAttribute& attr : node.attributes) {
+      node.keys.push_back(AttributeKey(node.path, attr.name));
+      graph.values.push_back({node.keys.back(), attr, static_cast<int>(id)});
+    }
   }
 }
 
@@ -155,9 +169,7 @@ ObjectGraph BuildObjectGraph(const std::shared_ptr<Trackable>& root, ObjectGraph
       }
     }
   }
-  if (full) {
-    for (size_t id = 0; id < graph.nodes.size(); ++id) AddAttributes(graph, static_cast<int>(id));
-  }
+  if (full) AddAttributes(graph);
   return graph;
 }
 
@@ -202,40 +214,19 @@ std::string ObjectPath(const ObjectGraph& graph, int id) {
   return path;
 }
 
-tensorflow::TrackableObjectGraph ToProto(const ObjectGraph& graph) {
-  tensorflow::TrackableObjectGraph proto;
+namespace {
+
+// has_checkpoint_values of every node: its own attributes or slots, or a
+// child's (through the children edges, which may form cycles: iterated to
+// a fixed point, each pass linear, values only turning true).
+std::vector<bool> HasValues(const ObjectGraph& graph) {
   const int n = static_cast<int>(graph.nodes.size());
   std::vector<bool> has_values(n, false);
   for (int id = 0; id < n; ++id) {
     const ObjectGraphNode& node = graph.nodes[id];
-    auto* out = proto.add_nodes();
-    for (const auto& [name, child] : node.children) {
-      auto* ref = out->add_children();
-      ref->set_node_id(child);
-      ref->set_local_name(name);
-    }
-    for (size_t a = 0; a < node.attributes.size(); ++a) {
-      // The parts of a partitioned variable are one attribute, one key.
-      if (a > 0 && node.keys[a] == node.keys[a - 1]) continue;
-      auto* attr = out->add_attributes();
-      // TensorFlow stores the attribute name escaped once; the key escapes it
-      // again (save_util._get_tensors_from_trackable).
-      attr->set_name(EscapeLocalName(node.attributes[a].name));
-      attr->set_full_name(node.attributes[a].full_name);
-      attr->set_checkpoint_key(node.keys[a]);
-    }
     if (!node.attributes.empty()) has_values[id] = true;
-    if (node.is_slot) {
-      auto* ref = proto.mutable_nodes(node.slot_optimizer)->add_slot_variables();
-      ref->set_original_variable_node_id(node.slot_variable_of);
-      ref->set_slot_name(node.slot_name);
-      ref->set_slot_variable_node_id(id);
-      has_values[node.slot_optimizer] = true;
-    }
+    if (node.is_slot) has_values[node.slot_optimizer] = true;
   }
-  // has_checkpoint_values flows up the children edges; the graph may have
-  // cycles, so iterate to a fixed point (each pass is linear, and values only
-  // turn true).
   for (bool changed = true; changed;) {
     changed = false;
     for (int id = n - 1; id >= 0; --id) {
@@ -249,11 +240,172 @@ tensorflow::TrackableObjectGraph ToProto(const ObjectGraph& graph) {
       }
     }
   }
-  for (int id = 0; id < n; ++id) {
-    auto* flag = proto.mutable_nodes(id)->mutable_has_checkpoint_values();
-    flag->set_value(has_values[id]);
+  return has_values;
+}
+
+// The slot nodes of each optimizer node, in id order (as TensorFlow lists
+// an optimizer's slot_variables).
+std::vector<std::vector<int>> SlotsByOptimizer(const ObjectGraph& graph) {
+  std::vector<std::vector<int>> slots(graph.nodes.size());
+  for (size_t id = 0; id < graph.nodes.size(); ++id) {
+    const ObjectGraphNode& node = graph.nodes[id];
+    if (node.is_slot) slots[node.slot_optimizer].push_back(static_cast<int>(id));
+  }
+  return slots;
+}
+
+// Whether attribute a of `node` is written: the parts of a partitioned
+// variable are one attribute, one key.
+bool WritesAttribute(const ObjectGraphNode& node, size_t a) {
+  return a == 0 || node.keys[a] != node.keys[a - 1];
+}
+
+// The wire format of TrackableObjectGraph, field by field, as protobuf
+// writes it: fields in number order, proto3 zeros and empty strings left
+// out, every submessage present. Sizes first, so each length precedes its
+// message and the output is sized once.
+class ObjectGraphWriter {
+ public:
+  explicit ObjectGraphWriter(const ObjectGraph& graph)
+      : graph_(graph), has_values_(HasValues(graph)), slots_(SlotsByOptimizer(graph)) {}
+
+  StatusOr<std::string> Serialize() const {
+    size_t total = 0;
+    for (size_t id = 0; id < graph_.nodes.size(); ++id) total += Message(NodeSize(id));
+    // Protobuf's limit, which TensorFlow's reader has too.
+    if (total > static_cast<size_t>(std::numeric_limits<int>::max())) {
+      return InvalidArgumentError("the object graph of ", graph_.nodes.size(), " objects takes ",
+                                  total, " bytes, over protobuf's limit of 2 GiB");
+    }
+    std::string out(total, '\0');
+    google::protobuf::io::ArrayOutputStream array(out.data(), static_cast<int>(out.size()));
+    google::protobuf::io::CodedOutputStream o(&array);
+    for (size_t id = 0; id < graph_.nodes.size(); ++id) WriteNode(o, id);
+    return out;
+  }
+
+ private:
+  using Coded = google::protobuf::io::CodedOutputStream;
+  enum WireType : uint32_t { kVarint = 0, kLengthDelimited = 2 };
+
+  static size_t Int(int32_t v) { return v == 0 ? 0 : 1 + Coded::VarintSize32SignExtended(v); }
+  static size_t Bytes(std::string_view s) {
+    return s.empty() ? 0 : 1 + Coded::VarintSize32(static_cast<uint32_t>(s.size())) + s.size();
+  }
+  static size_t Message(size_t body) {
+    return 1 + Coded::VarintSize32(static_cast<uint32_t>(body)) + body;
+  }
+  static void WriteInt(Coded& o, uint32_t field, int32_t v) {
+    if (v == 0) return;
+    o.WriteTag(field << 3 | kVarint);
+    o.WriteVarint32SignExtended(v);
+  }
+  static void WriteBytes(Coded& o, uint32_t field, std::string_view s) {
+    if (s.empty()) return;
+    o.WriteTag(field << 3 | kLengthDelimited);
+    o.WriteVarint32(static_cast<uint32_t>(s.size()));
+    o.WriteRaw(s.data(), static_cast<int>(s.size()));
+  }
+  static void WriteMessage(Coded& o, uint32_t field, size_t body) {
+    o.WriteTag(field << 3 | kLengthDelimited);
+    o.WriteVarint32(static_cast<uint32_t>(body));
+  }
+
+  // ObjectReference, SerializedTensor, SlotVariableReference, BoolValue.
+  static size_t ChildSize(const std::pair<std::string, int>& c) {
+    return Int(c.second) + Bytes(c.first);
+  }
+  size_t AttributeSize(const ObjectGraphNode& node, size_t a) const {
+    return Bytes(EscapeLocalName(node.attributes[a].name)) + Bytes(node.attributes[a].full_name) +
+           Bytes(node.keys[a]);
+  }
+  size_t SlotSize(int slot) const {
+    const ObjectGraphNode& s = graph_.nodes[slot];
+    return Int(s.slot_variable_of) + Bytes(s.slot_name) + Int(slot);
+  }
+  size_t FlagSize(size_t id) const { return has_values_[id] ? 2 : 0; }
+
+  size_t NodeSize(size_t id) const {
+    const ObjectGraphNode& node = graph_.nodes[id];
+    size_t size = 0;
+    for (const auto& child : node.children) size += Message(ChildSize(child));
+    for (size_t a = 0; a < node.attributes.size(); ++a) {
+      if (WritesAttribute(node, a)) size += Message(AttributeSize(node, a));
+    }
+    for (int slot : slots_[id]) size += Message(SlotSize(slot));
+    return size + Message(FlagSize(id));
+  }
+
+  void WriteNode(Coded& o, size_t id) const {
+    const ObjectGraphNode& node = graph_.nodes[id];
+    WriteMessage(o, 1, NodeSize(id));
+    for (const auto& child : node.children) {
+      WriteMessage(o, 1, ChildSize(child));
+      WriteInt(o, 1, child.second);
+      WriteBytes(o, 2, child.first);
+    }
+    for (size_t a = 0; a < node.attributes.size(); ++a) {
+      if (!WritesAttribute(node, a)) continue;
+      WriteMessage(o, 2, AttributeSize(node, a));
+      // TensorFlow stores the attribute name escaped once; the key escapes
+      // it again (save_util._get_tensors_from_trackable).
+      WriteBytes(o, 1, EscapeLocalName(node.attributes[a].name));
+      WriteBytes(o, 2, node.attributes[a].full_name);
+      WriteBytes(o, 3, node.keys[a]);
+    }
+    for (int slot : slots_[id]) {
+      const ObjectGraphNode& s = graph_.nodes[slot];
+      WriteMessage(o, 3, SlotSize(slot));
+      WriteInt(o, 1, s.slot_variable_of);
+      WriteBytes(o, 2, s.slot_name);
+      WriteInt(o, 3, slot);
+    }
+    WriteMessage(o, 5, FlagSize(id));
+    if (has_values_[id]) {
+      o.WriteTag(1 << 3 | kVarint);
+      o.WriteVarint32(1);
+    }
+  }
+
+  const ObjectGraph& graph_;
+  const std::vector<bool> has_values_;
+  const std::vector<std::vector<int>> slots_;
+};
+
+}  // namespace
+
+tensorflow::TrackableObjectGraph ToProto(const ObjectGraph& graph) {
+  tensorflow::TrackableObjectGraph proto;
+  const std::vector<bool> has_values = HasValues(graph);
+  const std::vector<std::vector<int>> slots = SlotsByOptimizer(graph);
+  for (size_t id = 0; id < graph.nodes.size(); ++id) {
+    const ObjectGraphNode& node = graph.nodes[id];
+    auto* out = proto.add_nodes();
+    for (const auto& [name, child] : node.children) {
+      auto* ref = out->add_children();
+      ref->set_node_id(child);
+      ref->set_local_name(name);
+    }
+    for (size_t a = 0; a < node.attributes.size(); ++a) {
+      if (!WritesAttribute(node, a)) continue;
+      auto* attr = out->add_attributes();
+      attr->set_name(EscapeLocalName(node.attributes[a].name));
+      attr->set_full_name(node.attributes[a].full_name);
+      attr->set_checkpoint_key(node.keys[a]);
+    }
+    for (int slot : slots[id]) {
+      auto* ref = out->add_slot_variables();
+      ref->set_original_variable_node_id(graph.nodes[slot].slot_variable_of);
+      ref->set_slot_name(graph.nodes[slot].slot_name);
+      ref->set_slot_variable_node_id(slot);
+    }
+    out->mutable_has_checkpoint_values()->set_value(has_values[id]);
   }
   return proto;
+}
+
+StatusOr<std::string> SerializeObjectGraph(const ObjectGraph& graph) {
+  return ObjectGraphWriter(graph).Serialize();
 }
 
 std::vector<std::string> CheckpointNodeNames(const StoredObjectGraph& graph) {

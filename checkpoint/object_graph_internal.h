@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/status.h"
 #include "bundle/bundle_format.h"
 #include "bundle/checkpoint_object_graph_internal.h"
 #include "bundle/protos/trackable_object_graph.pb.h"
@@ -93,6 +94,11 @@ int64_t NumFullObjectGraphBuilds();
 // The TrackableObjectGraph proto TensorFlow would write for `graph`,
 // has_checkpoint_values set on every node.
 tensorflow::TrackableObjectGraph ToProto(const ObjectGraph& graph);
+// ToProto(graph) serialized, written straight from the graph: the same
+// bytes without a message per node, attribute and edge (for 20,000
+// variables those took 10.9 MiB, most of a first save's peak).
+// InvalidArgument past protobuf's 2 GiB.
+StatusOr<std::string> SerializeObjectGraph(const ObjectGraph& graph);
 
 // "(root).a.b" names of a checkpoint's nodes (BFS over the children from
 // node 0, slots named "<optimizer>'s state '<slot>' for <variable>"), as

@@ -437,14 +437,12 @@ bool SameValues(const std::vector<ObjectGraph::Value>& a,
 
 }  // namespace
 
-StatusOr<Saver::SavePlan> Saver::PlanOf(const ObjectGraph& graph, bool object_graph) {
+StatusOr<Saver::SavePlan> Saver::PlanOf(const ObjectGraph& graph,
+                                        std::vector<ObjectGraph::Value> values, bool object_graph) {
   SavePlan plan;
-  plan.values = graph.values;
+  plan.values = std::move(values);
   if (object_graph) {
-    std::string serialized;
-    if (!ToProto(graph).SerializeToString(&serialized)) {
-      return InternalError("serializing the object graph");
-    }
+    CKFLOW_ASSIGN_OR_RETURN(std::string serialized, SerializeObjectGraph(graph));
     plan.object_graph = Tensor::Scalar(std::move(serialized));
   }
   return plan;
@@ -455,7 +453,7 @@ Status Saver::Write(const ObjectGraph& graph, const std::string& prefix, Session
   if (group_.group != nullptr) {
     return WriteGroup(graph, prefix, session, options, std::move(on_written));
   }
-  StatusOr<SavePlan> plan = PlanOf(graph, format_.object_graph);
+  StatusOr<SavePlan> plan = PlanOf(graph, graph.values, format_.object_graph);
   if (!plan.ok()) return plan.status().WithContext("saving checkpoint '" + prefix + "'");
   return WritePlan(*plan, prefix, session, options, std::move(on_written));
 }
@@ -476,7 +474,7 @@ Status Saver::WriteObjects(const std::shared_ptr<Trackable>& root, const std::st
     std::unique_ptr<SavePlan> old = std::move(plan_);
     ObjectGraph graph = BuildObjectGraph(root);
     CKFLOW_RETURN_IF_ERROR(graph.tracking_status);
-    StatusOr<SavePlan> plan = PlanOf(graph, format_.object_graph);
+    StatusOr<SavePlan> plan = PlanOf(graph, std::move(graph.values), format_.object_graph);
     if (!plan.ok()) return plan.status().WithContext("saving checkpoint '" + prefix + "'");
     plan->generation = generation;
     plan->root = root.get();
@@ -808,11 +806,11 @@ Status Saver::WriteGroup(const ObjectGraph& graph, const std::string& prefix, Se
       write.files.push_back(std::move(file));
     }
     if (rank == 0 && format_.object_graph) {
-      std::string serialized;
-      if (!ToProto(graph).SerializeToString(&serialized)) {
-        return InternalError("serializing the object graph for '", prefix, "'");
+      StatusOr<std::string> serialized = SerializeObjectGraph(graph);
+      if (!serialized.ok()) {
+        return serialized.status().WithContext("saving checkpoint '" + prefix + "'");
       }
-      write.feeds.emplace_back(save->object_graph, Tensor::Scalar(serialized));
+      write.feeds.emplace_back(save->object_graph, Tensor::Scalar(*std::move(serialized)));
     }
     CKFLOW_RETURN_IF_ERROR(fs_->CreateDirs(Dirname(prefix)));
     if (options.async) {

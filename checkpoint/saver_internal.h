@@ -234,7 +234,11 @@ class Saver {
   // `prefix`'s data files as they are now, for SavedFiles::data_files.
   static StatusOr<std::vector<FileStat>> StatDataFiles(FileSystem* fs, const std::string& prefix,
                                                        int num_files);
-  static StatusOr<SavePlan> PlanOf(const ObjectGraph& graph, bool object_graph);
+  // The plan saving `values` (graph's own, moved out by a caller done with
+  // them: a copy of every key and attribute was most of a first save's
+  // memory) and, if asked, graph's serialized object graph.
+  static StatusOr<SavePlan> PlanOf(const ObjectGraph& graph, std::vector<ObjectGraph::Value> values,
+                                   bool object_graph);
   Status WritePlan(SavePlan& plan, const std::string& prefix, Session& session,
                    const SaveOptions& options, std::function<Status()> on_written);
 

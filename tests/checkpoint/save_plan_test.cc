@@ -20,6 +20,8 @@
 #include "checkpoint/object_graph_internal.h"
 #include "checkpoint/saver_internal.h"
 #include "graph/structure_generation.h"
+#include "ops/initializers.h"
+#include "ops/partitioned_variables.h"
 #include "tests/bundle/bundle_test_util.h"
 #include "tests/bundle/testdata_util.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
@@ -109,6 +111,42 @@ TEST(SavePlanTest, ReachableObjectsAreTheObjectGraphsObjects) {
   // at least.
   EXPECT_GE(got.size(), 507u);
   EXPECT_EQ(got.back(), optimizer->slot_by_key.begin()->second.get());
+}
+
+// A save writes the object graph straight from its walk, without
+// protobuf's messages; the bytes must be those protobuf writes for the same
+// graph: node ids and lengths past one varint byte (hundreds of modules, a
+// 200-character name), references back up (cycles, one to node 0), a slot, a
+// partitioned variable (one attribute for its parts), names to escape and
+// an empty one, and nodes without values.
+TEST(SavePlanTest, TheObjectGraphIsWrittenAsProtobufWritesIt) {
+  Program p;
+  auto optimizer = std::make_shared<testing::MirrorOptimizer>();
+  p.inner->Track("optimizer", optimizer);
+  p.inner->TrackReference("up", p.model);
+  p.inner->TrackReference("root", p.checkpoint->root());  // node id 0: left out
+  std::shared_ptr<Module> previous = p.inner;
+  for (int i = 0; i < 300; ++i) {
+    auto module = std::make_shared<Module>();
+    p.inner->Track(i == 7 ? "" : i == 8 ? "a/b.c" : "m" + std::to_string(i), module);
+    module->TrackReference("previous", previous);
+    previous = module;
+  }
+  previous->Track(std::string(200, 'x'), p.NewVariable("long"));
+  previous->Track("parts",
+                  PartitionedVariable::Create(p.scope, "parts", DT_FLOAT, TensorShape({6, 2}),
+                                              initializers::Zeros(), {.num_shards = 3}));
+  auto empty = std::make_shared<Module>();
+  p.model->Track("empty", empty);
+  p.AddSlot(*optimizer);
+  const internal::ObjectGraph graph = internal::BuildObjectGraph(p.checkpoint->root());
+  ASSERT_GT(graph.nodes.size(), 300u);
+  const tensorflow::TrackableObjectGraph proto = internal::ToProto(graph);
+  EXPECT_EQ(internal::SerializeObjectGraph(graph).value(), proto.SerializeAsString());
+  // has_checkpoint_values: the optimizer (no values of its own) has its
+  // slot's; the empty module has none.
+  EXPECT_TRUE(proto.nodes(graph.id_of.at(optimizer.get())).has_checkpoint_values().value());
+  EXPECT_FALSE(proto.nodes(graph.id_of.at(empty.get())).has_checkpoint_values().value());
 }
 
 TEST(SavePlanTest, AnUnchangedModelIsSavedWithoutBuildingItsObjectGraphAgain) {
