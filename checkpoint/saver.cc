@@ -468,15 +468,25 @@ Status Saver::WriteObjects(const std::shared_ptr<Trackable>& root, const std::st
     return WriteGroup(graph, prefix, session, options, std::move(on_written));
   }
   const uint64_t generation = TrackableStructureGeneration();
+  // Read before the objects are: one that dies after it is seen next save.
+  const uint64_t destroyed = TrackablesDestroyed();
+  auto any_expired = [&] {
+    return std::any_of(plan_->objects.begin(), plan_->objects.end(),
+                       [](const std::weak_ptr<Trackable>& o) { return o.expired(); });
+  };
+  if (plan_ != nullptr && plan_->generation == generation && plan_->root == root.get() &&
+      plan_->destroyed != destroyed && !any_expired()) {
+    plan_->destroyed = destroyed;
+  }
   if (plan_ == nullptr || plan_->generation != generation || plan_->root != root.get() ||
-      std::any_of(plan_->objects.begin(), plan_->objects.end(),
-                  [](const std::weak_ptr<Trackable>& o) { return o.expired(); })) {
+      plan_->destroyed != destroyed) {
     std::unique_ptr<SavePlan> old = std::move(plan_);
     ObjectGraph graph = BuildObjectGraph(root);
     CKFLOW_RETURN_IF_ERROR(graph.tracking_status);
     StatusOr<SavePlan> plan = PlanOf(graph, std::move(graph.values), format_.object_graph);
     if (!plan.ok()) return plan.status().WithContext("saving checkpoint '" + prefix + "'");
     plan->generation = generation;
+    plan->destroyed = destroyed;
     plan->root = root.get();
     plan->objects.reserve(graph.nodes.size());
     for (const ObjectGraphNode& node : graph.nodes) plan->objects.push_back(node.object);

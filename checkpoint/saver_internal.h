@@ -186,8 +186,10 @@ class Saver {
     uint64_t generation = 0;
     const Trackable* root = nullptr;
     // Every object of the graph: one reached only through a reference
-    // (TrackReference) can expire without the generation moving.
+    // (TrackReference) can expire without the generation moving. None has
+    // while TrackablesDestroyed() is still `destroyed`.
     std::vector<std::weak_ptr<Trackable>> objects;
+    uint64_t destroyed = 0;
     std::vector<ObjectGraph::Value> values;
     Tensor object_graph;  // serialized TrackableObjectGraph (string scalar)
     // The last split of values into data files and its save ops, for the

@@ -8,9 +8,12 @@
 // change anywhere counts for every root.
 //
 // A reference (TrackReference) that expires changes what Children() lists
-// without any of these; whoever caches checks its objects are still alive.
+// without any of these; whoever caches checks its objects are still alive,
+// but only after TrackablesDestroyed() has moved: checking thousands of
+// weak pointers touches a cache line per object (8% of a save of 20,000
+// small variables).
 //
-// Thread safety: both functions may be called from any thread.
+// Thread safety: every function may be called from any thread.
 
 #ifndef CKFLOW_GRAPH_STRUCTURE_GENERATION_H_
 #define CKFLOW_GRAPH_STRUCTURE_GENERATION_H_
@@ -24,6 +27,10 @@ uint64_t TrackableStructureGeneration();
 // For Trackable subclasses whose Children(), Attributes() or slots change
 // other than through Track, TrackReplacing or OnSlotCreated.
 void NoteTrackableStructureChanged();
+
+// A process-wide count of Trackables destroyed: unchanged, no object a cache
+// holds by weak pointer can have expired.
+uint64_t TrackablesDestroyed();
 
 }  // namespace ckflow
 

@@ -27,6 +27,9 @@ namespace {
 // Relaxed: a save reads it on the thread that built the objects (building
 // the object graph is single-threaded), so only atomicity matters.
 std::atomic<uint64_t> structure_generation{0};
+// Not relaxed: an object may die on another thread, and a save must then
+// see the count move before it trusts its cached objects.
+std::atomic<uint64_t> trackables_destroyed{0};
 
 // Newest restore first, as TensorFlow pops deferred positions.
 void RunNewestFirst(std::vector<std::shared_ptr<DeferredRestore>> restores,
@@ -46,6 +49,10 @@ uint64_t TrackableStructureGeneration() {
 void NoteTrackableStructureChanged() {
   structure_generation.fetch_add(1, std::memory_order_relaxed);
 }
+
+uint64_t TrackablesDestroyed() { return trackables_destroyed.load(std::memory_order_acquire); }
+
+Trackable::~Trackable() { trackables_destroyed.fetch_add(1, std::memory_order_release); }
 
 void Trackable::RecordTrackingError(Status error) {
   NoteTrackableStructureChanged();

@@ -92,7 +92,7 @@ struct TrackedChild {
 class Trackable : public std::enable_shared_from_this<Trackable> {
  public:
   Trackable() = default;
-  virtual ~Trackable() = default;
+  virtual ~Trackable();  // counts itself (TrackablesDestroyed)
   Trackable(const Trackable&) = delete;
   Trackable& operator=(const Trackable&) = delete;
 

@@ -164,6 +164,23 @@ TEST(SavePlanTest, AnUnchangedModelIsSavedWithoutBuildingItsObjectGraphAgain) {
   CKFLOW_EXPECT_OK(testing::CheckBundle(second).status());
 }
 
+// An object dying anywhere makes the next save check that the plan's objects
+// still live (they do), not build the object graph again.
+TEST(SavePlanTest, AnUnrelatedObjectDyingKeepsThePlan) {
+  const std::string dir = testing::NewTempDir("plan");
+  Program p;
+  const std::string first = p.Write(dir, "first");
+  const int64_t builds = internal::NumFullObjectGraphBuilds();
+  const uint64_t destroyed = TrackablesDestroyed();
+  // Tracking would move the structure's generation: these only live and die.
+  std::make_shared<Module>().reset();
+  { const Module on_the_stack; }
+  EXPECT_EQ(TrackablesDestroyed(), destroyed + 2);
+  const std::string second = p.Write(dir, "second");
+  EXPECT_EQ(internal::NumFullObjectGraphBuilds(), builds);
+  EXPECT_EQ(FilesOf(second), FilesOf(first));
+}
+
 TEST(SavePlanTest, ChangedValuesAreSavedFromTheCachedPlan) {
   const std::string dir = testing::NewTempDir("plan");
   Program p;
