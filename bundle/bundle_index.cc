@@ -170,7 +170,8 @@ StatusOr<std::vector<BlockHandle>> ParseIndexBlock(std::string_view path, std::s
 }
 
 // Everything LevelDB will allocate or trust, checked before it sees the file.
-Status PrevalidateTable(std::string_view path, std::string_view contents) {
+// Returns the number of entries (LevelDB keeps no count).
+StatusOr<uint64_t> PrevalidateTable(std::string_view path, std::string_view contents) {
   if (contents.size() < kTableFooterSize) {
     return DataLossError(path, ": file is ", contents.size(),
                          " bytes, too short for the 48-byte table footer");
@@ -193,7 +194,11 @@ Status PrevalidateTable(std::string_view path, std::string_view contents) {
   }
   std::string storage;
   std::vector<uint32_t> starts;
-  const auto any_value = [](std::string_view) { return OkStatus(); };
+  uint64_t entries = 0;
+  const auto any_value = [&entries](std::string_view) {
+    ++entries;
+    return OkStatus();
+  };
   // LevelDB reads the metaindex only for a filter policy, which has none.
   CKFLOW_RETURN_IF_ERROR(
       CheckBlock(path, contents, limit, metaindex, "metaindex block", nullptr).status());
@@ -206,7 +211,7 @@ Status PrevalidateTable(std::string_view path, std::string_view contents) {
                             CheckBlock(path, contents, limit, handle, "data block", &storage));
     CKFLOW_RETURN_IF_ERROR(WalkBlock(path, data_block, "data block", starts, any_value));
   }
-  return OkStatus();
+  return entries;
 }
 
 Status VisitTableWithLevelDb(std::string_view path, std::string_view contents,
@@ -316,8 +321,10 @@ StatusOr<std::string> BuildTable(std::span<const KeyValue> entries) {
 }
 
 Status VisitTable(std::string_view path, std::string_view contents,
-                  std::optional<std::string_view> only_key, const TableVisitor& visit) {
-  CKFLOW_RETURN_IF_ERROR(PrevalidateTable(path, contents));
+                  std::optional<std::string_view> only_key, const TableVisitor& visit,
+                  const std::function<void(uint64_t)>& expect) {
+  CKFLOW_ASSIGN_OR_RETURN(const uint64_t entries, PrevalidateTable(path, contents));
+  if (expect && !only_key.has_value()) expect(entries);
   try {
     return VisitTableWithLevelDb(path, contents, only_key, visit);
   } catch (const std::bad_alloc&) {
@@ -368,12 +375,16 @@ Status CheckHeader(const std::string& path, const tensorflow::BundleHeaderProto&
 
 StatusOr<tensorflow::BundleHeaderProto> VisitBundleIndexBytes(
     FileSystem* fs, const std::string& path, std::optional<std::string_view> only_key,
-    const BundleEntryBytesVisitor& visit) {
+    const BundleEntryBytesVisitor& visit, const std::function<void(uint64_t)>& expect) {
   CKFLOW_ASSIGN_OR_RETURN(std::string contents, fs->ReadFileToString(path));
   tensorflow::BundleHeaderProto header;
   bool seen_header = false;
+  auto expect_entries = [&](uint64_t pairs) {
+    if (expect) expect(pairs > 0 ? pairs - 1 : 0);  // the header is no entry
+  };
   CKFLOW_RETURN_IF_ERROR(VisitTable(
-      path, contents, only_key, [&](std::string_view key, std::string_view value) -> Status {
+      path, contents, only_key,
+      [&](std::string_view key, std::string_view value) -> Status {
         if (!seen_header) {
           if (!key.empty()) return DataLossError(path, ": no header entry (key \"\") in the table");
           if (!header.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
@@ -383,7 +394,8 @@ StatusOr<tensorflow::BundleHeaderProto> VisitBundleIndexBytes(
           return CheckHeader(path, header);
         }
         return visit(key, header, value);
-      }));
+      },
+      expect_entries));
   if (!seen_header) return DataLossError(path, ": no header entry (key \"\") in the table");
   return header;
 }

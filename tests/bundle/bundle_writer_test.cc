@@ -365,6 +365,29 @@ TEST(BundleWriter, ManyKeysSpanSeveralBlocks) {
   CKFLOW_ASSERT_OK(testing::WriteBundle(prefix, tensors));
   CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix));
   ASSERT_EQ(reader->entries().size(), tensors.size());
+  // Allocated once, for the count the check of the index's blocks found.
+  EXPECT_EQ(reader->entries().capacity(), tensors.size());
+  for (const std::optional<std::string_view> only_key :
+       {std::optional<std::string_view>(), std::optional<std::string_view>("layer_7/kernel")}) {
+    std::vector<uint64_t> expected;
+    uint64_t visited = 0;
+    CKFLOW_ASSERT_OK(
+        internal::VisitBundleIndexBytes(
+            FileSystem::Default(), IndexFilename(prefix), only_key,
+            [&](std::string_view, const tensorflow::BundleHeaderProto&, std::string_view) {
+              ++visited;
+              return OkStatus();
+            },
+            [&](uint64_t n) { expected.push_back(n); })
+            .status());
+    if (only_key.has_value()) {
+      EXPECT_TRUE(expected.empty());  // a seek: nothing is counted
+      EXPECT_EQ(visited, 0u);
+    } else {
+      EXPECT_EQ(expected, std::vector<uint64_t>{tensors.size()});
+      EXPECT_EQ(visited, tensors.size());
+    }
+  }
   CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor t,
                               reader->Lookup("layer_12345/kernel/.ATTRIBUTES/VARIABLE_VALUE"));
   EXPECT_EQ(t.scalar<float>(), 12345.0f);
