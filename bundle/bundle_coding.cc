@@ -82,28 +82,31 @@ uint32_t EncodeStringTensor(std::span<const std::string> strings, std::string* o
   return crc;
 }
 
-Status DecodeStringTensor(std::string_view bytes, std::span<std::string> out, bool swapped,
-                          uint32_t* crc) {
+namespace {
+
+// Checks that `bytes` encode exactly `n` strings and computes the entry's
+// CRC into *crc; their lengths go to *lengths. Returns where the strings'
+// bytes begin.
+StatusOr<size_t> CheckStringTensor(std::string_view bytes, size_t n, bool swapped, uint32_t* crc,
+                                   std::vector<uint64_t>* lengths) {
   const char* p = bytes.data();
   const char* end = p + bytes.size();
   // Every length takes at least one byte, so this vector is bounded by the
   // (already bounds-checked) entry size.
-  if (out.size() > bytes.size()) {
-    return DataLossError(out.size(), " strings cannot fit in ", bytes.size(), " bytes");
-  }
-  std::vector<uint64_t> lengths(out.size());
+  if (n > bytes.size()) return DataLossError(n, " strings cannot fit in ", bytes.size(), " bytes");
+  lengths->resize(n);
   uint32_t c = 0;
   uint64_t total = 0;
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (!GetVarint64(&p, end, &lengths[i])) {
+  for (size_t i = 0; i < n; ++i) {
+    if (!GetVarint64(&p, end, &(*lengths)[i])) {
       return DataLossError("string length ", i, " is truncated or malformed");
     }
-    if (lengths[i] > bytes.size() - total) {
+    if ((*lengths)[i] > bytes.size() - total) {
       return DataLossError("string lengths add up to more than the entry's ", bytes.size(),
                            " bytes");
     }
-    total += lengths[i];
-    c = ExtendWithLength(c, lengths[i], swapped);
+    total += (*lengths)[i];
+    c = ExtendWithLength(c, (*lengths)[i], swapped);
   }
   if (end - p < 4) return DataLossError("string length checksum is truncated");
   uint32_t stored = DecodeFixed32(p);
@@ -117,12 +120,27 @@ Status DecodeStringTensor(std::string_view bytes, std::span<std::string> out, bo
   if (static_cast<uint64_t>(end - p) != total) {
     return DataLossError("string bytes take ", end - p, " bytes but the lengths add up to ", total);
   }
+  *crc = crc32c::Extend(c, p, total);  // the strings lie back to back
+  return static_cast<size_t>(p - bytes.data());
+}
+
+}  // namespace
+
+Status DecodeStringTensor(std::string_view bytes, std::span<std::string> out, bool swapped,
+                          uint32_t* crc) {
+  std::vector<uint64_t> lengths;
+  CKFLOW_ASSIGN_OR_RETURN(size_t at, CheckStringTensor(bytes, out.size(), swapped, crc, &lengths));
   for (size_t i = 0; i < out.size(); ++i) {
-    out[i].assign(p, lengths[i]);
-    c = crc32c::Extend(c, p, lengths[i]);
-    p += lengths[i];
+    out[i].assign(bytes.data() + at, lengths[i]);
+    at += lengths[i];
   }
-  *crc = c;
+  return OkStatus();
+}
+
+Status DecodeStringScalarInPlace(std::string* bytes, bool swapped, uint32_t* crc) {
+  std::vector<uint64_t> lengths;
+  CKFLOW_ASSIGN_OR_RETURN(const size_t at, CheckStringTensor(*bytes, 1, swapped, crc, &lengths));
+  bytes->erase(0, at);
   return OkStatus();
 }
 

@@ -61,6 +61,10 @@ uint64_t EncodedStringTensorSize(std::span<const std::string> strings);
 Status DecodeStringTensor(std::string_view bytes, std::span<std::string> out, bool swapped,
                           uint32_t* crc);
 
+// DecodeStringTensor of one string, left in *bytes itself: its prefix (the
+// length and its checksum) is cut off, no second buffer is allocated.
+Status DecodeStringScalarInPlace(std::string* bytes, bool swapped, uint32_t* crc);
+
 // Splits [0, n) into pieces of `chunk` bytes (the last may be shorter),
 // calls fn(offset, length) -> CRC32C of that piece on them in parallel, and
 // returns the CRC32C of the whole range, joined with crc32c::Combine; or the

@@ -332,16 +332,52 @@ TEST_F(BundleReaderTest, CorruptStringEncodingsAreDataLoss) {
       {"varint", truncated_varint, "truncated or malformed"},
       {"length_crc", bad_length_checksum, "length checksum mismatch"},
   };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.name);
-    WriteCrafted(prefix_,
-                 {{c.name, Entry(DT_STRING, {1}, 0, static_cast<int64_t>(c.data.size()),
-                                 MaskedCrc(c.data))}},
-                 c.data);
-    CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix_));
-    ExpectError(reader->Lookup(c.name).status(), StatusCode::kDataLoss,
-                {"ckpt.data-00000-of-00001", "'" + c.name + "'", c.message});
+  // A scalar and a one-string vector: the scalar is decoded in place.
+  for (const std::vector<int64_t>& dims : {std::vector<int64_t>{}, std::vector<int64_t>{1}}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.name + " in shape [" + std::to_string(dims.size()) + "]");
+      WriteCrafted(prefix_,
+                   {{c.name, Entry(DT_STRING, dims, 0, static_cast<int64_t>(c.data.size()),
+                                   MaskedCrc(c.data))}},
+                   c.data);
+      CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader,
+                                  BundleReader::Open(prefix_));
+      ExpectError(reader->Lookup(c.name).status(), StatusCode::kDataLoss,
+                  {"ckpt.data-00000-of-00001", "'" + c.name + "'", c.message});
+    }
   }
+}
+
+// A string scalar is read into the buffer it becomes (its prefix cut off in
+// place): its bytes, of a two-byte length, come back whole, and a flipped
+// byte of them is the entry's checksum mismatch.
+TEST_F(BundleReaderTest, StringScalarsReadWholeAndChecked) {
+  std::string long_value(300, '\0');
+  for (size_t i = 0; i < long_value.size(); ++i) long_value[i] = static_cast<char>(i * 7);
+  CKFLOW_ASSERT_OK(testing::WriteBundle(
+      prefix_, {{"empty", Tensor::Scalar(std::string())},
+                {"long", Tensor::Scalar(long_value)},
+                {"pair", Tensor::FromVector<std::string>({"ab", long_value})}}));
+  {
+    CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix_));
+    for (const auto& [key, want] :
+         {std::pair<std::string, std::string>{"empty", ""}, {"long", long_value}}) {
+      CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor t, reader->Lookup(key));
+      ASSERT_EQ(t.shape().rank(), 0) << key;
+      EXPECT_EQ(t.flat<std::string>()[0], want) << key;
+    }
+    CKFLOW_ASSERT_OK_AND_ASSIGN(Tensor pair, reader->Lookup("pair"));
+    EXPECT_EQ(pair.flat<std::string>()[0], "ab");
+    EXPECT_EQ(pair.flat<std::string>()[1], long_value);
+  }
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader, BundleReader::Open(prefix_));
+  const BundleEntry& e = *reader->FindEntry("long");
+  const std::string data_path = DataFilename(prefix_, 0, 1);
+  std::string data = testing::ReadFileOrDie(data_path);
+  data[static_cast<size_t>(e.offset + e.size - 1)] ^= 0x20;
+  testing::WriteFileOrDie(data_path, data);
+  CKFLOW_ASSERT_OK_AND_ASSIGN(reader, BundleReader::Open(prefix_));
+  ExpectError(reader->Lookup("long").status(), StatusCode::kDataLoss, {"'long'", "checksum"});
 }
 
 TEST_F(BundleReaderTest, DestinationMismatchIsInvalidArgument) {
