@@ -270,8 +270,14 @@ class ObjectGraphWriter {
       : graph_(graph), has_values_(HasValues(graph)), slots_(SlotsByOptimizer(graph)) {}
 
   StatusOr<std::string> Serialize() const {
+    // Each node's size is needed twice, for the total and its length
+    // prefix: computed once (it escapes every attribute name).
+    std::vector<size_t> sizes(graph_.nodes.size());
     size_t total = 0;
-    for (size_t id = 0; id < graph_.nodes.size(); ++id) total += Message(NodeSize(id));
+    for (size_t id = 0; id < graph_.nodes.size(); ++id) {
+      sizes[id] = NodeSize(id);
+      total += Message(sizes[id]);
+    }
     // Protobuf's limit, which TensorFlow's reader has too.
     if (total > static_cast<size_t>(std::numeric_limits<int>::max())) {
       return InvalidArgumentError("the object graph of ", graph_.nodes.size(), " objects takes ",
@@ -280,7 +286,7 @@ class ObjectGraphWriter {
     std::string out(total, '\0');
     google::protobuf::io::ArrayOutputStream array(out.data(), static_cast<int>(out.size()));
     google::protobuf::io::CodedOutputStream o(&array);
-    for (size_t id = 0; id < graph_.nodes.size(); ++id) WriteNode(o, id);
+    for (size_t id = 0; id < graph_.nodes.size(); ++id) WriteNode(o, id, sizes[id]);
     return out;
   }
 
@@ -315,9 +321,9 @@ class ObjectGraphWriter {
   static size_t ChildSize(const std::pair<std::string, int>& c) {
     return Int(c.second) + Bytes(c.first);
   }
-  size_t AttributeSize(const ObjectGraphNode& node, size_t a) const {
-    return Bytes(EscapeLocalName(node.attributes[a].name)) + Bytes(node.attributes[a].full_name) +
-           Bytes(node.keys[a]);
+  // `name`: the attribute's name escaped.
+  static size_t AttributeSize(std::string_view name, const ObjectGraphNode& node, size_t a) {
+    return Bytes(name) + Bytes(node.attributes[a].full_name) + Bytes(node.keys[a]);
   }
   size_t SlotSize(int slot) const {
     const ObjectGraphNode& s = graph_.nodes[slot];
@@ -330,15 +336,17 @@ class ObjectGraphWriter {
     size_t size = 0;
     for (const auto& child : node.children) size += Message(ChildSize(child));
     for (size_t a = 0; a < node.attributes.size(); ++a) {
-      if (WritesAttribute(node, a)) size += Message(AttributeSize(node, a));
+      if (WritesAttribute(node, a)) {
+        size += Message(AttributeSize(EscapeLocalName(node.attributes[a].name), node, a));
+      }
     }
     for (int slot : slots_[id]) size += Message(SlotSize(slot));
     return size + Message(FlagSize(id));
   }
 
-  void WriteNode(Coded& o, size_t id) const {
+  void WriteNode(Coded& o, size_t id, size_t size) const {
     const ObjectGraphNode& node = graph_.nodes[id];
-    WriteMessage(o, 1, NodeSize(id));
+    WriteMessage(o, 1, size);
     for (const auto& child : node.children) {
       WriteMessage(o, 1, ChildSize(child));
       WriteInt(o, 1, child.second);
@@ -346,10 +354,11 @@ class ObjectGraphWriter {
     }
     for (size_t a = 0; a < node.attributes.size(); ++a) {
       if (!WritesAttribute(node, a)) continue;
-      WriteMessage(o, 2, AttributeSize(node, a));
       // TensorFlow stores the attribute name escaped once; the key escapes
       // it again (save_util._get_tensors_from_trackable).
-      WriteBytes(o, 1, EscapeLocalName(node.attributes[a].name));
+      const std::string name = EscapeLocalName(node.attributes[a].name);
+      WriteMessage(o, 2, AttributeSize(name, node, a));
+      WriteBytes(o, 1, name);
       WriteBytes(o, 2, node.attributes[a].full_name);
       WriteBytes(o, 3, node.keys[a]);
     }
