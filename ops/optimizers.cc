@@ -289,8 +289,10 @@ std::shared_ptr<Variable> Optimizer::MakeSlot(const Scope& root,
       if (other.variable == variable.get() && entry.variable.lock() == variable) ++earlier;
     }
     options.save_slice_info = *slice;
-    options.save_slice_info->full_name =
-        slice->full_name + "/" + name_ + (earlier ? "_" + std::to_string(earlier) : "");
+    options.save_slice_info->full_name = slice->full_name + "/" + name_;
+    // Appended, not "_" + to_string(): GCC 12 warns (-Wrestrict) on that
+    // form, a false positive.
+    if (earlier) options.save_slice_info->full_name.append("_").append(std::to_string(earlier));
   }
   if (variable->shape().IsFullyDefined()) {
     // A slot a restore waits for (eagerly) is read, not filled first.

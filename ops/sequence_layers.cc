@@ -179,7 +179,7 @@ Output LayerNormalization::Call(const Scope& scope, Output input) {
   }
   // Otherwise tf.nn.moments, then tf.nn.batch_normalization: x * inv +
   // (beta - mean * inv) with inv = gamma / sqrt(variance + epsilon).
-  Output axis = ops::Const<int32_t>(scope, {-1});
+  Output axis = ops::Const<int32_t>(scope, -1);
   Output mean = ops::Mean(scope, input, axis, {.keep_dims = true});
   Output variance =
       ops::Mean(scope, ops::SquaredDifference(scope, input, ops::StopGradient(scope, mean)), axis,
