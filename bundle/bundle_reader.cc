@@ -639,9 +639,9 @@ Status BundleReader::ReadBatch(
     std::span<const BundleEntry* const> entries,
     const std::function<Status(size_t, std::string_view)>& consume) const {
   // Ranges are merged across gaps of up to kBatchGap bytes (padding, or an
-  // entry not asked for) and grow to at most kBatchBytes (or one entry).
+  // entry not asked for) and grow to at most kMaxBatchReadBytes (or one
+  // entry).
   constexpr uint64_t kBatchGap = 4 << 10;
-  constexpr uint64_t kBatchBytes = 4 << 20;
   std::vector<size_t> order(entries.size());
   for (size_t i = 0; i < order.size(); ++i) {
     const BundleEntry& e = *entries[i];
@@ -673,7 +673,7 @@ Status BundleReader::ReadBatch(
       const auto offset = static_cast<uint64_t>(e.offset);
       const uint64_t e_end = offset + static_cast<uint64_t>(e.size);
       if (e.shard_id != first.shard_id || offset > end + kBatchGap ||
-          std::max(end, e_end) - start > kBatchBytes) {
+          std::max(end, e_end) - start > kMaxBatchReadBytes) {
         break;
       }
       // The same file as `first`'s: checked without looking it up again.

@@ -156,6 +156,12 @@ class BundleReader {
   // thousands of small variables restore in one pass instead of one read
   // each. Stops at the first error (the entries consumed so far are good).
   // InvalidArgument for a DT_STRING entry, which has no fixed layout.
+  //
+  // A range is at most kMaxBatchReadBytes (or one entry), read into a
+  // buffer per thread that stays that size: it is checked and copied out
+  // while still in the core's cache, and a thread keeps no more than that
+  // once the restore is done. Larger ranges saved no time.
+  static constexpr uint64_t kMaxBatchReadBytes = 256 << 10;
   Status ReadBatch(std::span<const BundleEntry* const> entries,
                    const std::function<Status(size_t, std::string_view)>& consume) const;
 

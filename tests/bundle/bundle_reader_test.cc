@@ -7,10 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <limits>
-#include <map>
 #include <thread>
 
 #include "base/cast.h"
@@ -20,6 +20,7 @@
 #include "bundle/bundle_writer.h"
 #include "bundle/crc32c.h"
 #include "tests/bundle/bundle_test_util.h"
+#include "tests/observed_file_system.h"
 #include "tests/test_util.h"
 
 namespace ckflow {
@@ -632,6 +633,66 @@ TEST_F(BundleReaderTest, BatchOfEmptyValuesHandsOutNonNullBytes) {
   EXPECT_NE(data, nullptr);
 }
 
+// A batch of many small values is read in ranges of at most
+// kMaxBatchReadBytes, so the read buffer a thread keeps stays that small; a
+// value larger than that is still read whole, in one range.
+TEST_F(BundleReaderTest, BatchReadsRangesOfBoundedSize) {
+  constexpr int kSmall = 700;  // 1 KiB each: several ranges' worth
+  const int64_t big_elements = static_cast<int64_t>(BundleReader::kMaxBatchReadBytes) / 4 + 100;
+  {
+    CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleWriter> writer,
+                                BundleWriter::Create(prefix_));
+    for (int i = 0; i < kSmall; ++i) {
+      Tensor t(DT_FLOAT, TensorShape({256}));
+      for (int k = 0; k < 256; ++k) t.flat<float>()[k] = static_cast<float>(i * 256 + k);
+      char key[16];
+      std::snprintf(key, sizeof(key), "v%04d", i);
+      CKFLOW_ASSERT_OK(writer->Add(key, t));
+    }
+    Tensor big(DT_FLOAT, TensorShape({big_elements}));
+    for (int64_t k = 0; k < big_elements; ++k) big.flat<float>()[k] = static_cast<float>(-k);
+    CKFLOW_ASSERT_OK(writer->Add("w_big", big));
+    CKFLOW_ASSERT_OK(writer->Finish());
+  }
+  testing::ObservedFileSystem fs;
+  CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader,
+                              BundleReader::Open(prefix_, {.fs = &fs}));
+  std::vector<const BundleEntry*> small;
+  for (const BundleEntry& e : reader->entries()) {
+    if (e.key != "w_big") small.push_back(&e);
+  }
+  ASSERT_EQ(small.size(), static_cast<size_t>(kSmall));
+  int wrong = 0;
+  CKFLOW_ASSERT_OK(reader->ReadBatch(small, [&](size_t i, std::string_view bytes) {
+    std::vector<float> v(bytes.size() / sizeof(float));
+    std::memcpy(v.data(), bytes.data(), bytes.size());
+    for (size_t k = 0; k < v.size(); ++k) {
+      wrong += v[k] != static_cast<float>(static_cast<int>(i) * 256 + static_cast<int>(k));
+    }
+    return OkStatus();
+  }));
+  EXPECT_EQ(wrong, 0);
+  EXPECT_LE(fs.DataFiles().largest_read, BundleReader::kMaxBatchReadBytes);
+  EXPECT_GE(fs.DataFiles().reads, kSmall * 1024 / BundleReader::kMaxBatchReadBytes);
+
+  const BundleEntry* big = reader->FindEntry("w_big");
+  ASSERT_NE(big, nullptr);
+  fs.Clear();
+  int64_t big_wrong = 0;
+  CKFLOW_ASSERT_OK(reader->ReadBatch(std::span(&big, 1), [&](size_t, std::string_view bytes) {
+    EXPECT_EQ(bytes.size(), static_cast<size_t>(big_elements) * 4);
+    for (int64_t k = 0; k < big_elements; ++k) {
+      float f;
+      std::memcpy(&f, bytes.data() + 4 * k, 4);
+      big_wrong += f != static_cast<float>(-k);
+    }
+    return OkStatus();
+  }));
+  EXPECT_EQ(big_wrong, 0);
+  EXPECT_EQ(fs.DataFiles().reads, 1);
+  EXPECT_EQ(fs.DataFiles().largest_read, big->size);
+}
+
 // Hand-built tables whose checksums are right but whose structure lies:
 // LevelDB would allocate what these handles say.
 class CraftedTableTest : public BundleReaderTest {
@@ -750,56 +811,16 @@ TEST_F(BundleReaderTest, ConcurrentReadsAgree) {
   EXPECT_EQ(failures.load(), 0);
 }
 
-// Counts the AdviseSequential calls on the files it opens, and the bytes
-// each is asked to prefetch.
-class AdviceCountingFileSystem final : public FileSystemWrapper {
- public:
-  AdviceCountingFileSystem() : FileSystemWrapper(FileSystem::Default()) {}
-  StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
-      const std::string& path) override {
-    CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file,
-                            target()->NewRandomAccessFile(path));
-    return std::unique_ptr<RandomAccessFile>(
-        new Advised(std::move(file), &advised_[path], &prefetched_[path]));
-  }
-  int advised(const std::string& path) { return advised_[path]; }
-  uint64_t prefetched(const std::string& path) { return prefetched_[path]; }
-
- private:
-  class Advised final : public RandomAccessFile {
-   public:
-    Advised(std::unique_ptr<RandomAccessFile> file, int* count, uint64_t* prefetched)
-        : file_(std::move(file)), count_(count), prefetched_(prefetched) {}
-    Status ReadAt(uint64_t offset, size_t n, char* dst) const override {
-      return file_->ReadAt(offset, n, dst);
-    }
-    uint64_t size() const override { return file_->size(); }
-    const std::string& path() const override { return file_->path(); }
-    void AdviseSequential() const override { ++*count_; }
-    void Prefetch(uint64_t offset, uint64_t n) const override {
-      EXPECT_EQ(offset, 0u);
-      *prefetched_ += n;
-    }
-
-   private:
-    std::unique_ptr<RandomAccessFile> file_;
-    int* count_;
-    uint64_t* prefetched_;
-  };
-  std::map<std::string, int> advised_;
-  std::map<std::string, uint64_t> prefetched_;
-};
-
 // A restore reads the data files mostly in order: the reader says so once
 // per data file it opens, so the system reads ahead further.
 TEST_F(BundleReaderTest, AdvisesSequentialReadsOnceOnEachDataFile) {
   WriteValid();
-  AdviceCountingFileSystem fs;
+  testing::ObservedFileSystem fs;
   StatusOr<std::unique_ptr<BundleReader>> reader = BundleReader::Open(prefix_, {.fs = &fs});
   CKFLOW_ASSERT_OK(reader.status());
   for (const char* key : {"a", "b", "a"}) CKFLOW_ASSERT_OK((*reader)->Lookup(key).status());
-  EXPECT_EQ(fs.advised(data_path()), 1);
-  EXPECT_EQ(fs.advised(index_path()), 0);
+  EXPECT_EQ(fs.of(data_path()).advised_sequential, 1);
+  EXPECT_EQ(fs.of(index_path()).advised_sequential, 0);
 }
 
 // PrefetchData asks for every data file whole, once, when they hold at most
@@ -807,17 +828,18 @@ TEST_F(BundleReaderTest, AdvisesSequentialReadsOnceOnEachDataFile) {
 TEST_F(BundleReaderTest, PrefetchesEveryDataFileWholeWithinTheLimit) {
   WriteValid();
   const uint64_t data_bytes = std::filesystem::file_size(data_path());
-  AdviceCountingFileSystem fs;
+  testing::ObservedFileSystem fs;
   StatusOr<std::unique_ptr<BundleReader>> reader = BundleReader::Open(prefix_, {.fs = &fs});
   CKFLOW_ASSERT_OK(reader.status());
   (*reader)->PrefetchData(data_bytes - 1);
-  EXPECT_EQ(fs.prefetched(data_path()), 0u);
+  EXPECT_EQ(fs.of(data_path()).prefetched, 0u);
   (*reader)->PrefetchData(data_bytes);
-  EXPECT_EQ(fs.prefetched(data_path()), data_bytes);
-  EXPECT_EQ(fs.prefetched(index_path()), 0u);
+  EXPECT_EQ(fs.of(data_path()).prefetched, data_bytes);
+  EXPECT_EQ(fs.of(data_path()).prefetches_not_from_start, 0);
+  EXPECT_EQ(fs.of(index_path()).prefetched, 0u);
   // The file it opened to prefetch is the one reads use.
   CKFLOW_ASSERT_OK((*reader)->Lookup("a").status());
-  EXPECT_EQ(fs.advised(data_path()), 1);
+  EXPECT_EQ(fs.of(data_path()).advised_sequential, 1);
 }
 
 }  // namespace

@@ -7,7 +7,6 @@
 
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <limits>
 #include <map>
 
@@ -18,6 +17,7 @@
 #include "bundle/protos/tensor_bundle.pb.h"
 #include "tests/bundle/bundle_test_util.h"
 #include "tests/bundle/testdata_util.h"
+#include "tests/observed_file_system.h"
 #include "tests/test_util.h"
 
 namespace ckflow {
@@ -160,38 +160,6 @@ INSTANTIATE_TEST_SUITE_P(PartsAndAxes, SlicedBundleTest,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4),
                                             ::testing::Values(0, 1)));
 
-// Counts the bytes read from data files.
-class CountingFileSystem final : public FileSystemWrapper {
- public:
-  CountingFileSystem() : FileSystemWrapper(FileSystem::Default()) {}
-  StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
-      const std::string& path) override {
-    CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file,
-                            target()->NewRandomAccessFile(path));
-    if (path.find(".data-") == std::string::npos) return file;
-    return std::unique_ptr<RandomAccessFile>(new Counting(std::move(file), &bytes_));
-  }
-  int64_t TakeBytes() { return bytes_.exchange(0); }
-
- private:
-  class Counting final : public RandomAccessFile {
-   public:
-    Counting(std::unique_ptr<RandomAccessFile> file, std::atomic<int64_t>* bytes)
-        : file_(std::move(file)), bytes_(bytes) {}
-    Status ReadAt(uint64_t offset, size_t n, char* dst) const override {
-      *bytes_ += static_cast<int64_t>(n);
-      return file_->ReadAt(offset, n, dst);
-    }
-    uint64_t size() const override { return file_->size(); }
-    const std::string& path() const override { return file_->path(); }
-
-   private:
-    std::unique_ptr<RandomAccessFile> file_;
-    std::atomic<int64_t>* bytes_;
-  };
-  std::atomic<int64_t> bytes_{0};
-};
-
 // Reading a sliced tensor reads each stored slice it needs once, and no
 // other: whole, the tensor's bytes; a box inside the first slice, that
 // slice's.
@@ -200,19 +168,24 @@ TEST(SlicedBundle, EachStoredSliceIsReadOnce) {
     SCOPED_TRACE(axis);
     const std::string prefix = testing::NewTempDir("read_once") + "/ckpt";
     CKFLOW_ASSERT_OK(WriteSliced(prefix, 3, axis));
-    CountingFileSystem fs;
+    testing::ObservedFileSystem fs;
+    auto take_bytes = [&fs] {
+      const int64_t bytes = fs.DataFiles().bytes_read;
+      fs.Clear();
+      return bytes;
+    };
     CKFLOW_ASSERT_OK_AND_ASSIGN(std::unique_ptr<BundleReader> reader,
                                 BundleReader::Open(prefix, {.fs = &fs}));
-    fs.TakeBytes();
+    take_bytes();
     CKFLOW_ASSERT_OK(reader->Lookup("w").status());
-    EXPECT_EQ(fs.TakeBytes(), 10 * 6 * 4);
+    EXPECT_EQ(take_bytes(), 10 * 6 * 4);
     Tensor into(DT_FLOAT, TensorShape({10, 6}));
     CKFLOW_ASSERT_OK(reader->ReadInto("w", &into));
-    EXPECT_EQ(fs.TakeBytes(), 10 * 6 * 4);
+    EXPECT_EQ(take_bytes(), 10 * 6 * 4);
     // The first part is 4 rows (axis 0) or 2 columns (axis 1).
     CKFLOW_ASSERT_OK(
         reader->LookupSlice("w", *ParseTensorSlice(axis == 0 ? "1,2:-" : "-:0,1")).status());
-    EXPECT_EQ(fs.TakeBytes(), (axis == 0 ? 4 * 6 : 10 * 2) * 4);
+    EXPECT_EQ(take_bytes(), (axis == 0 ? 4 * 6 : 10 * 2) * 4);
   }
 }
 

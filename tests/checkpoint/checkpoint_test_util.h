@@ -5,6 +5,7 @@
 #ifndef CKFLOW_TESTS_CHECKPOINT_CHECKPOINT_TEST_UTIL_H_
 #define CKFLOW_TESTS_CHECKPOINT_CHECKPOINT_TEST_UTIL_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -63,6 +64,24 @@ class MirrorOptimizer : public SlotOwner {
 
  private:
   std::map<std::pair<const Trackable*, std::string>, std::shared_ptr<Variable>> slots_;
+};
+
+// A user's Trackable that builds its value's attribute by hand: `variable`'s,
+// changed by `edit` (a name of its own, no shared_name, ...).
+class EditedAttribute final : public Trackable {
+ public:
+  EditedAttribute(std::shared_ptr<Variable> variable, std::function<void(SaveableAttribute&)> edit)
+      : variable_(std::move(variable)), edit_(std::move(edit)) {}
+  std::vector<SaveableAttribute> Attributes() const override {
+    std::vector<SaveableAttribute> attributes = variable_->Attributes();
+    edit_(attributes[0]);
+    return attributes;
+  }
+  Output initializer() const override { return variable_->initializer(); }
+
+ private:
+  std::shared_ptr<Variable> variable_;
+  std::function<void(SaveableAttribute&)> edit_;
 };
 
 // The C++ object structure a checkpoint's object graph describes: a Module

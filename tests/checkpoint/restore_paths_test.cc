@@ -6,12 +6,9 @@
 
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <mutex>
 #include <random>
 
 #include "base/resource.h"
@@ -23,6 +20,7 @@
 #include "ops/checkpoint_ops.h"
 #include "ops/variable_ops.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
+#include "tests/observed_file_system.h"
 #include "tests/test_util.h"
 
 namespace ckflow {
@@ -228,44 +226,6 @@ TEST_F(RestorePathsTest, ManySmallVariablesRestoreExactlyThroughBatches) {
   EXPECT_EQ(fresh->resources().capacity(), reserved.capacity());
 }
 
-// Counts the bytes each file it opens is asked to prefetch.
-class PrefetchCountingFileSystem final : public FileSystemWrapper {
- public:
-  PrefetchCountingFileSystem() : FileSystemWrapper(FileSystem::Default()) {}
-  StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
-      const std::string& path) override {
-    CKFLOW_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file,
-                            target()->NewRandomAccessFile(path));
-    std::lock_guard<std::mutex> lock(mu_);
-    return std::unique_ptr<RandomAccessFile>(new Counted(std::move(file), &prefetched_[path]));
-  }
-  uint64_t prefetched(const std::string& path) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return prefetched_[path];
-  }
-
- private:
-  class Counted final : public RandomAccessFile {
-   public:
-    Counted(std::unique_ptr<RandomAccessFile> file, std::atomic<uint64_t>* prefetched)
-        : file_(std::move(file)), prefetched_(prefetched) {}
-    Status ReadAt(uint64_t offset, size_t n, char* dst) const override {
-      return file_->ReadAt(offset, n, dst);
-    }
-    uint64_t size() const override { return file_->size(); }
-    const std::string& path() const override { return file_->path(); }
-    void Prefetch(uint64_t offset, uint64_t n) const override {
-      if (offset == 0 && n == file_->size()) *prefetched_ += n;
-    }
-
-   private:
-    std::unique_ptr<RandomAccessFile> file_;
-    std::atomic<uint64_t>* prefetched_;
-  };
-  std::mutex mu_;
-  std::map<std::string, std::atomic<uint64_t>> prefetched_;
-};
-
 // From a cold page cache, a restore of thousands of small values would wait
 // on the device for each batch after matching them all; Restore starts the
 // reads of the data file first, so they overlap the matching. A checkpoint
@@ -281,11 +241,11 @@ TEST_F(RestorePathsTest, RestorePrefetchesTheDataFileOfManySmallValuesBeforeMatc
   for (const std::string& checkpoint : {prefix, prefix_}) {
     const bool small = checkpoint == prefix;
     Program p(small ? many : cases_, /*zeros=*/true);
-    PrefetchCountingFileSystem fs;
+    testing::ObservedFileSystem fs;
     Checkpoint reading(p.scope, {{"model", p.model}}, {.file_system = &fs});
     LoadStatus status = reading.Restore(checkpoint).value();
     const std::string data = DataFilename(checkpoint, 0, 1);
-    EXPECT_EQ(fs.prefetched(data), small ? std::filesystem::file_size(data) : 0u) << checkpoint;
+    EXPECT_EQ(fs.of(data).prefetched, small ? std::filesystem::file_size(data) : 0u) << checkpoint;
     CKFLOW_ASSERT_OK(status.InitializeOrRestore(*p.session));
     ASSERT_TRUE(SameTensor(ValueOf(*p.session, *p.vars.back()),
                            small ? many.back().value : cases_.back().value));
@@ -305,23 +265,6 @@ TEST_F(RestorePathsTest, RestoreOpsTakeNoHandleInputsAndFeedTheProgramsHandles) 
   EXPECT_TRUE(SameTensor(ValueOf(*p.session, *p.vars[0]), cases_[0].value));
 }
 
-// A user's Trackable whose attribute is built by hand: it gives its
-// variable's handle, dtype and shape, but no shared_name.
-class HandBuiltAttribute final : public Trackable {
- public:
-  explicit HandBuiltAttribute(std::shared_ptr<Variable> variable)
-      : variable_(std::move(variable)) {}
-  std::vector<SaveableAttribute> Attributes() const override {
-    std::vector<SaveableAttribute> attributes = variable_->Attributes();
-    attributes[0].shared_name.clear();
-    return attributes;
-  }
-  Output initializer() const override { return variable_->initializer(); }
-
- private:
-  std::shared_ptr<Variable> variable_;
-};
-
 // A restore op names each variable by the shared name its attribute gives,
 // or by the one on its handle's node where the attribute gives none; one op
 // mixes both, each value going to its own variable.
@@ -335,7 +278,8 @@ TEST_F(RestorePathsTest, AttributesWithoutASharedNameAreNamedByTheirHandles) {
     std::memset(zeros.raw_data(), 0, zeros.TotalBytes());
     vars.push_back(Variable::Create(scope, c.name, ops::Const(scope, zeros)));
     if (i % 2 == 1) {
-      model->Track(c.name, std::make_shared<HandBuiltAttribute>(vars.back()));
+      model->Track(c.name, std::make_shared<testing::EditedAttribute>(
+                               vars.back(), [](SaveableAttribute& a) { a.shared_name.clear(); }));
     } else {
       model->Track(c.name, vars.back());
     }
