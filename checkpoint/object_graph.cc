@@ -178,11 +178,11 @@ std::vector<std::shared_ptr<Trackable>> ReachableObjects(const std::shared_ptr<T
   PointerSet seen;
   seen.Insert(root.get());
   for (size_t i = 0; i < objects.size(); ++i) {
-    // Taken before any push_back can move objects[i].
-    auto children = objects[i]->Children();
-    for (auto& [name, child] : children) {
-      if (seen.Insert(child.get())) objects.push_back(std::move(child));
-    }
+    // objects[i] may move as children are pushed; the object does not.
+    const Trackable* object = objects[i].get();
+    object->ForEachChild([&](const std::shared_ptr<Trackable>& child) {
+      if (seen.Insert(child.get())) objects.push_back(child);
+    });
   }
   const size_t num_ordinary = objects.size();
   for (size_t opt = 0; opt < num_ordinary; ++opt) {

@@ -79,9 +79,13 @@ int64_t DeclaredBytes(const SaveableAttribute& attribute);
 enum class ObjectGraphDetail { kFull, kObjectsOnly };
 ObjectGraph BuildObjectGraph(const std::shared_ptr<Trackable>& root,
                              ObjectGraphDetail detail = ObjectGraphDetail::kFull);
-// The objects BuildObjectGraph would reach, in its order, and nothing else:
+// The objects BuildObjectGraph would reach, and nothing else, each once:
 // for a caller that needs only the objects (the initializers a restore
-// leaves to run), without a node, path or index entry per object.
+// leaves to run), without a node, path or index entry per object. Children
+// come in tracking order (ForEachChild), which may differ from the graph's
+// where a subclass reorders Children(): copying each object's children with
+// their names was most of this walk's memory for a module of 20,000
+// variables.
 std::vector<std::shared_ptr<Trackable>> ReachableObjects(const std::shared_ptr<Trackable>& root);
 // The escaped key path of node `id` ("" for the root), from the parent
 // links: what a kObjectsOnly walk's caller uses to name the few nodes it

@@ -123,6 +123,21 @@ class Trackable : public std::enable_shared_from_this<Trackable> {
   // Children in tracking order (checkpoints number them in this order).
   // Subclasses may override to reorder the tracked children, not to add any.
   virtual std::vector<std::pair<std::string, std::shared_ptr<Trackable>>> Children() const;
+  // Calls fn(child), a const std::shared_ptr<Trackable>&, for each live
+  // child in tracking order: the objects Children() lists (which may only
+  // reorder them), without copying names or owners. For walks that need
+  // the set of objects, not their edges: a module of 20,000 variables made
+  // Children() copy 20,000 names and shared_ptrs.
+  template <typename F>
+  void ForEachChild(F&& fn) const {
+    for (const TrackedChild& c : children_) {
+      if (c.owned) {
+        fn(c.owned);
+      } else if (std::shared_ptr<Trackable> p = c.reference.lock()) {
+        fn(p);
+      }
+    }
+  }
   // The child tracked under `name`, or null. Constant time: restores look up
   // every checkpointed edge. `position` is where the child is expected in
   // tracking order (a checkpoint numbers edges in that order); when the name

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,36 @@ TEST(Trackable, LookupChildByPositionFallsBackToTheName) {
   }
   EXPECT_EQ(root->LookupChild("weak", 2), nullptr);  // expired reference
   EXPECT_EQ(root->LookupChild("weak"), nullptr);
+}
+
+// ForEachChild reaches the objects Children() lists, even where a subclass
+// reorders them, in tracking order and without an expired reference.
+class Reversed : public Obj {
+ public:
+  std::vector<std::pair<std::string, std::shared_ptr<Trackable>>> Children() const override {
+    auto children = Trackable::Children();
+    std::reverse(children.begin(), children.end());
+    return children;
+  }
+};
+
+TEST(Trackable, ForEachChildReachesWhatChildrenLists) {
+  auto root = std::make_shared<Reversed>();
+  auto a = root->Track("a", std::make_shared<Obj>());
+  auto kept = std::make_shared<Obj>();
+  root->TrackReference("kept", kept);
+  {
+    auto gone = std::make_shared<Obj>();
+    root->TrackReference("gone", gone);
+  }
+  auto b = root->Track("b", std::make_shared<Obj>());
+  std::vector<const Trackable*> visited;
+  root->ForEachChild(
+      [&](const std::shared_ptr<Trackable>& child) { visited.push_back(child.get()); });
+  EXPECT_EQ(visited, (std::vector<const Trackable*>{a.get(), kept.get(), b.get()}));
+  std::vector<const Trackable*> listed;
+  for (const auto& [name, child] : root->Children()) listed.push_back(child.get());
+  EXPECT_EQ(listed, (std::vector<const Trackable*>{b.get(), kept.get(), a.get()}));
 }
 
 TEST(Trackable, DeferredRestoresRunOnTrackNewestFirstAndOnce) {
