@@ -271,7 +271,7 @@ class ObjectGraphWriter {
 
   StatusOr<std::string> Serialize() const {
     // Each node's size is needed twice, for the total and its length
-    // prefix: computed once (it escapes every attribute name).
+    // prefix: computed once.
     std::vector<size_t> sizes(graph_.nodes.size());
     size_t total = 0;
     for (size_t id = 0; id < graph_.nodes.size(); ++id) {
@@ -295,9 +295,10 @@ class ObjectGraphWriter {
   enum WireType : uint32_t { kVarint = 0, kLengthDelimited = 2 };
 
   static size_t Int(int32_t v) { return v == 0 ? 0 : 1 + Coded::VarintSize32SignExtended(v); }
-  static size_t Bytes(std::string_view s) {
-    return s.empty() ? 0 : 1 + Coded::VarintSize32(static_cast<uint32_t>(s.size())) + s.size();
+  static size_t Bytes(size_t n) {
+    return n == 0 ? 0 : 1 + Coded::VarintSize32(static_cast<uint32_t>(n)) + n;
   }
+  static size_t Bytes(std::string_view s) { return Bytes(s.size()); }
   static size_t Message(size_t body) {
     return 1 + Coded::VarintSize32(static_cast<uint32_t>(body)) + body;
   }
@@ -321,9 +322,17 @@ class ObjectGraphWriter {
   static size_t ChildSize(const std::pair<std::string, int>& c) {
     return Int(c.second) + Bytes(c.first);
   }
-  // `name`: the attribute's name escaped.
-  static size_t AttributeSize(std::string_view name, const ObjectGraphNode& node, size_t a) {
-    return Bytes(name) + Bytes(node.attributes[a].full_name) + Bytes(node.keys[a]);
+  // TensorFlow stores the attribute name escaped once; the key escapes it
+  // again (save_util._get_tensors_from_trackable). Sized without building
+  // the escaped name: EscapeLocalName writes "." and "/" as two bytes each.
+  static size_t EscapedSize(std::string_view name) {
+    size_t size = name.size();
+    for (char c : name) size += c == '.' || c == '/';
+    return size;
+  }
+  static size_t AttributeSize(const ObjectGraphNode& node, size_t a) {
+    return Bytes(EscapedSize(node.attributes[a].name)) + Bytes(node.attributes[a].full_name) +
+           Bytes(node.keys[a]);
   }
   size_t SlotSize(int slot) const {
     const ObjectGraphNode& s = graph_.nodes[slot];
@@ -336,9 +345,7 @@ class ObjectGraphWriter {
     size_t size = 0;
     for (const auto& child : node.children) size += Message(ChildSize(child));
     for (size_t a = 0; a < node.attributes.size(); ++a) {
-      if (WritesAttribute(node, a)) {
-        size += Message(AttributeSize(EscapeLocalName(node.attributes[a].name), node, a));
-      }
+      if (WritesAttribute(node, a)) size += Message(AttributeSize(node, a));
     }
     for (int slot : slots_[id]) size += Message(SlotSize(slot));
     return size + Message(FlagSize(id));
@@ -354,11 +361,8 @@ class ObjectGraphWriter {
     }
     for (size_t a = 0; a < node.attributes.size(); ++a) {
       if (!WritesAttribute(node, a)) continue;
-      // TensorFlow stores the attribute name escaped once; the key escapes
-      // it again (save_util._get_tensors_from_trackable).
-      const std::string name = EscapeLocalName(node.attributes[a].name);
-      WriteMessage(o, 2, AttributeSize(name, node, a));
-      WriteBytes(o, 1, name);
+      WriteMessage(o, 2, AttributeSize(node, a));
+      WriteBytes(o, 1, EscapeLocalName(node.attributes[a].name));
       WriteBytes(o, 2, node.attributes[a].full_name);
       WriteBytes(o, 3, node.keys[a]);
     }

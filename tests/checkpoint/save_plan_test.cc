@@ -122,8 +122,8 @@ TEST(SavePlanTest, ReachableObjectsAreTheObjectGraphsObjects) {
 // protobuf's messages; the bytes must be those protobuf writes for the same
 // graph: node ids and lengths past one varint byte (hundreds of modules, a
 // 200-character name), references back up (cycles, one to node 0), a slot, a
-// partitioned variable (one attribute for its parts), names to escape and
-// an empty one, and nodes without values.
+// partitioned variable (one attribute for its parts), object and attribute
+// names to escape, an empty name, and nodes without values.
 TEST(SavePlanTest, TheObjectGraphIsWrittenAsProtobufWritesIt) {
   Program p;
   auto optimizer = std::make_shared<testing::MirrorOptimizer>();
@@ -143,11 +143,18 @@ TEST(SavePlanTest, TheObjectGraphIsWrittenAsProtobufWritesIt) {
                                               initializers::Zeros(), {.num_shards = 3}));
   auto empty = std::make_shared<Module>();
   p.model->Track("empty", empty);
+  // An attribute name with characters a checkpoint escapes.
+  p.model->Track("odd",
+                 std::make_shared<testing::EditedAttribute>(
+                     p.NewVariable("odd"), [](SaveableAttribute& a) { a.name = "a.b/c..d"; }));
   p.AddSlot(*optimizer);
   const internal::ObjectGraph graph = internal::BuildObjectGraph(p.checkpoint->root());
   ASSERT_GT(graph.nodes.size(), 300u);
   const tensorflow::TrackableObjectGraph proto = internal::ToProto(graph);
   EXPECT_EQ(internal::SerializeObjectGraph(graph).value(), proto.SerializeAsString());
+  const auto& odd = proto.nodes(graph.id_of.at(p.model->LookupChild("odd").get()));
+  ASSERT_EQ(odd.attributes_size(), 1);
+  EXPECT_EQ(odd.attributes(0).name(), "a..b.Sc....d");
   // has_checkpoint_values: the optimizer (no values of its own) has its
   // slot's; the empty module has none.
   EXPECT_TRUE(proto.nodes(graph.id_of.at(optimizer.get())).has_checkpoint_values().value());
