@@ -55,12 +55,12 @@ ObjectGraph CurrentObjects(const std::shared_ptr<Trackable>& root) {
 std::vector<Output> Initializers(const std::shared_ptr<Trackable>& root,
                                  const std::function<bool(const Trackable&)>& skip) {
   std::vector<Output> initializers;
-  for (const std::shared_ptr<Trackable>& object : ReachableObjects(root)) {
+  ForEachReachableObject(root, [&](const Trackable& object) {
     // The cheap test first: after a full restore every object is skipped.
-    if (skip(*object)) continue;
-    Output init = object->initializer();
+    if (skip(object)) return;
+    Output init = object.initializer();
     if (init.valid()) initializers.push_back(init);
-  }
+  });
   return initializers;
 }
 

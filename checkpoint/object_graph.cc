@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -173,29 +174,37 @@ ObjectGraph BuildObjectGraph(const std::shared_ptr<Trackable>& root, ObjectGraph
   return graph;
 }
 
-std::vector<std::shared_ptr<Trackable>> ReachableObjects(const std::shared_ptr<Trackable>& root) {
-  std::vector<std::shared_ptr<Trackable>> objects{root};
+void ForEachReachableObject(const std::shared_ptr<Trackable>& root,
+                            const std::function<void(const Trackable&)>& visit) {
+  // Each object is visited, and asked whether it owns slots, when the walk
+  // first reads it, not in passes after the walk: past a few thousand
+  // objects each pass found every one of them cold again. The walk keeps
+  // plain pointers: an owned child lives as long as its parent tracks it;
+  // a referenced one is held here. Copying a shared_ptr per object touched
+  // each one twice more (the count up, then down).
+  std::vector<const Trackable*> objects{root.get()};
+  std::vector<std::shared_ptr<Trackable>> referenced;
+  std::vector<const SlotOwner*> owners;
   PointerSet seen;
   seen.Insert(root.get());
   for (size_t i = 0; i < objects.size(); ++i) {
-    // objects[i] may move as children are pushed; the object does not.
-    const Trackable* object = objects[i].get();
-    object->ForEachChild([&](const std::shared_ptr<Trackable>& child) {
-      if (seen.Insert(child.get())) objects.push_back(child);
+    const Trackable* object = objects[i];
+    visit(*object);
+    if (const auto* owner = dynamic_cast<const SlotOwner*>(object)) owners.push_back(owner);
+    object->ForEachChild([&](const std::shared_ptr<Trackable>& child, bool owned) {
+      if (!seen.Insert(child.get())) return;
+      objects.push_back(child.get());
+      if (!owned) referenced.push_back(child);
     });
   }
-  const size_t num_ordinary = objects.size();
-  for (size_t opt = 0; opt < num_ordinary; ++opt) {
-    auto* owner = dynamic_cast<SlotOwner*>(objects[opt].get());
-    if (owner == nullptr) continue;
+  for (const SlotOwner* owner : owners) {
     for (const std::string& slot_name : owner->SlotNames()) {
-      for (size_t var = 0; var < num_ordinary; ++var) {
-        std::shared_ptr<Trackable> slot = owner->GetSlot(*objects[var], slot_name);
-        if (slot && seen.Insert(slot.get())) objects.push_back(std::move(slot));
+      for (const Trackable* variable : objects) {
+        std::shared_ptr<Trackable> slot = owner->GetSlot(*variable, slot_name);
+        if (slot && seen.Insert(slot.get())) visit(*slot);
       }
     }
   }
-  return objects;
 }
 
 std::string ObjectPath(const ObjectGraph& graph, int id) {

@@ -16,6 +16,7 @@
 #define CKFLOW_CHECKPOINT_OBJECT_GRAPH_INTERNAL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -79,14 +80,16 @@ int64_t DeclaredBytes(const SaveableAttribute& attribute);
 enum class ObjectGraphDetail { kFull, kObjectsOnly };
 ObjectGraph BuildObjectGraph(const std::shared_ptr<Trackable>& root,
                              ObjectGraphDetail detail = ObjectGraphDetail::kFull);
-// The objects BuildObjectGraph would reach, and nothing else, each once:
-// for a caller that needs only the objects (the initializers a restore
-// leaves to run), without a node, path or index entry per object. Children
-// come in tracking order (ForEachChild), which may differ from the graph's
-// where a subclass reorders Children(): copying each object's children with
+// Calls visit on each object BuildObjectGraph would reach, and nothing
+// else, once: for a caller that needs only the objects (the initializers a
+// restore leaves to run), without a node, path or index entry per object.
+// Ordinary objects come first, breadth first with children in tracking
+// order (ForEachChild, which may differ from the graph's where a subclass
+// reorders Children()), then slots: copying each object's children with
 // their names was most of this walk's memory for a module of 20,000
 // variables.
-std::vector<std::shared_ptr<Trackable>> ReachableObjects(const std::shared_ptr<Trackable>& root);
+void ForEachReachableObject(const std::shared_ptr<Trackable>& root,
+                            const std::function<void(const Trackable&)>& visit);
 // The escaped key path of node `id` ("" for the root), from the parent
 // links: what a kObjectsOnly walk's caller uses to name the few nodes it
 // reports without building every path.

@@ -123,18 +123,21 @@ class Trackable : public std::enable_shared_from_this<Trackable> {
   // Children in tracking order (checkpoints number them in this order).
   // Subclasses may override to reorder the tracked children, not to add any.
   virtual std::vector<std::pair<std::string, std::shared_ptr<Trackable>>> Children() const;
-  // Calls fn(child), a const std::shared_ptr<Trackable>&, for each live
-  // child in tracking order: the objects Children() lists (which may only
-  // reorder them), without copying names or owners. For walks that need
-  // the set of objects, not their edges: a module of 20,000 variables made
-  // Children() copy 20,000 names and shared_ptrs.
+  // Calls fn(child, owned), child a const std::shared_ptr<Trackable>&, for
+  // each live child in tracking order: the objects Children() lists (which
+  // may only reorder them), without copying names or owners. For walks that
+  // need the set of objects, not their edges: a module of 20,000 variables
+  // made Children() copy 20,000 names and shared_ptrs. An owned child's
+  // pointer is this object's own, alive while it tracks the child; a
+  // referenced one's is a temporary, so a walk that keeps the child beyond
+  // the call holds a copy of it.
   template <typename F>
   void ForEachChild(F&& fn) const {
     for (const TrackedChild& c : children_) {
       if (c.owned) {
-        fn(c.owned);
+        fn(c.owned, true);
       } else if (std::shared_ptr<Trackable> p = c.reference.lock()) {
-        fn(p);
+        fn(p, false);
       }
     }
   }

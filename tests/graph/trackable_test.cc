@@ -103,7 +103,8 @@ TEST(Trackable, LookupChildByPositionFallsBackToTheName) {
 }
 
 // ForEachChild reaches the objects Children() lists, even where a subclass
-// reorders them, in tracking order and without an expired reference.
+// reorders them, in tracking order and without an expired reference, and
+// says which it owns.
 class Reversed : public Obj {
  public:
   std::vector<std::pair<std::string, std::shared_ptr<Trackable>>> Children() const override {
@@ -124,9 +125,13 @@ TEST(Trackable, ForEachChildReachesWhatChildrenLists) {
   }
   auto b = root->Track("b", std::make_shared<Obj>());
   std::vector<const Trackable*> visited;
-  root->ForEachChild(
-      [&](const std::shared_ptr<Trackable>& child) { visited.push_back(child.get()); });
+  std::vector<bool> owned;
+  root->ForEachChild([&](const std::shared_ptr<Trackable>& child, bool is_owned) {
+    visited.push_back(child.get());
+    owned.push_back(is_owned);
+  });
   EXPECT_EQ(visited, (std::vector<const Trackable*>{a.get(), kept.get(), b.get()}));
+  EXPECT_EQ(owned, (std::vector<bool>{true, false, true}));
   std::vector<const Trackable*> listed;
   for (const auto& [name, child] : root->Children()) listed.push_back(child.get());
   EXPECT_EQ(listed, (std::vector<const Trackable*>{b.get(), kept.get(), a.get()}));
