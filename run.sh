@@ -106,6 +106,9 @@ run_benchmarks() {
     --json "$results/save_200k.json"
   bench_run restore_200k "$ckflow" bench restore --count 200000 --size 200000KiB --repeat 3 \
     --json "$results/restore_200k.json"
+  # The same restore of many small variables with glibc's heap on huge pages.
+  bench_run restore_20k_hugetlb GLIBC_TUNABLES=glibc.malloc.hugetlb=1 "$ckflow" bench restore \
+    --count 20000 --size 20000KiB --repeat 5 --json "$results/restore_20k_hugetlb.json"
   bench_run save_async_20k "$ckflow" bench save --async --count 20000 --size 20000KiB --repeat 5 \
     --json "$results/save_async_20k.json"
   bench_run memory_async "$ckflow" bench save --async --size 1GiB --count 64 --repeat 1 \

@@ -524,12 +524,16 @@ def topic_small(r):
     budget = restore_budget(get(c, "ckflow", "restore"))
     if budget:
         after += (" " if after else "") + budget
+    huge = huge_pages(get(c, "ckflow", "restore"), r.json("restore_20k_hugetlb"))
+    if huge:
+        after += (" " if after else "") + huge
     n = c["count"] if c else 20000
     deep = deep_model(g.get(f"DeepModel/vars:{n}/layers:{n // 10}"))
     if deep:
         after += (" " if after else "") + deep
     return Section("Many small variables", intro, table(headers, rows),
-                   ["peers", "restore_200k", "save_200k", "checkpoint_bench"],
+                   ["peers", "restore_200k", "restore_20k_hugetlb", "save_200k",
+                    "checkpoint_bench"],
                    ("small_variables.png", draw) if c
                    else None, after)
 
@@ -576,6 +580,30 @@ def restore_phases(small, large):
                      f"{times(large_us / small_us)}{faults}")
     return (f"Per variable at {get(large, 'count'):,} against {get(small, 'count'):,}: "
             + "; ".join(parts) + ".")
+
+
+def huge_pages(small, huge):
+    """The warm restore of many small variables again with glibc's heap on
+    huge pages (`ckflow bench restore` under GLIBC_TUNABLES=
+    glibc.malloc.hugetlb=1: its JSON object `huge`) against the same
+    restore without (`small`), phase by phase: matching reads objects spread
+    over the heap, a TLB miss as often as a cache miss."""
+    def us(result, key):
+        return per_var_of(result, key) if result else None
+
+    ck, ck_huge = us(small, "ckflow_s"), us(huge, "ckflow_s")
+    match, match_huge = us(small, "restore_phase_s"), us(huge, "restore_phase_s")
+    if ck is None or ck_huge is None or get(huge, "count") != get(small, "count"):
+        return ""
+    phase = ""
+    if match is not None and match_huge is not None:
+        phase = (f"; `Restore`, which walks the objects, {num(match_huge)} µs against "
+                 f"{num(match)} µs ({times(match_huge / match)})")
+    return (f"With glibc's heap on huge pages (`GLIBC_TUNABLES=glibc.malloc.hugetlb=1`, "
+            f"a setting of the program, not of ckflow) the same restore of "
+            f"{get(huge, 'count'):,} takes {num(ck_huge)} µs per variable against "
+            f"{num(ck)} µs ({times(ck_huge / ck)}), {times(get(huge, 'ratio'))} its ceiling"
+            f"{phase}.")
 
 
 def restore_budget(small, target=0.8):
@@ -1446,6 +1474,9 @@ def machine(directory, build):
         "build_type": cached("CMAKE_BUILD_TYPE"),
         "arch": cached("CKFLOW_ARCH"),
         "tmp_fs": sh("stat", "-f", "-c", "%T", os.environ.get("TMPDIR", "/tmp")),
+        # The bracketed choice of "always [madvise] never".
+        "transparent_hugepages": (re.findall(
+            r"\[(\w+)\]", read("/sys/kernel/mm/transparent_hugepage/enabled")) or [None])[0],
         "git": sh("git", "-C", ROOT, "describe", "--always", "--dirty"),
         "packages": versions,
         "loadavg": os.getloadavg()[0],
@@ -1468,7 +1499,9 @@ def machine_section(r):
          + (" (AVX-512)" if m.get("avx512") else "")],
         ["memory", f"{mem / GIB:.1f} GiB" if mem else "?"],
         ["system", f"{m.get('os', '?')}, Linux {m.get('kernel', '?')}; temporary files on "
-         f"{m.get('tmp_fs', '?')}"],
+         f"{m.get('tmp_fs', '?')}"
+         + (f"; transparent huge pages: {m['transparent_hugepages']}"
+            if m.get("transparent_hugepages") else "")],
         ["compiler, build", f"{m.get('compiler', '?')}; {m.get('build_type', '?')}"
          + (f", `-march={m['arch']}`" if m.get("arch") else "")],
         ["libraries", f"Eigen {pkg('libeigen3-dev')}, oneTBB {pkg('libtbb-dev')}, protobuf "

@@ -28,7 +28,7 @@ KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 
 # Topics whose benchmarks are newer than the sample: the sample of the next
 # full run (`report.py sample`) holds them, and they leave this set.
-NOT_YET_IN_SAMPLE = set()
+NOT_YET_IN_SAMPLE = {"Many small variables"}
 
 
 def titles():
@@ -156,6 +156,20 @@ class PageTest(unittest.TestCase):
             record = json.loads(f.readline())
         self.assertEqual(record["env"], {"CKFLOW_X": "1"})
         self.assertEqual(report.command_of(record), "CKFLOW_X=1 sh -c 'test \"$CKFLOW_X\" = 1'")
+
+    def test_the_restore_on_huge_pages_is_set_against_the_same_restore_without(self):
+        small = {"count": 20000, "raw_s": 0.010, "ckflow_s": 0.025, "restore_phase_s": 0.016}
+        huge = {"count": 20000, "raw_s": 0.010, "ckflow_s": 0.020, "ratio": 0.5,
+                "restore_phase_s": 0.012}
+        self.assertEqual(
+            report.huge_pages(small, huge),
+            "With glibc's heap on huge pages (`GLIBC_TUNABLES=glibc.malloc.hugetlb=1`, a setting "
+            "of the program, not of ckflow) the same restore of 20,000 takes 1.00 µs per "
+            "variable against 1.25 µs (0.800×), 0.500× its ceiling; `Restore`, which walks the "
+            "objects, 0.600 µs against 0.800 µs (0.750×).")
+        self.assertEqual(report.huge_pages(small, dict(huge, count=200000)), "")
+        self.assertEqual(report.huge_pages(small, None), "")
+        self.assertNotIn("`Restore`", report.huge_pages({"count": 20000, "ckflow_s": 0.025}, huge))
 
     def test_an_unmet_warm_restore_says_what_each_phase_takes_of_its_budget(self):
         # 0.5 µs of ceiling per variable: 0.625 µs at 0.8×; the reads take
