@@ -148,14 +148,25 @@ ObjectGraph BuildObjectGraph(const std::shared_ptr<Trackable>& root, ObjectGraph
   for (size_t opt = 0; opt < num_ordinary; ++opt) {
     auto* owner = dynamic_cast<SlotOwner*>(graph.nodes[opt].object.get());
     if (owner == nullptr) continue;
-    for (const std::string& slot_name : owner->SlotNames()) {
-      for (size_t var = 0; var < num_ordinary; ++var) {
-        std::shared_ptr<Trackable> slot = owner->GetSlot(*graph.nodes[var].object, slot_name);
-        if (!slot) continue;
+    // Ids go slot name by slot name, as TensorFlow's ObjectGraphView
+    // gives them, but the owner is asked object by object: its record of
+    // an object is then in cache for the object's second slot.
+    const std::vector<std::string> slot_names = owner->SlotNames();
+    std::vector<std::vector<std::pair<size_t, std::shared_ptr<Trackable>>>> found(
+        slot_names.size());
+    for (size_t var = 0; var < num_ordinary; ++var) {
+      for (size_t k = 0; k < slot_names.size(); ++k) {
+        std::shared_ptr<Trackable> slot = owner->GetSlot(*graph.nodes[var].object, slot_names[k]);
+        if (slot) found[k].emplace_back(var, std::move(slot));
+      }
+    }
+    for (size_t k = 0; k < slot_names.size(); ++k) {
+      const std::string& slot_name = slot_names[k];
+      for (auto& [var, slot] : found[k]) {
         int id = static_cast<int>(graph.nodes.size());
         // A slot that is also an ordinary dependency keeps its first id.
         if (!graph.id_of.emplace(slot.get(), id).second) continue;
-        ObjectGraphNode node{.object = slot,
+        ObjectGraphNode node{.object = std::move(slot),
                              .is_slot = true,
                              .slot_variable_of = static_cast<int>(var),
                              .slot_optimizer = static_cast<int>(opt),
@@ -197,9 +208,12 @@ void ForEachReachableObject(const std::shared_ptr<Trackable>& root,
       if (!owned) referenced.push_back(child);
     });
   }
+  // Object by object, each object's slots one after another: the owner's
+  // record of an object is then in cache for its second slot.
   for (const SlotOwner* owner : owners) {
-    for (const std::string& slot_name : owner->SlotNames()) {
-      for (const Trackable* variable : objects) {
+    const std::vector<std::string> slot_names = owner->SlotNames();
+    for (const Trackable* variable : objects) {
+      for (const std::string& slot_name : slot_names) {
         std::shared_ptr<Trackable> slot = owner->GetSlot(*variable, slot_name);
         if (slot && seen.Insert(slot.get())) visit(*slot);
       }

@@ -39,10 +39,22 @@ RestoreCoordinator::RestoreCoordinator(std::string save_path,
       bound_(graph_->nodes_size(), false),
       matched_(graph_->nodes_size(), false) {
   if (options_.skip_slot_variables) return;
-  for (int id = 0; id < graph_->nodes_size(); ++id) {
+  // Counted, then placed: a counting sort by variable node.
+  const int num_nodes = graph_->nodes_size();
+  slot_begin_.assign(static_cast<size_t>(num_nodes) + 1, 0);
+  for (int id = 0; id < num_nodes; ++id) {
     for (const auto& slot : graph_->nodes(id).slot_variables()) {
-      slot_restorations_[slot.original_variable_node_id()].push_back(
-          {id, slot.slot_variable_node_id(), std::string(slot.slot_name())});
+      ++slot_begin_[slot.original_variable_node_id() + 1];
+    }
+  }
+  for (int id = 0; id < num_nodes; ++id) slot_begin_[id + 1] += slot_begin_[id];
+  slot_restorations_.resize(static_cast<size_t>(slot_begin_[num_nodes]));
+  slots_taken_.assign(static_cast<size_t>(num_nodes), false);
+  std::vector<int> next(slot_begin_.begin(), slot_begin_.end() - 1);
+  for (int id = 0; id < num_nodes; ++id) {
+    for (const auto& slot : graph_->nodes(id).slot_variables()) {
+      slot_restorations_[next[slot.original_variable_node_id()]++] = {
+          id, slot.slot_variable_node_id(), slot.slot_name()};
     }
   }
 }
@@ -154,10 +166,12 @@ std::vector<std::string> RestoreCoordinator::UnresolvedValues() const {
 
 std::vector<std::string> RestoreCoordinator::PendingSlots() const {
   std::vector<std::string> slots;
-  for (const auto& [var_id, restorations] : slot_restorations_) {
-    for (const SlotRestoration& s : restorations) {
-      slots.push_back("slot '" + s.slot_name + "' of " + NodeName(var_id) + " (optimizer " +
-                      NodeName(s.optimizer_id) + ")");
+  for (int var_id = 0; var_id + 1 < static_cast<int>(slot_begin_.size()); ++var_id) {
+    if (slots_taken_[var_id]) continue;
+    for (int k = slot_begin_[var_id]; k < slot_begin_[var_id + 1]; ++k) {
+      const SlotRestoration& s = slot_restorations_[k];
+      slots.push_back("slot '" + std::string(s.slot_name) + "' of " + NodeName(var_id) +
+                      " (optimizer " + NodeName(s.optimizer_id) + ")");
     }
   }
   return slots;
@@ -280,12 +294,12 @@ void RestoreCoordinator::RestoreFrom(int proto_id, const std::shared_ptr<Trackab
   // op of one value, and a model with Adam restored 6x slower per value than
   // one without. A slot not created yet waits for its owner to create it.
   auto restore_slot = [&](SlotOwner& owner, const std::shared_ptr<Trackable>& variable,
-                          const std::string& slot_name, int slot_id) {
+                          std::string_view slot_name, int slot_id) {
     if (std::shared_ptr<Trackable> slot = owner.GetSlot(*variable, slot_name)) {
       if (Bind(slot_id, slot)) queue.emplace_back(slot_id, std::move(slot));
       return;
     }
-    owner.CreateOrRestoreSlot(variable, slot_name,
+    owner.CreateOrRestoreSlot(variable, std::string(slot_name),
                               std::make_shared<CheckpointPosition>(shared_from_this(), slot_id));
   };
   while (!queue.empty()) {
@@ -353,10 +367,11 @@ void RestoreCoordinator::RestoreFrom(int proto_id, const std::shared_ptr<Trackab
       }
     }
     // This object is a variable that has slots in the checkpoint.
-    if (auto it = slot_restorations_.find(id); it != slot_restorations_.end()) {
-      std::vector<SlotRestoration> slots = std::move(it->second);
-      slot_restorations_.erase(it);
-      for (const SlotRestoration& s : slots) {
+    if (!slot_begin_.empty() && slot_begin_[id] < slot_begin_[id + 1] && !slots_taken_[id]) {
+      // Taken before they run: a restore they start may walk here again.
+      slots_taken_[id] = true;
+      for (int k = slot_begin_[id]; k < slot_begin_[id + 1]; ++k) {
+        const SlotRestoration& s = slot_restorations_[k];
         std::shared_ptr<Trackable> optimizer =
             bound_[s.optimizer_id] ? object_by_proto_id_[s.optimizer_id].lock() : nullptr;
         if (optimizer == nullptr) {

@@ -108,12 +108,12 @@ class RestoreCoordinator : public std::enable_shared_from_this<RestoreCoordinato
   struct SlotRestoration {
     int optimizer_id;
     int slot_variable_id;
-    std::string slot_name;
+    std::string_view slot_name;  // in graph_'s bytes
   };
   struct DeferredSlotRestoration {
     std::weak_ptr<Trackable> original_variable;
     int slot_variable_id;
-    std::string slot_name;
+    std::string_view slot_name;  // in graph_'s bytes
   };
 
   // By proto id: the checkpoint's slot nodes when skip_slot_variables (they
@@ -140,7 +140,13 @@ class RestoreCoordinator : public std::enable_shared_from_this<RestoreCoordinato
   std::vector<bool> bound_;
   std::vector<bool> matched_;  // by proto id: ever bound to an object
   std::map<int, std::vector<std::string>> unused_attributes_;
-  std::map<int, std::vector<SlotRestoration>> slot_restorations_;  // by variable node
+  // The checkpoint's slots grouped by their variable's node: node id's are
+  // slot_restorations_[slot_begin_[id], slot_begin_[id + 1]), until
+  // slots_taken_[id]. Flat and by id, not a tree: the walk asks for every
+  // node's, in about the order of ids.
+  std::vector<SlotRestoration> slot_restorations_;
+  std::vector<int> slot_begin_;    // empty when skip_slot_variables
+  std::vector<bool> slots_taken_;  // by node id: walked, its slots restored or deferred
   std::map<int, std::vector<DeferredSlotRestoration>> deferred_slot_restorations_;  // by optimizer
   std::vector<Output> restore_ops_;
   Session* run_in_ = nullptr;  // RunLaterRestoresIn

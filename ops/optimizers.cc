@@ -270,9 +270,10 @@ std::vector<Output> Optimizer::Finish(const Scope&, const std::vector<Output>&) 
 std::shared_ptr<Variable> Optimizer::MakeSlot(const Scope& root,
                                               const std::shared_ptr<Variable>& variable,
                                               const std::string& slot_name, double fill_value) {
-  SlotKey key{variable.get(), slot_name};
-  auto it = slots_.find(key);
-  if (it != slots_.end() && it->second.variable.lock() == variable) return it->second.slot;
+  if (std::shared_ptr<Variable> slot = GetSlotVariable(*variable, slot_name)) return slot;
+  // A record left by a dead variable at the same address starts over.
+  VariableSlots& record = slots_[variable.get()];
+  if (record.variable.lock() != variable) record = VariableSlots{.variable = variable, .slots = {}};
 
   // TensorFlow 1's slot_creator: "<variable>/<optimizer>", made unique, so a
   // second slot is "<variable>/<optimizer>_1".
@@ -284,10 +285,7 @@ std::shared_ptr<Variable> Optimizer::MakeSlot(const Scope& root,
     // whole's slot, "<whole>/<optimizer>" (the k-th slot of a variable is
     // made unique as "<optimizer>_k", as TensorFlow 1's slot_creator names
     // it).
-    int earlier = 0;
-    for (const auto& [other, entry] : slots_) {
-      if (other.variable == variable.get() && entry.variable.lock() == variable) ++earlier;
-    }
+    const size_t earlier = record.slots.size();
     options.save_slice_info = *slice;
     options.save_slice_info->full_name = slice->full_name + "/" + name_;
     // Appended, not "_" + to_string(): GCC 12 warns (-Wrestrict) on that
@@ -300,7 +298,7 @@ std::shared_ptr<Variable> Optimizer::MakeSlot(const Scope& root,
         root, slot_var_name, variable->dtype(), variable->shape().ToTensorShape(),
         initializers::Constant(fill_value), options, HasDeferredSlotRestore(*variable, slot_name),
         [&](const std::shared_ptr<Variable>& s) {
-          slots_[key] = SlotEntry{.variable = variable, .slot = s};
+          record.slots.emplace_back(slot_name, s);
           OnSlotCreated(*variable, slot_name, s);
         });
     if (slot != nullptr && !waiting_partitioned_.empty()) AnnounceCompletePartitionedSlots();
@@ -316,7 +314,7 @@ std::shared_ptr<Variable> Optimizer::MakeSlot(const Scope& root,
   Output value = ops::Fill(init_scope, ops::Shape(init_scope, variable->initial_value()), *fill);
   std::shared_ptr<Variable> slot = Variable::Create(root, slot_var_name, value, options);
   if (slot == nullptr) return nullptr;
-  slots_[key] = SlotEntry{.variable = variable, .slot = slot};
+  record.slots.emplace_back(slot_name, slot);
   OnSlotCreated(*variable, slot_name, slot);
   if (!waiting_partitioned_.empty()) AnnounceCompletePartitionedSlots();
   return slot;
@@ -338,20 +336,31 @@ std::shared_ptr<Variable> Optimizer::MakeNonSlotVariable(const Scope& root, cons
       });
 }
 
+const Optimizer::VariableSlots* Optimizer::SlotsOf(const Variable& variable) const {
+  auto it = slots_.find(&variable);
+  if (it == slots_.end() || it->second.variable.lock().get() != &variable) return nullptr;
+  return &it->second;
+}
+
 std::shared_ptr<Variable> Optimizer::GetSlotVariable(const Variable& variable,
                                                      std::string_view slot_name) const {
-  auto it = slots_.find(SlotKey{&variable, std::string(slot_name)});
-  if (it == slots_.end() || it->second.variable.lock().get() != &variable) return nullptr;
-  return it->second.slot;
+  if (const VariableSlots* record = SlotsOf(variable)) {
+    for (const auto& [name, slot] : record->slots) {
+      if (name == slot_name) return slot;
+    }
+  }
+  return nullptr;
 }
 
 std::shared_ptr<Trackable> Optimizer::GetSlot(const Trackable& variable,
                                               std::string_view slot_name) const {
+  if (const auto* v = dynamic_cast<const Variable*>(&variable)) {
+    return GetSlotVariable(*v, slot_name);
+  }
   if (const auto* partitioned = dynamic_cast<const PartitionedVariable*>(&variable)) {
     return PartitionedSlot(*partitioned, slot_name);
   }
-  const auto* v = dynamic_cast<const Variable*>(&variable);
-  return v == nullptr ? nullptr : GetSlotVariable(*v, slot_name);
+  return nullptr;
 }
 
 std::shared_ptr<Trackable> Optimizer::PartitionedSlot(const PartitionedVariable& variable,

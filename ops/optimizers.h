@@ -42,7 +42,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -165,17 +165,13 @@ class Optimizer : public SlotOwner {
   Output CastTo(const Scope& scope, Output value, DataType dtype);
 
  private:
-  struct SlotKey {
-    const Trackable* variable;
-    std::string slot_name;
-    friend bool operator<(const SlotKey& a, const SlotKey& b) {
-      return std::tie(a.variable, a.slot_name) < std::tie(b.variable, b.slot_name);
-    }
+  // A variable's slots, by name in the order they were made.
+  struct VariableSlots {
+    std::weak_ptr<Variable> variable;  // a dead variable's record is stale
+    std::vector<std::pair<std::string, std::shared_ptr<Variable>>> slots;
   };
-  struct SlotEntry {
-    std::weak_ptr<Variable> variable;  // a dead variable's entry is stale
-    std::shared_ptr<Variable> slot;
-  };
+  // The live record of `variable`, or null.
+  const VariableSlots* SlotsOf(const Variable& variable) const;
   // ComputeGradients's checks around `gradients`, which maps the
   // variables' handles to their gradients.
   std::vector<GradAndVar> GradientsOf(
@@ -200,7 +196,10 @@ class Optimizer : public SlotOwner {
   const std::string name_;
   const std::vector<std::string> slot_names_;  // sorted
   std::weak_ptr<Graph> graph_;                 // the graph of the first ApplyGradients
-  std::map<SlotKey, SlotEntry> slots_;
+  // By variable. A checkpoint's walks ask for every variable's slots: a
+  // tree keyed by (variable, name) cost ~16 cold nodes a question, a hash
+  // table two lines.
+  std::unordered_map<const Variable*, VariableSlots> slots_;
   std::map<std::string, std::shared_ptr<Variable>, std::less<>> non_slot_;
   // The wholes PartitionedSlot made, so a checkpoint sees one object each.
   mutable std::map<std::pair<const PartitionedVariable*, std::string>,

@@ -12,6 +12,7 @@
 #include "ops/array_ops.h"
 #include "ops/checkpoint_ops.h"
 #include "ops/initializers.h"
+#include "ops/optimizers.h"
 #include "ops/partitioned_variables.h"
 #include "tests/bundle/bundle_test_util.h"
 #include "tests/bundle/testdata_util.h"
@@ -111,6 +112,36 @@ TEST(PartitionedVariable, PartsAreFixedSizePartitionersWithSaveSliceInfo) {
                                         {.num_shards = 1, .axis = 2}),
             nullptr);
   EXPECT_THAT(bad_axis.status(), StatusIs(StatusCode::kInvalidArgument, "no axis 2"));
+}
+
+TEST(PartitionedVariable, EachSlotOfAPartIsASliceOfItsOwnWhole) {
+  // TensorFlow 1's slot_creator: a part's first slot is a slice of
+  // "<whole>/<optimizer>", its k-th of "<whole>/<optimizer>_k"; another
+  // variable's slots count from 0 again.
+  Scope scope = Scope::NewRootScope();
+  auto w = MakeGridVariable(scope, "w", 2, 0);
+  auto u = MakeGridVariable(scope, "u", 2, 0);
+  auto adam = Adam::Make();
+  std::vector<GradAndVar> grads;
+  for (const auto& v : {w, u}) {
+    for (const auto& part : v->parts()) {
+      grads.push_back({ops::ZerosLike(scope, part->value()), part});
+    }
+  }
+  adam->ApplyGradients(scope, grads);
+  ASSERT_TRUE(scope.ok()) << scope.status();
+  for (const auto& [v, name] : {std::pair{w, "w"}, std::pair{u, "u"}}) {
+    for (const auto& [slot_name, full_name] :
+         {std::pair{"m", "/Adam"}, std::pair{"v", "/Adam_1"}}) {
+      auto slot = std::dynamic_pointer_cast<PartitionedVariable>(adam->GetSlot(*v, slot_name));
+      ASSERT_NE(slot, nullptr) << name << " " << slot_name;
+      for (const auto& part : slot->parts()) {
+        EXPECT_EQ(part->save_slice_info()->full_name, std::string(name) + full_name);
+      }
+      EXPECT_EQ(slot->parts()[1]->save_slice_info()->Spec(),
+                v->parts()[1]->save_slice_info()->Spec());
+    }
+  }
 }
 
 class PartitionedSaverTest : public ::testing::TestWithParam<std::tuple<int, int>> {
