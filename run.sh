@@ -109,6 +109,11 @@ run_benchmarks() {
   # The same restore of many small variables with glibc's heap on huge pages.
   bench_run restore_20k_hugetlb GLIBC_TUNABLES=glibc.malloc.hugetlb=1 "$ckflow" bench restore \
     --count 20000 --size 20000KiB --repeat 5 --json "$results/restore_20k_hugetlb.json"
+  # The same 20,000 trained by Adam: each with its slots m and v.
+  bench_run restore_20k_adam "$ckflow" bench restore --optimizer adam --count 20000 \
+    --size 20000KiB --repeat 5 --json "$results/restore_20k_adam.json"
+  bench_run save_20k_adam "$ckflow" bench save --optimizer adam --count 20000 --size 20000KiB \
+    --repeat 5 --json "$results/save_20k_adam.json"
   bench_run save_async_20k "$ckflow" bench save --async --count 20000 --size 20000KiB --repeat 5 \
     --json "$results/save_async_20k.json"
   bench_run memory_async "$ckflow" bench save --async --size 1GiB --count 64 --repeat 1 \

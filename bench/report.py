@@ -527,13 +527,17 @@ def topic_small(r):
     huge = huge_pages(get(c, "ckflow", "restore"), r.json("restore_20k_hugetlb"))
     if huge:
         after += (" " if after else "") + huge
+    adam = with_adam(get(c, "ckflow", "restore"), get(c, "ckflow", "save"),
+                     r.json("restore_20k_adam"), r.json("save_20k_adam"))
+    if adam:
+        after += (" " if after else "") + adam
     n = c["count"] if c else 20000
     deep = deep_model(g.get(f"DeepModel/vars:{n}/layers:{n // 10}"))
     if deep:
         after += (" " if after else "") + deep
     return Section("Many small variables", intro, table(headers, rows),
-                   ["peers", "restore_200k", "restore_20k_hugetlb", "save_200k",
-                    "checkpoint_bench"],
+                   ["peers", "restore_200k", "restore_20k_hugetlb", "restore_20k_adam",
+                    "save_200k", "save_20k_adam", "checkpoint_bench"],
                    ("small_variables.png", draw) if c
                    else None, after)
 
@@ -604,6 +608,27 @@ def huge_pages(small, huge):
             f"{get(huge, 'count'):,} takes {num(ck_huge)} µs per variable against "
             f"{num(ck)} µs ({times(ck_huge / ck)}), {times(get(huge, 'ratio'))} its ceiling"
             f"{phase}.")
+
+
+def with_adam(restore, save, adam_restore, adam_save):
+    """The same model trained by Adam (`ckflow bench restore|save
+    --optimizer adam`: JSON objects `adam_restore` and `adam_save`), its
+    slots m and v variables of the checkpoint beside each of the model's,
+    against the model without an optimizer (`restore`, `save`), per
+    variable with the slots counted."""
+    parts = []
+    for what, plain, adam in (("restoring", restore, adam_restore), ("saving", save, adam_save)):
+        us, us_adam = per_var_of(plain, "ckflow_s"), per_var_of(adam, "ckflow_s")
+        if us is None or us_adam is None or get(adam, "model_count") != get(plain, "count"):
+            continue
+        parts.append(f"{what} takes {num(us_adam)} µs per variable against {num(us)} µs "
+                     f"({times(us_adam / us)}), {times(get(adam, 'ratio'))} its ceiling")
+    if not parts:
+        return ""
+    adam = adam_restore or adam_save
+    return (f"A model trained by Adam checkpoints its slots m and v beside each variable: with "
+            f"{get(adam, 'model_count'):,} variables and their slots, {get(adam, 'count'):,} "
+            f"variables in all (`--optimizer adam`), " + ", and ".join(parts) + ".")
 
 
 def restore_budget(small, target=0.8):

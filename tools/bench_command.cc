@@ -16,6 +16,10 @@
 //            memory + CRC32C, on 1 and 2 threads, with and without O_DIRECT
 //            (workloads/cold_cache.h), and "raw" is the fastest of them.
 //            Where the cache cannot be dropped it says why and exits 3.
+//   --optimizer adam
+//            the model is trained by Adam: each variable has slots m and v,
+//            variables of the checkpoint like the model's own (three times
+//            the values; per-variable figures count the slots).
 //   save     Checkpoint::Write vs pwrite of the same bytes (--durable: both
 //            fsync). --async times Write({.async = true}) until it returns
 //            (the training loop's stall) and also prints it as a fraction
@@ -92,7 +96,8 @@ struct BenchOptions {
   std::string json;      // also write the results here (empty: only print them)
   bool cold = false;     // restore only: from a cold page cache, in a new process
   std::string drop_caches = workloads::kDropCachesPath;  // what --cold writes "1" to
-  std::string child_prefix;  // internal: be --cold's restoring child, from this checkpoint
+  std::string child_prefix;        // internal: be --cold's restoring child, from this checkpoint
+  std::string optimizer = "none";  // the model's slots: none, or adam's m and v
 };
 
 using workloads::JsonObject;
@@ -141,10 +146,15 @@ StatusOr<int64_t> ParseSize(const std::string& text) {
 }
 
 // The checked shape of the benchmark: `count` variables of `bytes / count`.
+// What a run moves. With an optimizer, its slots are variables of the
+// checkpoint like the model's own, each the size of its variable: bytes
+// and count include them.
 struct Plan {
-  int64_t bytes = 0;
-  int64_t count = 0;
-  int64_t elements = 0;  // float32 elements per variable
+  int64_t bytes = 0;        // every variable's values
+  int64_t count = 0;        // variables, slots included
+  int64_t model_count = 0;  // the model's variables (--count)
+  int64_t elements = 0;     // float32 elements per variable
+  workloads::SyntheticOptimizer optimizer = workloads::SyntheticOptimizer::kNone;
 };
 
 StatusOr<Plan> MakePlan(const BenchOptions& options) {
@@ -163,6 +173,8 @@ StatusOr<Plan> MakePlan(const BenchOptions& options) {
   if (options.files < 0) {
     return InvalidArgumentError("--files must be 0 (one per thread) or more, got ", options.files);
   }
+  CKFLOW_ASSIGN_OR_RETURN(const workloads::SyntheticOptimizer optimizer,
+                          workloads::OptimizerNamed(options.optimizer));
   CKFLOW_ASSIGN_OR_RETURN(int64_t bytes, ParseSize(options.size));
   const int64_t granule = options.count * static_cast<int64_t>(sizeof(float));
   if (bytes % granule != 0) {
@@ -170,7 +182,12 @@ StatusOr<Plan> MakePlan(const BenchOptions& options) {
                                 " bytes) does not split into --count ", options.count,
                                 " float32 variables: it must be a multiple of ", granule, " bytes");
   }
-  return Plan{.bytes = bytes, .count = options.count, .elements = bytes / granule};
+  const int64_t per_variable = workloads::VariablesPerModelVariable(optimizer);
+  return Plan{.bytes = bytes * per_variable,
+              .count = options.count * per_variable,
+              .model_count = options.count,
+              .elements = bytes / granule,
+              .optimizer = optimizer};
 }
 
 // The directory the benchmark writes into; removes what it made when
@@ -249,7 +266,8 @@ using workloads::ModelProgram;
 
 // The synthetic model of `plan`, variable i holding `fill + i`.
 StatusOr<std::unique_ptr<ModelProgram>> NewModel(const Plan& plan, float fill) {
-  return ModelProgram::Synthetic(plan.count, plan.elements, fill, /*initialize=*/true);
+  return ModelProgram::Synthetic(plan.model_count, plan.elements, fill, /*initialize=*/true, 1,
+                                 plan.optimizer);
 }
 
 // A progress bar on stderr, drawn only when stderr is a terminal so that
@@ -385,10 +403,14 @@ std::string SizeText(int64_t bytes) {
 
 std::string Describe(const Plan& plan, const BenchOptions& options, const std::string& dir) {
   std::string s = std::to_string(plan.count) + " x " + SizeText(plan.bytes / plan.count) +
-                  " float32 variables = " + SizeText(plan.bytes) + " (" +
-                  std::to_string(plan.bytes) + " bytes), median of " +
-                  std::to_string(options.repeat) + (options.repeat == 1 ? " run" : " runs") +
-                  ", ckflow on " + std::to_string(MaxParallelism()) +
+                  " float32 variables" +
+                  (plan.optimizer == workloads::SyntheticOptimizer::kAdam
+                       ? " (" + std::to_string(plan.model_count) + " and Adam's m and v of each)"
+                       : std::string()) +
+                  " = " + SizeText(plan.bytes) + " (" + std::to_string(plan.bytes) +
+                  " bytes), median of " + std::to_string(options.repeat) +
+                  (options.repeat == 1 ? " run" : " runs") + ", ckflow on " +
+                  std::to_string(MaxParallelism()) +
                   (MaxParallelism() == 1 ? " thread, in " : " threads, in ") + dir;
   return s;
 }
@@ -470,7 +492,8 @@ Status RunRestore(const Plan& plan, const BenchOptions& options, WorkDir& dir, J
     CKFLOW_RETURN_IF_ERROR(RunBoth(run, raw_run, ckflow_run));
     progress.Draw(run + 2);
   }
-  CKFLOW_RETURN_IF_ERROR(CheckRestored(*p, plan.count - 1, static_cast<float>(plan.count - 1)));
+  CKFLOW_RETURN_IF_ERROR(
+      CheckRestored(*p, plan.model_count - 1, static_cast<float>(plan.model_count - 1)));
   std::cout << "ckflow bench restore: " << Describe(plan, options, dir.path()) << "\n";
   PrintResult(
       plan, Median(ckflow_s),
@@ -485,8 +508,8 @@ Status RunRestore(const Plan& plan, const BenchOptions& options, WorkDir& dir, J
 
 // --cold's child: a new program restores `prefix` into new variables.
 int RunRestoreChild(const Plan& plan, const BenchOptions& options) {
-  StatusOr<workloads::TimedRestore> timed =
-      workloads::TimeRestoreIntoNewModel(options.child_prefix, plan.count, plan.elements);
+  StatusOr<workloads::TimedRestore> timed = workloads::TimeRestoreIntoNewModel(
+      options.child_prefix, plan.model_count, plan.elements, plan.optimizer);
   if (!timed.ok()) return ReportError("bench restore --child-prefix", timed.status());
   workloads::PrintChildResult(timed->seconds, timed->page_faults);
   return 0;
@@ -508,17 +531,20 @@ Status RunColdRestore(const Plan& plan, const BenchOptions& options, WorkDir& di
   CKFLOW_ASSIGN_OR_RETURN(const workloads::ValueLayout layout,
                           WriteCheckpoint(plan, options, prefix));
   progress.Draw(1);
-  std::vector<std::string> child = {workloads::SelfPath(),
-                                    "bench",
-                                    "restore",
-                                    "--size",
-                                    std::to_string(plan.bytes),
-                                    "--count",
-                                    std::to_string(plan.count),
-                                    "--threads",
-                                    std::to_string(options.threads),
-                                    "--child-prefix",
-                                    prefix};
+  std::vector<std::string> child = {
+      workloads::SelfPath(),
+      "bench",
+      "restore",
+      "--size",
+      std::to_string(plan.model_count * plan.elements * static_cast<int64_t>(sizeof(float))),
+      "--count",
+      std::to_string(plan.model_count),
+      "--optimizer",
+      options.optimizer,
+      "--threads",
+      std::to_string(options.threads),
+      "--child-prefix",
+      prefix};
   // Contender 0 is ckflow, k > 0 baselines[k - 1].
   const size_t contenders = baselines.size() + 1;
   std::vector<std::vector<double>> seconds(contenders);
@@ -777,6 +803,8 @@ int RunBench(Mode mode, const BenchOptions& options) {
   json.Set("command", command)
       .Set("bytes", plan->bytes)
       .Set("count", plan->count)
+      .Set("model_count", plan->model_count)
+      .Set("optimizer", workloads::OptimizerName(plan->optimizer))
       .Set("repeat", options.repeat)
       .Set("threads", static_cast<int64_t>(MaxParallelism()))
       .Set("raw_threads", options.raw_threads)
@@ -797,9 +825,14 @@ int RunBench(Mode mode, const BenchOptions& options) {
 
 void AddBenchOptions(CLI::App* sub, BenchOptions& options, bool save) {
   sub->add_option("--size", options.size,
-                  "bytes of variable values in all: 1GiB, 256MiB, 64KiB, 1GB, 1000")
+                  "bytes of the model's variable values in all: 1GiB, 256MiB, 64KiB, 1GB, 1000 "
+                  "(an optimizer's slots add their own)")
       ->capture_default_str();
   sub->add_option("--count", options.count, "number of float32 variables")->capture_default_str();
+  sub->add_option("--optimizer", options.optimizer,
+                  "the model's optimizer: none, or adam (its slots m and v for every variable, "
+                  "as a checkpoint of training holds)")
+      ->capture_default_str();
   sub->add_option("--dir", options.dir,
                   "directory to write in (default: a new temporary directory, removed after)");
   sub->add_option("--threads", options.threads, "oneTBB threads for ckflow (default 0: every core)")

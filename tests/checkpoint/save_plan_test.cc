@@ -64,14 +64,14 @@ struct Program : testing::ModelProgram {
     return prefix;
   }
 
-  // Slot "m" of v, created by `optimizer` (not initialized).
-  void AddSlot(testing::MirrorOptimizer& optimizer) {
-    optimizer.pending.push_back({.variable = vars[0],
-                                 .slot_name = "m",
-                                 .dtype = DT_FLOAT,
-                                 .shape = TensorShape({3}),
-                                 .key = ""});
-    optimizer.CreateSlots(scope);
+  // Slot "m" of v, created by `owner` (not initialized).
+  void AddSlot(testing::MirrorOptimizer& owner) {
+    owner.pending.push_back({.variable = vars[0],
+                             .slot_name = "m",
+                             .dtype = DT_FLOAT,
+                             .shape = TensorShape({3}),
+                             .key = ""});
+    owner.CreateSlots(scope);
   }
 
   // A new variable, initialized, so a save can read it.

@@ -265,6 +265,12 @@ TEST_P(CliBenchTest, PrintsRatesAndRatioAndCleansUp) {
   if (GetParam() == "restore --files 4") {
     EXPECT_NE(output.find("Restore + InitializeOrRestore, 4 files"), std::string::npos) << output;
   }
+  // Adam's slots are variables of the checkpoint as the model's are.
+  if (GetParam().find("--optimizer adam") != std::string::npos) {
+    EXPECT_NE(output.find("12 x 1 MiB float32 variables (4 and Adam's m and v of each) = 12 MiB"),
+              std::string::npos)
+        << output;
+  }
   EXPECT_EQ(testing::ListDir(dir), std::vector<std::string>{}) << "left behind in " << dir;
 }
 
@@ -272,7 +278,8 @@ INSTANTIATE_TEST_SUITE_P(Modes, CliBenchTest,
                          ::testing::Values("restore", "save", "save --durable",
                                            "restore --threads 1", "save --async",
                                            "save --durable --async", "save --files 3",
-                                           "restore --files 4"),
+                                           "restore --files 4", "restore --optimizer adam",
+                                           "save --optimizer adam"),
                          [](const ::testing::TestParamInfo<std::string>& p) {
                            std::string name;
                            for (char ch : p.param) name += std::isalnum(ch) ? ch : '_';
@@ -353,6 +360,22 @@ TEST(CliBench, RestoreSplitsItsTimeBetweenRestoreAndInitializeOrRestore) {
       << json;
 }
 
+// With --optimizer adam every variable has two slots: the JSON counts
+// them among the variables, beside the model's own count.
+TEST(CliBench, CountsAnOptimizersSlotsAmongTheVariables) {
+  std::string json;
+  const std::string output =
+      RunBenchWithJson("restore --optimizer adam --size 64KiB --count 16 --repeat 1", &json);
+  ASSERT_FALSE(json.empty()) << output;
+  EXPECT_NE(json.find("\"optimizer\": \"adam\""), std::string::npos) << json;
+  EXPECT_EQ(JsonNumber(json, "count"), 48) << json;
+  EXPECT_EQ(JsonNumber(json, "model_count"), 16) << json;
+  EXPECT_EQ(JsonNumber(json, "bytes"), 3 * (64 << 10)) << json;
+  EXPECT_NE(output.find("48 x 4 KiB float32 variables (16 and Adam's m and v of each)"),
+            std::string::npos)
+      << output;
+}
+
 struct BadBenchArgs {
   std::string args;
   std::string flag;  // the message names it
@@ -383,6 +406,7 @@ const BadBenchArgs kBadBenchArgs[] = {
     {"restore --size 4MiB --async", "--async"},    // async applies to saves only
     {"save --size 4MiB --files -1", "--files"},
     {"save --size 4MiB --cold", "--cold"},  // a cold cache applies to restores only
+    {"restore --size 4MiB --optimizer sgd", "--optimizer 'sgd'"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, CliBenchBadArgsTest, ::testing::ValuesIn(kBadBenchArgs));
@@ -427,15 +451,27 @@ TEST(CliBenchCold, RefusesADirectoryInMemory) {
 // The whole cold path (a restoring child process, every baseline, the
 // JSON) with a plain file standing in for /proc/sys/vm/drop_caches, so it
 // runs without root and drops nothing: the figures are warm ones, which is
-// not under test.
-TEST(CliBenchCold, RestoresInANewProcessBesideEveryBaseline) {
+// not under test. With --optimizer adam the child builds the same model,
+// slots included, and must take every value of the checkpoint.
+struct ColdCase {
+  std::string more;      // further arguments
+  int64_t values_bytes;  // of the checkpoint: 4 MiB, or 12 with Adam's slots
+};
+
+void PrintTo(const ColdCase& c, std::ostream* os) { *os << "'" << c.more << "'"; }
+
+class CliBenchColdTest : public ::testing::TestWithParam<ColdCase> {};
+
+TEST_P(CliBenchColdTest, RestoresInANewProcessBesideEveryBaseline) {
   const std::string dir = testing::NewTempDir("bench_cold");
   if (OnTmpfs(dir)) GTEST_SKIP() << dir << " is on tmpfs";
   const std::string drop = testing::NewTempDir("bench_cold_drop") + "/drop_caches";
   testing::WriteFileOrDie(drop, "");
   const std::string json_path = testing::NewTempDir("bench_cold_json") + "/cold.json";
   std::string output;
-  ASSERT_EQ(RunColdBench(dir, "--drop-caches " + drop + " --json " + json_path, &output), 0)
+  ASSERT_EQ(RunColdBench(dir, GetParam().more + " --drop-caches " + drop + " --json " + json_path,
+                         &output),
+            0)
       << output;
   const BenchRates r = ParseBenchOutput(output);
   EXPECT_GT(r.ckflow, 0) << output;
@@ -456,11 +492,15 @@ TEST(CliBenchCold, RestoresInANewProcessBesideEveryBaseline) {
   EXPECT_NE(json.find("\"baselines\": [{"), std::string::npos) << json;
   EXPECT_NEAR(JsonNumber(json, "ratio"), r.ratio, 0.006) << json << output;
   // The child counted its page faults: it wrote every value into memory it
-  // had never touched, so at least the 4 MiB of values.
+  // had never touched, so at least the checkpoint's values.
   EXPECT_NE(output.find("MiB first touched"), std::string::npos) << output;
-  EXPECT_GE(JsonNumber(json, "ckflow_first_touched_bytes"), 4 << 20) << json;
+  EXPECT_GE(JsonNumber(json, "ckflow_first_touched_bytes"), GetParam().values_bytes) << json;
   EXPECT_EQ(testing::ListDir(dir), std::vector<std::string>{}) << "left behind in " << dir;
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, CliBenchColdTest,
+                         ::testing::Values(ColdCase{"", 4 << 20},
+                                           ColdCase{"--optimizer adam", 12 << 20}));
 
 }  // namespace
 }  // namespace ckflow
